@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/ptrace"
+)
+
+func requirePrivilege(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
+		t.Fatal("this test needs root (ptrace, eBPF) and GI_REQUIRE_PRIVILEGED=1 forbids skipping")
+	}
+	t.Skip("needs root; set GI_REQUIRE_PRIVILEGED=1 to make this a failure")
+}
+
+var (
+	giOnce sync.Once
+	giPath string
+	giErr  error
+)
+
+// buildGi builds the gi command once per test binary.
+func buildGi(t testing.TB) string {
+	t.Helper()
+	giOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gi-cli")
+		if err != nil {
+			giErr = err
+			return
+		}
+		// Readable by all: one test runs gi as an unprivileged user.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			giErr = err
+			return
+		}
+		giPath = filepath.Join(dir, "gi")
+		out, err := exec.Command("go", "build", "-o", giPath, ".").CombinedOutput()
+		if err != nil {
+			giErr = err
+			giPath = string(out)
+		}
+	})
+	if giErr != nil {
+		t.Fatalf("build gi: %v\n%s", giErr, giPath)
+	}
+	return giPath
+}
+
+// runGi runs gi and returns stdout, stderr and the exit code.
+func runGi(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(buildGi(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("gi %v hung", args)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// checkOneLineError asserts a clean failure: non-zero exit, one line on
+// stderr matching want, no Go panic trace.
+func checkOneLineError(t *testing.T, stderr string, code int, want string) {
+	t.Helper()
+	if code == 0 {
+		t.Errorf("exit code 0, want non-zero (stderr %q)", stderr)
+	}
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if len(lines) != 1 {
+		t.Errorf("stderr has %d lines, want 1:\n%s", len(lines), stderr)
+	}
+	if strings.Contains(stderr, "goroutine ") && strings.Contains(stderr, "panic") {
+		t.Errorf("stderr holds a Go panic trace:\n%s", stderr)
+	}
+	if !regexp.MustCompile(want).MatchString(stderr) {
+		t.Errorf("stderr %q does not match %q", stderr, want)
+	}
+}
+
+func TestPsTable(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "psstates", targets.BuildOptions{})
+	p := targets.Start(t, bin, "-park", "50")
+	out, stderr, code := runGi(t, "ps", strconv.Itoa(p.Pid))
+	if code != 0 {
+		t.Fatalf("gi ps failed (%d): %s", code, stderr)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+	for _, want := range []string{"GOID", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY", "LABELS",
+		"chan receive", "sync.Mutex.Lock", "IO wait", "syscall", "select", "sleep",
+		"shard=3,worker=w1", "(locked)", "main.main (goroutine 1)", "paused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gi ps output lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\d+ goroutines: \d+ chan receive`).MatchString(out) {
+		t.Errorf("no footer with counts by state:\n%s", out)
+	}
+
+	// --group folds the 50 parked goroutines into one row.
+	out, stderr, code = runGi(t, "ps", "--group", strconv.Itoa(p.Pid))
+	if code != 0 {
+		t.Fatalf("gi ps --group: %s", stderr)
+	}
+	if !regexp.MustCompile(`(?m)^\s*5\d\s+chan receive`).MatchString(out) {
+		t.Errorf("--group has no row of ≥50 goroutines in chan receive:\n%s", out)
+	}
+
+	// Filters.
+	out, _, _ = runGi(t, "ps", "--json", "--state", "sync.Mutex.Lock", strconv.Itoa(p.Pid))
+	var doc struct {
+		Goroutines []struct {
+			Goid       uint64 `json:"goid"`
+			State      string `json:"state"`
+			WaitReason string `json:"wait_reason"`
+			Function   string `json:"function"`
+			Frames     []struct {
+				Function string `json:"function"`
+			} `json:"frames"`
+		} `json:"goroutines"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if len(doc.Goroutines) == 0 {
+		t.Fatal("--state sync.Mutex.Lock matched nothing")
+	}
+	for _, g := range doc.Goroutines {
+		if g.State != "waiting" || g.WaitReason != "sync.Mutex.Lock" {
+			t.Errorf("--state filter let through goroutine %d: %s/%s", g.Goid, g.State, g.WaitReason)
+		}
+	}
+	out, _, _ = runGi(t, "ps", "--json", "--match", `^main\.recurse$`, strconv.Itoa(p.Pid))
+	doc.Goroutines = nil
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Goroutines) != 1 || len(doc.Goroutines[0].Frames) < 300 {
+		t.Errorf("--match main.recurse: want the one deep goroutine with ≥300 frames, got %d goroutines", len(doc.Goroutines))
+	}
+	out, _, _ = runGi(t, "ps", "--min-wait", "1h", strconv.Itoa(p.Pid))
+	if !strings.Contains(out, "\n0 goroutines") {
+		t.Errorf("--min-wait 1h should leave nothing:\n%s", out)
+	}
+}
+
+func TestPsPprof(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "psstates", targets.BuildOptions{})
+	p := targets.Start(t, bin, "-park", "30")
+	file := filepath.Join(t.TempDir(), "goroutines.pb.gz")
+	if _, stderr, code := runGi(t, "ps", "--pprof", file, strconv.Itoa(p.Pid)); code != 0 {
+		t.Fatalf("gi ps --pprof: %s", stderr)
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=200", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Type: goroutine", "main.parked"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("pprof -top output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = exec.Command("go", "tool", "pprof", "-tags", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -tags: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "w1") || !strings.Contains(string(out), "worker") {
+		t.Errorf("pprof labels missing:\n%s", out)
+	}
+}
+
+func TestPsErrors(t *testing.T) {
+	requirePrivilege(t)
+	t.Run("no such pid", func(t *testing.T) {
+		_, stderr, code := runGi(t, "ps", "999999999")
+		checkOneLineError(t, stderr, code, `no such process`)
+	})
+	t.Run("not a Go program", func(t *testing.T) {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		_, stderr, code := runGi(t, "ps", strconv.Itoa(cmd.Process.Pid))
+		checkOneLineError(t, stderr, code, `not a Go program`)
+	})
+	t.Run("no process by that name", func(t *testing.T) {
+		_, stderr, code := runGi(t, "ps", "no-such-process-name-gi")
+		checkOneLineError(t, stderr, code, `no process named`)
+	})
+	t.Run("ambiguous name", func(t *testing.T) {
+		bin := targets.Build(t, "psstates", targets.BuildOptions{})
+		dir := t.TempDir()
+		dup := filepath.Join(dir, "gi-ambiguous")
+		copyFile(t, bin, dup)
+		targets.Start(t, dup)
+		targets.Start(t, dup)
+		_, stderr, code := runGi(t, "ps", "gi-ambiguous")
+		checkOneLineError(t, stderr, code, `"gi-ambiguous" is ambiguous: 2 processes match`)
+	})
+	t.Run("by name", func(t *testing.T) {
+		bin := targets.Build(t, "psstates", targets.BuildOptions{})
+		dup := filepath.Join(t.TempDir(), "gi-byname")
+		copyFile(t, bin, dup)
+		p := targets.Start(t, dup)
+		out, stderr, code := runGi(t, "ps", "gi-byname")
+		if code != 0 || !strings.Contains(out, "pid "+strconv.Itoa(p.Pid)) {
+			t.Errorf("gi ps by name: code %d, stderr %q", code, stderr)
+		}
+	})
+	t.Run("permission denied", func(t *testing.T) {
+		bin := targets.Build(t, "psstates", targets.BuildOptions{})
+		p := targets.Start(t, bin)
+		cmd := exec.Command(buildGi(t), "ps", strconv.Itoa(p.Pid))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		if err != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		checkOneLineError(t, stderr.String(), code, `permission denied`)
+		targets.CheckNotStopped(t, p.Pid)
+	})
+	t.Run("already traced", func(t *testing.T) {
+		bin := targets.Build(t, "psstates", targets.BuildOptions{})
+		p := targets.Start(t, bin)
+		tr := ptrace.NewTracer()
+		defer tr.Close()
+		st, err := tr.Stop(p.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := runGi(t, "ps", strconv.Itoa(p.Pid))
+		if err := st.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		checkOneLineError(t, stderr, code, `already traced`)
+		targets.CheckNotStopped(t, p.Pid)
+	})
+	t.Run("bad flag values", func(t *testing.T) {
+		_, stderr, code := runGi(t, "ps", "--match", "(", "1")
+		checkOneLineError(t, stderr, code, `--match`)
+	})
+}
+
+// TestPsTargetExits runs gi against processes that exit while it works: every
+// run must end in success or a one-line error, never a hang or a panic.
+func TestPsTargetExits(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "psstates", targets.BuildOptions{})
+	exitedSeen := 0
+	for i := 0; i < 20; i++ {
+		p := targets.Start(t, bin, "-park", "5000")
+		delay := time.Duration(rand.Intn(4000)) * time.Microsecond
+		go func() {
+			time.Sleep(delay)
+			p.Cmd.Process.Kill()
+		}()
+		_, stderr, code := runGi(t, "ps", "--stacks", strconv.Itoa(p.Pid))
+		if code != 0 {
+			checkOneLineError(t, stderr, code, `exited|no such process|not a Go program`)
+			exitedSeen++
+		}
+	}
+	t.Logf("%d of 20 runs saw the target exit", exitedSeen)
+}
+
+// TestKillGiMidSnapshot kills gi at random points of a snapshot, 150 times
+// (100 with SIGKILL, the others with SIGINT and SIGTERM, which gi handles by
+// resuming the target before it exits), and checks every time that the
+// target runs on, neither stopped nor traced.
+func TestKillGiMidSnapshot(t *testing.T) {
+	requirePrivilege(t)
+	gi := buildGi(t)
+	bin := targets.Build(t, "psstates", targets.BuildOptions{})
+	p := targets.Start(t, bin, "-park", "20000")
+	killedDuring := 0
+	signals := []syscall.Signal{syscall.SIGKILL, syscall.SIGKILL, syscall.SIGINT, syscall.SIGKILL, syscall.SIGKILL, syscall.SIGTERM}
+	for i := 0; i < 150; i++ {
+		sig := signals[i%len(signals)]
+		cmd := exec.Command(gi, "ps", "--stacks", strconv.Itoa(p.Pid))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(rand.Intn(60000)) * time.Microsecond)
+		if cmd.Process.Signal(sig) == nil {
+			killedDuring++
+		}
+		if err := cmd.Wait(); err != nil && sig != syscall.SIGKILL {
+			// A handled signal makes gi exit 130 or 143 itself (-1: it came before the handler was installed).
+			if code := cmd.ProcessState.ExitCode(); code != 130 && code != 143 && code != 0 && code != -1 {
+				t.Errorf("after %v gi exited with %d", sig, code)
+			}
+		}
+		// The kernel detaches a dead tracer's tracees; give it a moment.
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) && !running(p.Pid) {
+			time.Sleep(time.Millisecond)
+		}
+		targets.CheckNotStopped(t, p.Pid)
+		if t.Failed() {
+			t.Fatalf("target left stopped or traced after run %d", i)
+		}
+	}
+	// The target still answers: its own goroutines still progress.
+	if out, stderr, code := runGi(t, "ps", strconv.Itoa(p.Pid)); code != 0 || !strings.Contains(out, "chan receive") {
+		t.Fatalf("gi ps after the kill loop: %d %s", code, stderr)
+	}
+	t.Logf("gi signalled %d times while running", killedDuring)
+}
+
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	return !strings.Contains(s, "\nState:\tt") && !strings.Contains(s, "\nState:\tT") && strings.Contains(s, "\nTracerPid:\t0\n")
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}

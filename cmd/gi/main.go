@@ -1,0 +1,100 @@
+// Command gi inspects and traces live Go processes: `gi ps` lists every
+// goroutine of a process, `gi trace` prints call trees and latencies of its
+// functions through eBPF uprobes.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gi-debug/gi/ptrace"
+)
+
+// exitError carries a process exit status through cobra.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run executes the command line and returns the exit status. Every failure
+// ends as one line on stderr: never a Go panic trace.
+func run(args []string) (code int) {
+	tracer := ptrace.NewTracer()
+	defer tracer.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			tracer.ResumeAll()
+			fmt.Fprintf(os.Stderr, "gi: internal error: %v\n", r)
+			if os.Getenv("GI_DEBUG") != "" {
+				os.Stderr.Write(debug.Stack())
+			}
+			code = 2
+		}
+	}()
+
+	// SIGINT/SIGTERM while a target is stopped: resume it before exiting.
+	// (If gi is killed outright, the kernel detaches: PTRACE_SEIZE never
+	// leaves a group stop behind.)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	interrupted := make(chan struct{})
+	go func() {
+		s, ok := <-sigs
+		if !ok {
+			return
+		}
+		close(interrupted)
+		tracer.ResumeAll()
+		if s == syscall.SIGTERM {
+			os.Exit(143)
+		}
+		os.Exit(130)
+	}()
+
+	root := newRootCommand(&app{tracer: tracer, interrupted: interrupted})
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintf(os.Stderr, "gi: %s\n", oneLine(err.Error()))
+	return 1
+}
+
+// oneLine folds a message onto a single line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// app holds what every subcommand shares.
+type app struct {
+	tracer      *ptrace.Tracer
+	interrupted chan struct{}
+}
+
+func newRootCommand(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "gi",
+		Short:         "Inspect and trace live Go processes",
+		Long:          "gi lists the goroutines of a live Go process (gi ps) and traces its functions with eBPF uprobes (gi trace).",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newPsCommand(a))
+	return root
+}

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/spf13/cobra"
+
+	"github.com/gi-debug/gi/inspect"
+)
+
+type psOptions struct {
+	stacks, group, json, all, allFrames bool
+	pprofFile                           string
+	state                               string
+	match                               string
+	minWait                             time.Duration
+}
+
+func newPsCommand(a *app) *cobra.Command {
+	var o psOptions
+	cmd := &cobra.Command{
+		Use:   "ps <pid|name>",
+		Short: "List every goroutine of a live Go process",
+		Long: `ps stops the process for a few milliseconds, copies its goroutines, resumes it,
+and lists them: id, state, how long each has waited, where it is and who created it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPs(a, cmd.OutOrStdout(), args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.stacks, "stacks", false, "print full stacks in the Go runtime's own dump format")
+	f.BoolVar(&o.group, "group", false, "fold goroutines with the same state and stack")
+	f.BoolVar(&o.json, "json", false, "print one JSON document")
+	f.StringVar(&o.pprofFile, "pprof", "", "write a pprof goroutine profile to `FILE`")
+	f.BoolVar(&o.all, "all", false, "include system goroutines")
+	f.BoolVar(&o.allFrames, "all-frames", false, "keep the runtime-internal frames the runtime's dump elides")
+	f.StringVar(&o.state, "state", "", "only goroutines in this state (e.g. \"chan receive\", waiting, running)")
+	f.StringVar(&o.match, "match", "", "only goroutines with a frame whose function matches `REGEXP`")
+	f.DurationVar(&o.minWait, "min-wait", 0, "only goroutines that have waited at least `DURATION`")
+	return cmd
+}
+
+func runPs(a *app, out io.Writer, target string, o psOptions) error {
+	var re *regexp.Regexp
+	if o.match != "" {
+		var err error
+		if re, err = regexp.Compile(o.match); err != nil {
+			return fmt.Errorf("--match: %w", err)
+		}
+	}
+	pid, err := resolvePID(target)
+	if err != nil {
+		return err
+	}
+	t, err := inspect.Open(pid)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	snap, err := t.Snapshot(a.tracer)
+	if err != nil {
+		return err
+	}
+	gs := filterGoroutines(snap.Goroutines, o, re)
+	if o.pprofFile != "" {
+		f, err := os.Create(o.pprofFile)
+		if err != nil {
+			return fmt.Errorf("--pprof: %w", err)
+		}
+		if err := inspect.WritePprof(f, snap, gs); err != nil {
+			f.Close()
+			return fmt.Errorf("write pprof profile: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--pprof: %w", err)
+		}
+		if !o.json && !o.stacks && !o.group {
+			fmt.Fprintf(out, "wrote %d goroutines of pid %d to %s\n", len(gs), pid, o.pprofFile)
+			return nil
+		}
+	}
+	switch {
+	case o.json && o.group:
+		return inspect.WriteJSON(out, groupsJSON(snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames))
+	case o.json:
+		return inspect.WriteJSON(out, inspect.ToJSON(snap, gs, o.allFrames))
+	case o.stacks && o.group:
+		return writeGroupStacks(out, snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames)
+	case o.stacks:
+		if err := inspect.WriteDump(out, snap, gs, o.allFrames); err != nil {
+			return err
+		}
+		return writeWarnings(out, snap)
+	case o.group:
+		return writeGroupTable(out, snap, gs, inspect.GroupGoroutines(gs, o.allFrames))
+	default:
+		return writeTable(out, snap, gs)
+	}
+}
+
+func filterGoroutines(all []*inspect.Goroutine, o psOptions, re *regexp.Regexp) []*inspect.Goroutine {
+	out := make([]*inspect.Goroutine, 0, len(all))
+	for _, g := range all {
+		if g.System && !o.all {
+			continue
+		}
+		if o.state != "" && !strings.EqualFold(g.State, o.state) && !strings.EqualFold(g.Status, o.state) {
+			continue
+		}
+		if o.minWait > 0 && (!g.WaitKnown || g.Wait < o.minWait) {
+			continue
+		}
+		if re != nil && !matchesFrame(g, re, o.allFrames) {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func matchesFrame(g *inspect.Goroutine, re *regexp.Regexp, allFrames bool) bool {
+	for _, f := range g.Frames {
+		if (allFrames || !f.Elided) && re.MatchString(f.Function) {
+			return true
+		}
+	}
+	return false
+}
+
+// formatWait renders a wait duration compactly: 850ms, 12.3s, 4m05s, 2h03m.
+func formatWait(d time.Duration, known bool) string {
+	if !known {
+		return ""
+	}
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
+func newTable(w io.Writer) *tablewriter.Table {
+	return tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Settings: tw.Settings{
+				Separators: tw.Separators{ShowHeader: tw.Off, ShowFooter: tw.Off, BetweenRows: tw.Off, BetweenColumns: tw.Off},
+				Lines:      tw.Lines{ShowTop: tw.Off, ShowBottom: tw.Off, ShowHeaderLine: tw.Off, ShowFooterLine: tw.Off},
+			},
+		})),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithAlignment(tw.Alignment{tw.AlignLeft}),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithTrimSpace(tw.Off),
+	)
+}
+
+func location(g *inspect.Goroutine) (fn, loc string) {
+	f, ok := g.Location()
+	if !ok {
+		return "?", ""
+	}
+	return f.Function, fmt.Sprintf("%s:%d", shortFile(f.File), f.Line)
+}
+
+func createdBy(g *inspect.Goroutine) string {
+	c := g.CreatedBy
+	if c == nil {
+		return ""
+	}
+	if g.ParentID != 0 {
+		return fmt.Sprintf("%s (goroutine %d)", c.Function, g.ParentID)
+	}
+	return c.Function
+}
+
+// shortFile keeps the last two path elements: enough to find the file.
+func shortFile(path string) string {
+	i := strings.LastIndexByte(path, '/')
+	if i <= 0 {
+		return path
+	}
+	if j := strings.LastIndexByte(path[:i], '/'); j >= 0 {
+		return path[j+1:]
+	}
+	return path
+}
+
+func formatLabels(l map[string]string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + l[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func hasLabels(gs []*inspect.Goroutine) bool {
+	for _, g := range gs {
+		if len(g.Labels) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func stateText(g *inspect.Goroutine) string {
+	s := g.State
+	if g.LockedToThread {
+		s += " (locked)"
+	}
+	if g.Truncated {
+		s += " !"
+	}
+	return s
+}
+
+func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine) error {
+	labels := hasLabels(gs)
+	tbl := newTable(out)
+	header := []any{"GOID", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY"}
+	if labels {
+		header = append(header, "LABELS")
+	}
+	tbl.Header(header...)
+	for _, g := range gs {
+		fn, loc := location(g)
+		row := []string{strconv.FormatUint(g.ID, 10), stateText(g), formatWait(g.Wait, g.WaitKnown), fn, loc, createdBy(g)}
+		if labels {
+			row = append(row, formatLabels(g.Labels))
+		}
+		if err := tbl.Append(row); err != nil {
+			return err
+		}
+	}
+	if err := tbl.Render(); err != nil {
+		return err
+	}
+	return writeFooter(out, snap, gs)
+}
+
+func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, groups []*inspect.Group) error {
+	labels := hasLabels(gs)
+	tbl := newTable(out)
+	header := []any{"COUNT", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY", "GOIDS"}
+	if labels {
+		header = append(header, "LABELS")
+	}
+	tbl.Header(header...)
+	for _, gr := range groups {
+		g := gr.Representative()
+		fn, loc := location(g)
+		row := []string{strconv.Itoa(len(gr.Goroutines)), stateText(g), waitRange(gr), fn, loc, createdByFunction(g), goidList(gr, 5)}
+		if labels {
+			row = append(row, formatLabels(g.Labels))
+		}
+		if err := tbl.Append(row); err != nil {
+			return err
+		}
+	}
+	if err := tbl.Render(); err != nil {
+		return err
+	}
+	return writeFooter(out, snap, gs)
+}
+
+func createdByFunction(g *inspect.Goroutine) string {
+	if g.CreatedBy == nil {
+		return ""
+	}
+	return g.CreatedBy.Function
+}
+
+func waitRange(gr *inspect.Group) string {
+	if gr.MaxWait == 0 {
+		return ""
+	}
+	lo, hi := formatWait(gr.MinWait, true), formatWait(gr.MaxWait, true)
+	if lo == hi {
+		return lo
+	}
+	return lo + "~" + hi
+}
+
+func goidList(gr *inspect.Group, max int) string {
+	var b strings.Builder
+	for i, g := range gr.Goroutines {
+		if i == max {
+			fmt.Fprintf(&b, ",+%d", len(gr.Goroutines)-max)
+			break
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(g.ID, 10))
+	}
+	return b.String()
+}
+
+func writeGroupStacks(out io.Writer, snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool) error {
+	for i, gr := range groups {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		g := gr.Representative()
+		wait := waitRange(gr)
+		if wait != "" {
+			wait = ", " + wait
+		}
+		fmt.Fprintf(out, "%d goroutines [%s%s]: %s\n", len(gr.Goroutines), g.State, wait, goidList(gr, 20))
+		if err := inspect.WriteDump(out, snap, []*inspect.Goroutine{g}, allFrames); err != nil {
+			return err
+		}
+	}
+	return writeWarnings(out, snap)
+}
+
+func writeFooter(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine) error {
+	counts := map[string]int{}
+	for _, g := range gs {
+		counts[g.State]++
+	}
+	states := make([]string, 0, len(counts))
+	for s := range counts {
+		states = append(states, s)
+	}
+	sort.Slice(states, func(i, j int) bool {
+		if counts[states[i]] != counts[states[j]] {
+			return counts[states[i]] > counts[states[j]]
+		}
+		return states[i] < states[j]
+	})
+	parts := make([]string, len(states))
+	for i, s := range states {
+		parts[i] = fmt.Sprintf("%d %s", counts[s], s)
+	}
+	fmt.Fprintf(out, "\n%d goroutines: %s\n", len(gs), strings.Join(parts, ", "))
+	fmt.Fprintf(out, "pid %d, %s, paused %s\n", snap.PID, snap.GoVersion, snap.Pause.Round(time.Microsecond))
+	return writeWarnings(out, snap)
+}
+
+func writeWarnings(out io.Writer, snap *inspect.Snapshot) error {
+	for _, w := range snap.Warnings {
+		fmt.Fprintf(out, "warning: %s\n", w)
+	}
+	return nil
+}
+
+// groupJSON is one entry of `gi ps --group --json`.
+type groupJSON struct {
+	Count     int                    `json:"count"`
+	State     string                 `json:"state"`
+	MinWaitNS int64                  `json:"min_wait_ns"`
+	MaxWaitNS int64                  `json:"max_wait_ns"`
+	Goids     []uint64               `json:"goids"`
+	Goroutine *inspect.JSONGoroutine `json:"goroutine"`
+}
+
+func groupsJSON(snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool) any {
+	out := struct {
+		PID       int          `json:"pid"`
+		GoVersion string       `json:"go_version"`
+		PauseNS   int64        `json:"pause_ns"`
+		Groups    []*groupJSON `json:"groups"`
+	}{PID: snap.PID, GoVersion: snap.GoVersion, PauseNS: snap.Pause.Nanoseconds()}
+	for _, gr := range groups {
+		doc := inspect.ToJSON(snap, []*inspect.Goroutine{gr.Representative()}, allFrames)
+		gj := &groupJSON{Count: len(gr.Goroutines), State: gr.State, MinWaitNS: gr.MinWait.Nanoseconds(), MaxWaitNS: gr.MaxWait.Nanoseconds(), Goroutine: doc.Goroutines[0]}
+		for _, g := range gr.Goroutines {
+			gj.Goids = append(gj.Goids, g.ID)
+		}
+		out.Groups = append(out.Groups, gj)
+	}
+	return out
+}

@@ -1,0 +1,394 @@
+package dwarfx
+
+import (
+	"bytes"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+)
+
+// Errors returned (wrapped) by Open.
+var (
+	// ErrNotELF means the file is not an ELF object.
+	ErrNotELF = errors.New("not an ELF file")
+	// ErrNoPclntab means the ELF file has no Go pc/line table: not a Go binary.
+	ErrNoPclntab = errors.New("not a Go binary: no pclntab")
+	// ErrUnsupportedArch means the ELF file is for a machine other than amd64 or arm64.
+	ErrUnsupportedArch = errors.New("unsupported architecture")
+)
+
+// Binary is an opened Go ELF executable.
+//
+// All addresses a Binary takes and returns are link-time virtual addresses:
+// for a position-independent executable the caller adds the load bias.
+// A Binary is safe for concurrent use.
+type Binary struct {
+	// File is the parsed ELF file. It reads from the underlying file, so it
+	// is unusable after Close.
+	File *elf.File
+	// Path is the path the binary was opened by (for example /proc/<pid>/exe).
+	Path string
+	// Arch is the GOARCH spelling of the ELF machine: "amd64" or "arm64".
+	Arch string
+	// GoVersion is the toolchain version from the build info, such as
+	// "go1.26.8", or "" if the binary has no readable build info.
+	GoVersion string
+	// PIE reports whether the binary is position independent (ET_DYN).
+	PIE bool
+	// Stripped reports whether the binary has no .symtab (-ldflags=-s).
+	Stripped bool
+	// Lines is the decoded Go pc/line table.
+	Lines *LineTable
+
+	f     *os.File
+	loads []*elf.Prog // PT_LOAD segments, sorted by Vaddr
+	order binary.ByteOrder
+
+	symOnce sync.Once
+	syms    map[string]Symbol
+
+	relOnce sync.Once
+	rel     map[uint64]uint64 // R_*_RELATIVE: link-time address -> addend
+}
+
+// Symbol is an ELF .symtab symbol.
+type Symbol struct {
+	Name string // as in .symtab: ABI0 wrappers of Go functions end in .abi0
+	Addr uint64 // link-time address
+	Size uint64 // in bytes, 0 for markers such as runtime.text
+}
+
+// Open opens the Go ELF executable at path and decodes its pc/line table.
+// Callers inspecting a process pass /proc/<pid>/exe. Errors carry the path;
+// os errors (permission, not found) stay matchable with errors.Is, as do
+// ErrNotELF, ErrNoPclntab and ErrUnsupportedArch.
+func Open(path string) (*Binary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err // *PathError already names the path
+	}
+	b, err := newBinary(f, path)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return b, nil
+}
+
+func newBinary(f *os.File, path string) (*Binary, error) {
+	var magic [4]byte
+	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("read ELF header: %w", err)
+		}
+		return nil, ErrNotELF
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotELF, err)
+	}
+	b := &Binary{
+		File:     ef,
+		Path:     path,
+		PIE:      ef.Type == elf.ET_DYN,
+		Stripped: ef.Section(".symtab") == nil,
+		f:        f,
+		order:    ef.ByteOrder,
+	}
+	switch ef.Machine {
+	case elf.EM_X86_64:
+		b.Arch = "amd64"
+	case elf.EM_AARCH64:
+		b.Arch = "arm64"
+	default:
+		return nil, fmt.Errorf("%w: ELF machine %v", ErrUnsupportedArch, ef.Machine)
+	}
+	if ef.Class != elf.ELFCLASS64 {
+		return nil, fmt.Errorf("%w: %v %v", ErrUnsupportedArch, ef.Machine, ef.Class)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			b.loads = append(b.loads, p)
+		}
+	}
+	sort.Slice(b.loads, func(i, j int) bool { return b.loads[i].Vaddr < b.loads[j].Vaddr })
+	if bi, err := buildinfo.Read(f); err == nil {
+		b.GoVersion = bi.GoVersion
+	}
+	if b.Lines, err = b.loadLineTable(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close closes the underlying file. The LineTable stays usable: it holds
+// its own copy of the tables.
+func (b *Binary) Close() error {
+	return b.f.Close()
+}
+
+// Symbol looks name up in .symtab. The table is indexed on first use; a
+// stripped binary has no symbols.
+func (b *Binary) Symbol(name string) (Symbol, bool) {
+	b.symOnce.Do(b.indexSymbols)
+	s, ok := b.syms[name]
+	return s, ok
+}
+
+func (b *Binary) indexSymbols() {
+	syms, err := b.File.Symbols()
+	b.syms = make(map[string]Symbol, len(syms))
+	if err != nil {
+		return
+	}
+	for _, s := range syms {
+		if s.Name == "" || elf.ST_TYPE(s.Info) == elf.STT_FILE || elf.ST_TYPE(s.Info) == elf.STT_SECTION {
+			continue
+		}
+		if _, dup := b.syms[s.Name]; !dup {
+			b.syms[s.Name] = Symbol{Name: s.Name, Addr: s.Value, Size: s.Size}
+		}
+	}
+}
+
+// ReadAt reads the static file contents at link-time virtual address vaddr,
+// as the PT_LOAD segments map them. The zero-filled tail of a segment (.bss,
+// .noptrbss) reads as zeros. Contents are as the linker wrote them: dynamic
+// relocations are not applied. A read reaching outside every segment returns
+// the bytes read so far and an error.
+func (b *Binary) ReadAt(p []byte, vaddr uint64) (int, error) {
+	n := 0
+	for n < len(p) {
+		addr := vaddr + uint64(n)
+		seg := b.segment(addr)
+		if seg == nil {
+			return n, fmt.Errorf("read %#x: address not in any PT_LOAD segment", addr)
+		}
+		chunk := p[n:]
+		if rest := seg.Vaddr + seg.Memsz - addr; uint64(len(chunk)) > rest {
+			chunk = chunk[:rest]
+		}
+		if addr < seg.Vaddr+seg.Filesz {
+			fileChunk := chunk
+			if rest := seg.Vaddr + seg.Filesz - addr; uint64(len(fileChunk)) > rest {
+				fileChunk = fileChunk[:rest]
+			}
+			m, err := b.f.ReadAt(fileChunk, int64(seg.Off+addr-seg.Vaddr))
+			n += m
+			if err != nil {
+				return n, fmt.Errorf("read %#x: %w", addr, err)
+			}
+			chunk = chunk[m:]
+		}
+		clear(chunk)
+		n += len(chunk)
+	}
+	return n, nil
+}
+
+// segment returns the PT_LOAD segment whose memory image holds addr.
+func (b *Binary) segment(addr uint64) *elf.Prog {
+	i := sort.Search(len(b.loads), func(i int) bool { return b.loads[i].Vaddr+b.loads[i].Memsz > addr })
+	if i < len(b.loads) && b.loads[i].Vaddr <= addr {
+		return b.loads[i]
+	}
+	return nil
+}
+
+// FileOffset translates a link-time virtual address to its offset in the
+// file (what uprobes are attached by). The address must be backed by file
+// contents of a PT_LOAD segment.
+func (b *Binary) FileOffset(vaddr uint64) (uint64, error) {
+	seg := b.segment(vaddr)
+	if seg == nil || vaddr >= seg.Vaddr+seg.Filesz {
+		return 0, fmt.Errorf("address %#x is not file-backed by any PT_LOAD segment", vaddr)
+	}
+	return seg.Off + vaddr - seg.Vaddr, nil
+}
+
+// TextRange returns the link-time bounds [lo, hi) of the .text section (with
+// external linking it also holds C code). Without section headers it falls
+// back to the range of the functions in the pc/line table.
+func (b *Binary) TextRange() (lo, hi uint64) {
+	if s := b.File.Section(".text"); s != nil && s.Addr != 0 {
+		return s.Addr, s.Addr + s.Size
+	}
+	if fs := b.Lines.funcs; len(fs) > 0 {
+		return fs[0].Entry, fs[len(fs)-1].End
+	}
+	return 0, 0
+}
+
+// readSection returns the file contents of the first allocated section
+// among names, with its address.
+func (b *Binary) readSection(names ...string) (data []byte, addr uint64, err error) {
+	for _, name := range names {
+		s := b.File.Section(name)
+		if s == nil || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_ALLOC == 0 {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			return nil, 0, fmt.Errorf("read section %s: %w", name, err)
+		}
+		return data, s.Addr, nil
+	}
+	return nil, 0, nil
+}
+
+// read returns n bytes at vaddr.
+func (b *Binary) read(vaddr uint64, n uint64) ([]byte, error) {
+	if n > 1<<30 {
+		return nil, fmt.Errorf("read %#x: implausible size %d", vaddr, n)
+	}
+	p := make([]byte, n)
+	if _, err := b.ReadAt(p, vaddr); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// readToSegmentEnd returns the file contents from vaddr to the end of the
+// file-backed part of its segment, or of its section when there is one.
+func (b *Binary) readToSegmentEnd(vaddr uint64) ([]byte, error) {
+	for _, s := range b.File.Sections {
+		if s.Flags&elf.SHF_ALLOC != 0 && s.Type != elf.SHT_NOBITS && s.Addr <= vaddr && vaddr < s.Addr+s.Size {
+			return b.read(vaddr, s.Addr+s.Size-vaddr)
+		}
+	}
+	seg := b.segment(vaddr)
+	if seg == nil || vaddr >= seg.Vaddr+seg.Filesz {
+		return nil, fmt.Errorf("address %#x is not file-backed", vaddr)
+	}
+	return b.read(vaddr, seg.Vaddr+seg.Filesz-vaddr)
+}
+
+// relocations returns the R_X86_64_RELATIVE / R_AARCH64_RELATIVE dynamic
+// relocations of a PIE, by address. The Go linker also writes the link-time
+// value into the file, but external linkers (notably GNU ld on arm64) leave
+// zeros there, so pointers in relocated data are read through this map.
+func (b *Binary) relocations() map[uint64]uint64 {
+	b.relOnce.Do(func() {
+		b.rel = map[uint64]uint64{}
+		var relative uint32
+		switch b.File.Machine {
+		case elf.EM_X86_64:
+			relative = uint32(elf.R_X86_64_RELATIVE)
+		case elf.EM_AARCH64:
+			relative = uint32(elf.R_AARCH64_RELATIVE)
+		}
+		for _, s := range b.File.Sections {
+			if s.Type != elf.SHT_RELA {
+				continue
+			}
+			data, err := s.Data()
+			if err != nil {
+				continue
+			}
+			for i := 0; i+24 <= len(data); i += 24 {
+				off := b.order.Uint64(data[i:])
+				info := b.order.Uint64(data[i+8:])
+				if uint32(info) == relative {
+					b.rel[off] = b.order.Uint64(data[i+16:])
+				}
+			}
+		}
+	})
+	return b.rel
+}
+
+// pointerAt decodes the pointer at vaddr inside data (which starts at base),
+// using the dynamic relocation's addend when the file holds no value.
+func (b *Binary) pointerAt(data []byte, base, vaddr uint64) uint64 {
+	v := b.order.Uint64(data[vaddr-base:])
+	if v == 0 && b.PIE {
+		v = b.relocations()[vaddr]
+	}
+	return v
+}
+
+// moduleCandidates returns the sections that may hold runtime.firstmoduledata,
+// most likely first: .go.module (Go 1.26+), then .noptrdata and .data. Without
+// section headers, the writable PT_LOAD segments.
+func (b *Binary) moduleCandidates() (regions []region, err error) {
+	for _, name := range []string{".go.module", ".noptrdata", ".data", ".data.rel.ro"} {
+		data, addr, err := b.readSection(name)
+		if err != nil {
+			return nil, err
+		}
+		if data != nil {
+			regions = append(regions, region{addr, data})
+		}
+	}
+	if len(regions) == 0 {
+		for _, p := range b.loads {
+			if p.Flags&elf.PF_W != 0 && p.Filesz > 0 {
+				data, err := b.read(p.Vaddr, p.Filesz)
+				if err != nil {
+					return nil, err
+				}
+				regions = append(regions, region{p.Vaddr, data})
+			}
+		}
+	}
+	return regions, nil
+}
+
+type region struct {
+	addr uint64
+	data []byte
+}
+
+// findPclntab locates the pc/line table: section .gopclntab (also the name
+// in Go 1.26 PIEs), .data.rel.ro.gopclntab (internally linked PIEs before Go
+// 1.26), the runtime.pclntab symbol or, for stripped externally linked PIEs
+// where the table is merged into .data.rel.ro, the first 8-byte aligned
+// pcHeader in a non-executable segment.
+func (b *Binary) findPclntab() (data []byte, addr uint64, err error) {
+	data, addr, err = b.readSection(".gopclntab", ".data.rel.ro.gopclntab")
+	if err != nil || data != nil {
+		return data, addr, err
+	}
+	if s, ok := b.Symbol("runtime.pclntab"); ok && s.Addr != 0 {
+		end, ok := b.Symbol("runtime.epclntab")
+		if ok && end.Addr > s.Addr {
+			data, err := b.read(s.Addr, end.Addr-s.Addr)
+			return data, s.Addr, err
+		}
+		data, err := b.readToSegmentEnd(s.Addr)
+		return data, s.Addr, err
+	}
+	for _, p := range b.loads {
+		if p.Flags&elf.PF_X != 0 || p.Filesz == 0 {
+			continue
+		}
+		seg, err := b.read(p.Vaddr, p.Filesz)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, magic := range []uint32{go120Magic, go118Magic} {
+			var pat [4]byte
+			b.order.PutUint32(pat[:], magic)
+			for off := 0; off < len(seg); {
+				i := bytes.Index(seg[off:], pat[:])
+				if i < 0 {
+					break
+				}
+				off += i
+				if (p.Vaddr+uint64(off))%8 == 0 {
+					if _, err := parsePCHeader(seg[off:], b.order); err == nil {
+						return seg[off:], p.Vaddr + uint64(off), nil
+					}
+				}
+				off++
+			}
+		}
+	}
+	return nil, 0, ErrNoPclntab
+}

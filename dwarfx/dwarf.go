@@ -1,0 +1,186 @@
+package dwarfx
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNoDWARF is returned when a binary carries no DWARF (built with -ldflags=-w or -s).
+var ErrNoDWARF = errors.New("binary has no DWARF debug info")
+
+// Debug is a binary's DWARF, indexed once: named types, package-level
+// variables and constants. Struct layouts are parsed lazily per type.
+type Debug struct {
+	data      *dwarf.Data
+	types     map[string]dwarf.Offset
+	variables map[string]uint64
+	constants map[string]int64
+}
+
+// LoadDebug reads and indexes the DWARF of f in one pass over its
+// compilation units. Function bodies are skipped: only top-level entries are
+// needed for layouts, constants and variables.
+func LoadDebug(f *elf.File) (*Debug, error) {
+	if f.Section(".debug_info") == nil && f.Section(".zdebug_info") == nil {
+		return nil, ErrNoDWARF
+	}
+	data, err := f.DWARF()
+	if err != nil {
+		return nil, fmt.Errorf("read DWARF: %w", err)
+	}
+	d := &Debug{
+		data:      data,
+		types:     make(map[string]dwarf.Offset, 1<<14),
+		variables: make(map[string]uint64, 1<<12),
+		constants: make(map[string]int64, 1<<12),
+	}
+	r := data.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil {
+			return nil, fmt.Errorf("index DWARF: %w", err)
+		}
+		if e == nil {
+			break
+		}
+		switch e.Tag {
+		case dwarf.TagCompileUnit:
+			continue // descend into the unit's children
+		case dwarf.TagStructType, dwarf.TagTypedef, dwarf.TagBaseType, dwarf.TagPointerType,
+			dwarf.TagArrayType, dwarf.TagSubroutineType, dwarf.TagClassType:
+			if name, ok := e.Val(dwarf.AttrName).(string); ok {
+				if _, dup := d.types[name]; !dup {
+					d.types[name] = e.Offset
+				}
+			}
+		case dwarf.TagVariable:
+			name, _ := e.Val(dwarf.AttrName).(string)
+			if loc, ok := e.Val(dwarf.AttrLocation).([]byte); ok && name != "" {
+				if addr, ok := staticAddress(loc); ok {
+					d.variables[name] = addr
+				}
+			}
+		case dwarf.TagConstant:
+			name, _ := e.Val(dwarf.AttrName).(string)
+			switch v := e.Val(dwarf.AttrConstValue).(type) {
+			case int64:
+				d.constants[name] = v
+			case uint64:
+				d.constants[name] = int64(v)
+			}
+		}
+		if e.Children {
+			r.SkipChildren()
+		}
+	}
+	return d, nil
+}
+
+// staticAddress decodes a location expression that is a single DW_OP_addr
+// (little-endian: amd64 and arm64).
+func staticAddress(loc []byte) (uint64, bool) {
+	const opAddr = 0x03
+	if len(loc) != 9 || loc[0] != opAddr {
+		return 0, false
+	}
+	var v uint64
+	for i := 8; i >= 1; i-- {
+		v = v<<8 | uint64(loc[i])
+	}
+	return v, true
+}
+
+// Constant returns the value of a package-level constant such as "runtime._Grunning".
+func (d *Debug) Constant(name string) (int64, bool) {
+	v, ok := d.constants[name]
+	return v, ok
+}
+
+// ConstantsWithPrefix returns every constant whose name starts with prefix.
+func (d *Debug) ConstantsWithPrefix(prefix string) map[string]int64 {
+	out := make(map[string]int64)
+	for name, v := range d.constants {
+		if strings.HasPrefix(name, prefix) {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// Variable returns the link-time address of a package-level variable such as "runtime.allgs".
+func (d *Debug) Variable(name string) (uint64, bool) {
+	v, ok := d.variables[name]
+	return v, ok
+}
+
+// Type returns the named type (for example "runtime.g"), parsed on first use.
+func (d *Debug) Type(name string) (dwarf.Type, error) {
+	off, ok := d.types[name]
+	if !ok {
+		return nil, fmt.Errorf("type %s not in DWARF", name)
+	}
+	t, err := d.data.Type(off)
+	if err != nil {
+		return nil, fmt.Errorf("parse type %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// Struct returns the named struct type with typedefs resolved.
+func (d *Debug) Struct(name string) (*dwarf.StructType, error) {
+	t, err := d.Type(name)
+	if err != nil {
+		return nil, err
+	}
+	st, ok := resolve(t).(*dwarf.StructType)
+	if !ok {
+		return nil, fmt.Errorf("type %s is %T, not a struct", name, t)
+	}
+	return st, nil
+}
+
+// resolve strips typedefs and qualifiers.
+func resolve(t dwarf.Type) dwarf.Type {
+	for i := 0; i < 32; i++ {
+		switch tt := t.(type) {
+		case *dwarf.TypedefType:
+			t = tt.Type
+		case *dwarf.QualType:
+			t = tt.Type
+		default:
+			return t
+		}
+	}
+	return t
+}
+
+// FieldOffset returns the byte offset of a field path such as
+// ("sched", "sp") within st, and the field's resolved type. Fields whose type
+// is a single-field wrapper struct (atomic.Uint32 and friends) are accepted
+// as they are: the value is at offset 0 of the wrapper.
+func FieldOffset(st *dwarf.StructType, path ...string) (int64, dwarf.Type, error) {
+	var off int64
+	cur := dwarf.Type(st)
+	for _, name := range path {
+		s, ok := resolve(cur).(*dwarf.StructType)
+		if !ok {
+			return 0, nil, fmt.Errorf("field %s: %s is not a struct", name, cur)
+		}
+		var found *dwarf.StructField
+		for _, f := range s.Field {
+			if f.Name == name {
+				found = f
+				break
+			}
+		}
+		if found == nil {
+			return 0, nil, fmt.Errorf("no field %s in %s", strings.Join(path, "."), st.StructName)
+		}
+		off += found.ByteOffset
+		cur = found.Type
+	}
+	return off, resolve(cur), nil
+}

@@ -1,0 +1,727 @@
+package dwarfx
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// pcHeader magics (internal/abi.PCLnTabMagic).
+const (
+	go118Magic = 0xfffffff0 // Go 1.18 and 1.19
+	go120Magic = 0xfffffff1 // Go 1.20 and later
+)
+
+// Indexes of the pcdata and funcdata tables the decoder uses
+// (internal/abi: PCDATA_InlTreeIndex, FUNCDATA_InlTree).
+const (
+	pcdataInlTreeIndex = 2
+	funcdataInlTree    = 3
+)
+
+// maxInlineDepth bounds the walk up an inline tree: the compiler's inlining
+// budget keeps real chains far shorter, a longer one means a corrupt table.
+const maxInlineDepth = 1000
+
+// LineTable decodes the Go pclntab: functions, lines, SP deltas and inline
+// trees. It holds its own copy of the tables and is safe for concurrent use.
+// All pcs are link-time addresses.
+type LineTable struct {
+	order     binary.ByteOrder
+	magic     uint32
+	quantum   uint64 // pc quantum: 1 on amd64, 4 on arm64
+	textStart uint64 // moduledata.text: function entries are offsets from it
+
+	funcnametab string // names, NUL-terminated
+	filetab     string // file names, NUL-terminated
+	cutab       []byte // uint32 per (CU, file index): offset into filetab
+	pctab       []byte // pcvalue tables
+	pclntable   []byte // functab followed by the _func records
+
+	funcSize int // size of the fixed part of _func
+	inlSize  int // size of an inlinedCall record
+
+	funcs []Func
+	ptrs  []*Func
+
+	module uint64 // address of runtime.firstmoduledata, 0 if not found
+
+	// go:func.* (moduledata.gofunc): funcdata offsets are relative to it.
+	gofunc     uint64
+	gofuncData []byte
+	gofuncErr  error
+
+	maxFuncID    uint8 // over physical functions
+	switchFuncID uint8 // of runtime.systemstack_switch
+
+	nameOnce sync.Once
+	byName   map[string]*Func
+
+	wrapOnce sync.Once
+	wrapper  uint8
+}
+
+// Func is a physical function of the pc/line table.
+type Func struct {
+	// Name is the function's symbol name as the linker recorded it
+	// ("main.(*T).M", "main.gen[go.shape.int]"): unlike runtime.Frame it is
+	// not rewritten for printing.
+	Name string
+	// Entry and End bound the function's code: [Entry, End), link-time.
+	Entry, End uint64
+	// StartLine is the line of the func keyword (0 before Go 1.20).
+	StartLine int
+	// FuncID is the raw abi.FuncID byte. Its values differ across Go
+	// releases: map by name, or compare with LineTable.WrapperFuncID.
+	FuncID uint8
+	// Flag is the raw abi.FuncFlag: TopFrame=1, SPWrite=2, Asm=4.
+	Flag uint8
+
+	off       uint32 // offset of the _func record in pclntable
+	pcsp      uint32
+	pcfile    uint32
+	pcln      uint32
+	npcdata   uint32
+	cuOffset  uint32
+	nfuncdata uint8
+}
+
+// Frame is a logical frame: a physical function or a call inlined into it.
+type Frame struct {
+	// Function is the raw symbol name of the (possibly inlined) function.
+	Function string
+	// File and Line locate the pc within Function: for an outer frame, the
+	// call site of the next inner one.
+	File string
+	Line int
+	// FuncID is the raw abi.FuncID of Function.
+	FuncID uint8
+	// StartLine is the line of Function's func keyword (0 before Go 1.20).
+	StartLine int
+	// Inlined is true for every frame but the last, the physical function.
+	Inlined bool
+	// PC is the link-time pc this frame was looked up by: the pc passed to
+	// Frames for the innermost frame, entry+parentPc for the outer ones (the
+	// runtime reports PC+1 in runtime.Callers and PC in runtime.Frame.PC).
+	PC uint64
+}
+
+// pcHeader is the decoded runtime.pcHeader.
+type pcHeader struct {
+	magic     uint32
+	quantum   uint8
+	ptrSize   uint8
+	nfunc     uint64
+	nfiles    uint64
+	textStart uint64 // 0 from Go 1.26 on
+	// offsets from the header of funcnametab, cutab, filetab, pctab, pclntable
+	offs [5]uint64
+}
+
+func parsePCHeader(data []byte, order binary.ByteOrder) (*pcHeader, error) {
+	if len(data) < 8 {
+		return nil, fmt.Errorf("pclntab of %d bytes is too short", len(data))
+	}
+	h := &pcHeader{magic: order.Uint32(data), quantum: data[6], ptrSize: data[7]}
+	if h.magic != go118Magic && h.magic != go120Magic {
+		return nil, fmt.Errorf("unsupported pclntab magic %#x (Go 1.18 or later is needed)", h.magic)
+	}
+	if data[4] != 0 || data[5] != 0 || (h.quantum != 1 && h.quantum != 2 && h.quantum != 4) || h.ptrSize != 8 {
+		return nil, fmt.Errorf("bad pclntab header: pad %d,%d, pc quantum %d, pointer size %d", data[4], data[5], h.quantum, h.ptrSize)
+	}
+	if len(data) < 8+8*8 {
+		return nil, fmt.Errorf("pclntab of %d bytes is too short", len(data))
+	}
+	word := func(i int) uint64 { return order.Uint64(data[8+8*i:]) }
+	h.nfunc, h.nfiles, h.textStart = word(0), word(1), word(2)
+	for i := range h.offs {
+		h.offs[i] = word(3 + i)
+		if h.offs[i] > uint64(len(data)) {
+			return nil, fmt.Errorf("bad pclntab header: table %d at offset %#x past the end (%#x)", i, h.offs[i], len(data))
+		}
+	}
+	return h, nil
+}
+
+// table returns header table i, up to the next table or the end of data.
+func (h *pcHeader) table(data []byte, i int) []byte {
+	start, end := h.offs[i], uint64(len(data))
+	for _, o := range h.offs {
+		if o > start && o < end {
+			end = o
+		}
+	}
+	return data[start:end]
+}
+
+// moduleInfo holds the moduledata fields the decoder needs.
+type moduleInfo struct {
+	addr   uint64
+	text   uint64
+	gofunc uint64
+}
+
+func (b *Binary) loadLineTable() (*LineTable, error) {
+	data, addr, err := b.findPclntab()
+	if err != nil {
+		return nil, err
+	}
+	h, err := parsePCHeader(data, b.order)
+	if err != nil {
+		return nil, fmt.Errorf("read pclntab header at %#x: %w", addr, err)
+	}
+	md, mdErr := b.findModuledata(addr, h)
+
+	t := &LineTable{order: b.order, magic: h.magic, quantum: uint64(h.quantum)}
+	switch {
+	case mdErr == nil:
+		t.textStart, t.module = md.text, md.addr
+	case h.textStart != 0:
+		t.textStart = h.textStart
+	default:
+		if s, ok := b.Symbol("runtime.text"); ok {
+			t.textStart = s.Addr
+		} else if s := b.File.Section(".text"); s != nil {
+			t.textStart = s.Addr
+		} else {
+			return nil, fmt.Errorf("locate text start: %w", mdErr)
+		}
+	}
+	if err := t.parse(data, h); err != nil {
+		return nil, fmt.Errorf("read pclntab at %#x: %w", addr, err)
+	}
+
+	// go:func.*, the base of funcdata offsets (inline trees).
+	if mdErr == nil {
+		t.gofunc = md.gofunc
+	}
+	for _, name := range []string{"go:func.*", "go.func.*"} { // 1.20+, 1.18-1.19
+		if t.gofunc != 0 {
+			break
+		}
+		if s, ok := b.Symbol(name); ok {
+			t.gofunc = s.Addr
+		}
+	}
+	if t.gofunc == 0 {
+		if mdErr == nil {
+			mdErr = errors.New("moduledata.gofunc is 0")
+		}
+		t.gofuncErr = fmt.Errorf("inline tree unavailable: cannot locate go:func.*: %w", mdErr)
+	} else if t.gofuncData, err = b.readToSegmentEnd(t.gofunc); err != nil {
+		t.gofuncErr = fmt.Errorf("inline tree unavailable: read go:func.* at %#x: %w", t.gofunc, err)
+	}
+	return t, nil
+}
+
+// findModuledata locates runtime.firstmoduledata by its first field, the
+// address of the pcHeader, and checks it against the header's tables. The
+// field offsets are those of runtime.moduledata (runtime/symtab.go), stable
+// from Go 1.18 to 1.26 except covctrs/ecovctrs, added in Go 1.20.
+func (b *Binary) findModuledata(pcln uint64, h *pcHeader) (moduleInfo, error) {
+	const ptr = 8
+	textWord, gofuncWord := 22, 40
+	if h.magic == go118Magic {
+		gofuncWord = 38 // no covctrs, ecovctrs
+	}
+	size := uint64((gofuncWord + 1) * ptr)
+	check := func(r region, addr uint64) (moduleInfo, bool) {
+		if addr < r.addr || addr+size > r.addr+uint64(len(r.data)) {
+			return moduleInfo{}, false
+		}
+		w := func(i int) uint64 { return b.pointerAt(r.data, r.addr, addr+uint64(i*ptr)) }
+		n := func(i int) uint64 { return b.order.Uint64(r.data[addr-r.addr+uint64(i*ptr):]) }
+		if w(0) != pcln || w(1) != pcln+h.offs[0] || w(13) != pcln+h.offs[4] ||
+			w(16) != pcln+h.offs[4] || n(17) != h.nfunc+1 {
+			return moduleInfo{}, false
+		}
+		return moduleInfo{addr: addr, text: w(textWord), gofunc: w(gofuncWord)}, true
+	}
+	regions, err := b.moduleCandidates()
+	if err != nil {
+		return moduleInfo{}, fmt.Errorf("locate moduledata: %w", err)
+	}
+	var want [8]byte
+	b.order.PutUint64(want[:], pcln)
+	for _, r := range regions {
+		for off := int((ptr - r.addr%ptr) % ptr); off+ptr <= len(r.data); off += ptr {
+			if r.data[off] == want[0] && string(r.data[off:off+ptr]) == string(want[:]) {
+				if md, ok := check(r, r.addr+uint64(off)); ok {
+					return md, nil
+				}
+			}
+		}
+	}
+	if b.PIE {
+		// Relocated data whose file contents were left zero by the linker.
+		for addr, addend := range b.relocations() {
+			if addend != pcln {
+				continue
+			}
+			for _, r := range regions {
+				if md, ok := check(r, addr); ok {
+					return md, nil
+				}
+			}
+		}
+	}
+	if s, ok := b.Symbol("runtime.firstmoduledata"); ok {
+		data, err := b.read(s.Addr, size)
+		if err == nil {
+			if md, ok := check(region{s.Addr, data}, s.Addr); ok {
+				return md, nil
+			}
+		}
+	}
+	return moduleInfo{}, errors.New("runtime.firstmoduledata not found")
+}
+
+func (t *LineTable) parse(data []byte, h *pcHeader) error {
+	t.funcnametab = string(h.table(data, 0))
+	t.cutab = h.table(data, 1)
+	t.filetab = string(h.table(data, 2))
+	t.pctab = h.table(data, 3)
+	t.pclntable = data[h.offs[4]:]
+	t.funcSize, t.inlSize = 44, 16
+	if h.magic == go118Magic {
+		t.funcSize, t.inlSize = 40, 20 // no startLine; old inlinedCall
+	}
+	if h.nfunc > uint64(len(t.pclntable))/8 {
+		return fmt.Errorf("functab of %d functions overflows the table (%d bytes)", h.nfunc, len(t.pclntable))
+	}
+	nfunc := int(h.nfunc)
+	ft := t.pclntable
+	if (2*nfunc+1)*4 > len(ft) {
+		return fmt.Errorf("functab of %d functions overflows the table (%d bytes)", nfunc, len(ft))
+	}
+	t.funcs = make([]Func, nfunc)
+	t.ptrs = make([]*Func, nfunc)
+	u32 := t.order.Uint32
+	for i := range t.funcs {
+		entryOff, funcOff, endOff := u32(ft[8*i:]), u32(ft[8*i+4:]), u32(ft[8*i+8:])
+		if endOff < entryOff {
+			return fmt.Errorf("functab entry %d: entry %#x after the next one %#x", i, entryOff, endOff)
+		}
+		if uint64(funcOff)+uint64(t.funcSize) > uint64(len(ft)) {
+			return fmt.Errorf("functab entry %d: _func at %#x past the end", i, funcOff)
+		}
+		r := ft[funcOff:]
+		f := &t.funcs[i]
+		*f = Func{
+			Entry:     t.textStart + uint64(entryOff),
+			End:       t.textStart + uint64(endOff),
+			off:       funcOff,
+			pcsp:      u32(r[16:]),
+			pcfile:    u32(r[20:]),
+			pcln:      u32(r[24:]),
+			npcdata:   u32(r[28:]),
+			cuOffset:  u32(r[32:]),
+			FuncID:    r[t.funcSize-4],
+			Flag:      r[t.funcSize-3],
+			nfuncdata: r[t.funcSize-1],
+		}
+		if t.funcSize == 44 {
+			f.StartLine = int(int32(u32(r[36:])))
+		}
+		if u32(r) != entryOff {
+			return fmt.Errorf("functab entry %d: _func at %#x has entry %#x, want %#x", i, funcOff, u32(r), entryOff)
+		}
+		if f.npcdata > 1<<16 || uint64(funcOff)+uint64(t.funcSize)+4*(uint64(f.npcdata)+uint64(f.nfuncdata)) > uint64(len(ft)) {
+			return fmt.Errorf("functab entry %d: _func at %#x: %d pcdata and %d funcdata overflow the table", i, funcOff, f.npcdata, f.nfuncdata)
+		}
+		name, err := t.name(int32(u32(r[4:])))
+		if err != nil {
+			return fmt.Errorf("functab entry %d: %w", i, err)
+		}
+		f.Name = name
+		t.ptrs[i] = f
+		if f.FuncID > t.maxFuncID {
+			t.maxFuncID = f.FuncID
+		}
+		if f.Name == "runtime.systemstack_switch" {
+			t.switchFuncID = f.FuncID
+		}
+	}
+	return nil
+}
+
+// name returns the NUL-terminated string at off in funcnametab, without
+// copying. (Offset 0 is the name of the first function written, not "".)
+func (t *LineTable) name(off int32) (string, error) {
+	if off < 0 || int(off) >= len(t.funcnametab) {
+		return "", fmt.Errorf("function name offset %#x out of range", off)
+	}
+	s := t.funcnametab[off:]
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return s[:i], nil
+	}
+	return "", fmt.Errorf("function name at %#x not terminated", off)
+}
+
+// Funcs returns all functions sorted by Entry. The slice is shared: do
+// not modify it.
+func (t *LineTable) Funcs() []*Func {
+	return t.ptrs
+}
+
+// FuncForPC returns the function whose code holds the link-time pc, or nil.
+// It does not allocate.
+func (t *LineTable) FuncForPC(pc uint64) *Func {
+	fs := t.funcs
+	if len(fs) == 0 || pc < fs[0].Entry || pc >= fs[len(fs)-1].End {
+		return nil
+	}
+	// Largest i with fs[i].Entry <= pc; fs[0] qualifies.
+	lo, hi := 0, len(fs)
+	for hi-lo > 1 {
+		m := int(uint(lo+hi) >> 1)
+		if fs[m].Entry <= pc {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	if pc >= fs[lo].End {
+		return nil
+	}
+	return &fs[lo]
+}
+
+// FuncByName returns the function with the given symbol name, or nil. The
+// index is built on first use. A name can belong to two functions: an
+// assembly function and its ABIInternal wrapper, or a Go function and its
+// ABI0 wrapper (.abi0 in the symbol table); FuncByName then returns the one
+// that is not a wrapper (FuncID != WrapperFuncID), else the lowest.
+func (t *LineTable) FuncByName(name string) *Func {
+	t.nameOnce.Do(func() {
+		w := t.WrapperFuncID()
+		t.byName = make(map[string]*Func, len(t.funcs))
+		for i := range t.funcs {
+			f := &t.funcs[i]
+			if g, dup := t.byName[f.Name]; !dup || g.FuncID == w && f.FuncID != w {
+				t.byName[f.Name] = f
+			}
+		}
+	})
+	return t.byName[name]
+}
+
+// checkPC validates the arguments of the pc lookups.
+func (t *LineTable) checkPC(f *Func, pc uint64) error {
+	if f == nil {
+		return errors.New("nil function")
+	}
+	if pc < f.Entry || pc >= f.End {
+		return fmt.Errorf("pc %#x outside %s [%#x, %#x)", pc, f.Name, f.Entry, f.End)
+	}
+	return nil
+}
+
+// pcvalue decodes the pcvalue table at off in pctab up to pc, as the
+// runtime's pcvalue does: zigzag varint value deltas and pc deltas scaled by
+// the pc quantum, starting from value -1 at the entry. Each step consumes at
+// least two bytes, so a corrupt table ends in an error, not a loop.
+func (t *LineTable) pcvalue(f *Func, off uint32, pc uint64) (int32, error) {
+	if off == 0 {
+		return -1, errNoTable
+	}
+	if uint64(off) >= uint64(len(t.pctab)) {
+		return -1, fmt.Errorf("pcvalue table offset %#x out of range", off)
+	}
+	p := t.pctab[off:]
+	val := int32(-1)
+	cur := f.Entry
+	for {
+		if len(p) == 0 {
+			return -1, fmt.Errorf("pcvalue table at %#x: truncated", off)
+		}
+		if p[0] == 0 && cur != f.Entry {
+			return -1, fmt.Errorf("pcvalue table at %#x: pc %#x not covered (ends at %#x)", off, pc, cur)
+		}
+		uv, n := uvarint(p)
+		if n <= 0 {
+			return -1, fmt.Errorf("pcvalue table at %#x: bad varint", off)
+		}
+		p = p[n:]
+		val += int32(-(uv & 1) ^ (uv >> 1))
+		pcDelta, n := uvarint(p)
+		if n <= 0 {
+			return -1, fmt.Errorf("pcvalue table at %#x: bad varint", off)
+		}
+		p = p[n:]
+		cur += uint64(pcDelta) * t.quantum
+		if pc < cur {
+			return val, nil
+		}
+	}
+}
+
+var errNoTable = errors.New("no table")
+
+// uvarint decodes a uint32 varint; n <= 0 on error.
+func uvarint(p []byte) (v uint32, n int) {
+	var shift uint
+	for i, c := range p {
+		if i == 5 {
+			return 0, -1
+		}
+		v |= uint32(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v, i + 1
+		}
+		shift += 7
+	}
+	return 0, 0
+}
+
+// FileLine returns the file and line of the instruction at the link-time pc
+// in f (the pcfile and pcln tables): for a pc in inlined code, the position
+// within the innermost inlined function.
+func (t *LineTable) FileLine(f *Func, pc uint64) (file string, line int, err error) {
+	if err := t.checkPC(f, pc); err != nil {
+		return "", 0, err
+	}
+	fileno, err := t.pcvalue(f, f.pcfile, pc)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: pc %#x: pcfile: %w", f.Name, pc, err)
+	}
+	ln, err := t.pcvalue(f, f.pcln, pc)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: pc %#x: pcln: %w", f.Name, pc, err)
+	}
+	file, err = t.file(f.cuOffset, fileno)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: pc %#x: %w", f.Name, pc, err)
+	}
+	return file, int(ln), nil
+}
+
+// file returns the name of file fileno of the compilation unit at cuOffset.
+func (t *LineTable) file(cuOffset uint32, fileno int32) (string, error) {
+	if fileno < 0 {
+		return "", fmt.Errorf("bad file index %d", fileno)
+	}
+	i := uint64(cuOffset) + uint64(fileno)
+	if i >= uint64(len(t.cutab))/4 {
+		return "", fmt.Errorf("file index %d of CU %d out of range", fileno, cuOffset)
+	}
+	off := t.order.Uint32(t.cutab[4*i:])
+	if off == ^uint32(0) || uint64(off) >= uint64(len(t.filetab)) {
+		return "", fmt.Errorf("file index %d of CU %d: bad filetab offset %#x", fileno, cuOffset, off)
+	}
+	s := t.filetab[off:]
+	if j := strings.IndexByte(s, 0); j >= 0 {
+		return s[:j], nil
+	}
+	return "", fmt.Errorf("file name at %#x not terminated", off)
+}
+
+// SPDelta returns the pcsp table value at the link-time pc in f: how far
+// SP is below its value at the function's entry (what runtime.funcspdelta
+// returns). The runtime's unwinder looks it up at the frame's pc itself (a
+// return address for caller frames, not minus 1) and computes the frame's
+// top as SP+SPDelta+8 on amd64 (past the return address), SP+SPDelta on
+// arm64.
+func (t *LineTable) SPDelta(f *Func, pc uint64) (int64, error) {
+	if err := t.checkPC(f, pc); err != nil {
+		return 0, err
+	}
+	v, err := t.pcvalue(f, f.pcsp, pc)
+	if err != nil {
+		return 0, fmt.Errorf("%s: pc %#x: pcsp: %w", f.Name, pc, err)
+	}
+	return int64(v), nil
+}
+
+// pcdata returns the value of pcdata table idx at pc, -1 if f has no such
+// table.
+func (t *LineTable) pcdata(f *Func, idx uint32, pc uint64) (int32, error) {
+	if idx >= f.npcdata {
+		return -1, nil
+	}
+	off := t.order.Uint32(t.pclntable[uint64(f.off)+uint64(t.funcSize)+4*uint64(idx):])
+	if off == 0 {
+		return -1, nil
+	}
+	return t.pcvalue(f, off, pc)
+}
+
+// funcdata returns the offset from go:func.* of funcdata idx of f, false if
+// f has none.
+func (t *LineTable) funcdata(f *Func, idx uint8) (uint32, bool) {
+	if idx >= f.nfuncdata {
+		return 0, false
+	}
+	off := t.order.Uint32(t.pclntable[uint64(f.off)+uint64(t.funcSize)+4*uint64(f.npcdata)+4*uint64(idx):])
+	return off, off != ^uint32(0)
+}
+
+// inlinedCall is a decoded runtime.inlinedCall.
+type inlinedCall struct {
+	funcID    uint8
+	nameOff   int32
+	parentPc  int32
+	startLine int32
+}
+
+// inlinedCall reads entry ix of the inline tree at offset tree from go:func.*.
+func (t *LineTable) inlinedCall(tree uint32, ix int32) (inlinedCall, error) {
+	if t.gofuncErr != nil {
+		return inlinedCall{}, t.gofuncErr
+	}
+	if ix < 0 {
+		return inlinedCall{}, fmt.Errorf("bad inline tree index %d", ix)
+	}
+	at := uint64(tree) + uint64(ix)*uint64(t.inlSize)
+	if at+uint64(t.inlSize) > uint64(len(t.gofuncData)) {
+		return inlinedCall{}, fmt.Errorf("inline tree entry %d at go:func.*+%#x out of range", ix, at)
+	}
+	r := t.gofuncData[at:]
+	i32 := func(o int) int32 { return int32(t.order.Uint32(r[o:])) }
+	if t.magic == go118Magic {
+		// parent int16, funcID, _ byte, file, line, func_, parentPc int32
+		return inlinedCall{funcID: r[2], nameOff: i32(12), parentPc: i32(16)}, nil
+	}
+	// funcID, _ [3]byte, nameOff, parentPc, startLine int32
+	return inlinedCall{funcID: r[0], nameOff: i32(4), parentPc: i32(8), startLine: i32(12)}, nil
+}
+
+// Frames returns the logical frames at the link-time pc in f, innermost
+// first: one per inlined call, then f itself. It walks the inline tree as
+// the runtime's inlineUnwinder does (runtime/symtabinl.go): the innermost
+// frame is looked up at pc, each outer one at f.Entry plus the parentPc of
+// the inlined call. Wrapper frames are not elided: compare FuncID with
+// WrapperFuncID to do what the runtime's tracebacks do. pc should be a
+// "call pc": for a return address, pass the address minus 1.
+func (t *LineTable) Frames(f *Func, pc uint64) ([]Frame, error) {
+	if err := t.checkPC(f, pc); err != nil {
+		return nil, err
+	}
+	tree, hasTree := t.funcdata(f, funcdataInlTree)
+	frames := make([]Frame, 0, 4)
+	for depth := 0; ; depth++ {
+		file, line, err := t.FileLine(f, pc)
+		if err != nil {
+			return nil, err
+		}
+		ix := int32(-1)
+		if hasTree {
+			if ix, err = t.pcdata(f, pcdataInlTreeIndex, pc); err != nil {
+				return nil, fmt.Errorf("%s: pc %#x: inline tree index: %w", f.Name, pc, err)
+			}
+		}
+		if ix < 0 {
+			return append(frames, Frame{
+				Function:  f.Name,
+				File:      file,
+				Line:      line,
+				FuncID:    f.FuncID,
+				StartLine: f.StartLine,
+				PC:        pc,
+			}), nil
+		}
+		if depth == maxInlineDepth {
+			return nil, fmt.Errorf("%s: pc %#x: inline tree deeper than %d: corrupt", f.Name, pc, maxInlineDepth)
+		}
+		call, err := t.inlinedCall(tree, ix)
+		if err != nil {
+			return nil, fmt.Errorf("%s: pc %#x: %w", f.Name, pc, err)
+		}
+		name, err := t.name(call.nameOff)
+		if err != nil {
+			return nil, fmt.Errorf("%s: pc %#x: inline tree entry %d: %w", f.Name, pc, ix, err)
+		}
+		frames = append(frames, Frame{
+			Function:  name,
+			File:      file,
+			Line:      line,
+			FuncID:    call.funcID,
+			StartLine: int(call.startLine),
+			Inlined:   true,
+			PC:        pc,
+		})
+		if call.parentPc < 0 || f.Entry+uint64(call.parentPc) >= f.End {
+			return nil, fmt.Errorf("%s: pc %#x: inline tree entry %d: parent pc %#x outside the function", f.Name, pc, ix, call.parentPc)
+		}
+		pc = f.Entry + uint64(call.parentPc)
+	}
+}
+
+// WrapperFuncID returns this binary's abi.FuncIDWrapper, the FuncID of
+// compiler-generated wrappers: pointer-receiver and interface method
+// wrappers, method values (-fm), go/defer statement wrappers (gowrap,
+// deferwrap) and ABI wrappers. (Despite the abi comment, type:.eq.* and
+// type:.hash.* functions are FuncIDNormal.) It is the last FuncID value in
+// every Go release from 1.18 to 1.26 but its number changes (21 up to Go
+// 1.21, 22 up to 1.24, 23 since 1.25), so it is derived from the binary:
+// the largest FuncID over all functions and inline tree entries, and at
+// least one more than runtime.systemstack_switch's, which precedes it in
+// every release. Computed on first use.
+func (t *LineTable) WrapperFuncID() uint8 {
+	t.wrapOnce.Do(func() {
+		w := t.maxFuncID
+		if t.switchFuncID != 0 && t.switchFuncID+1 > w {
+			w = t.switchFuncID + 1
+		}
+		if id := t.maxInlinedFuncID(); id > w {
+			w = id
+		}
+		t.wrapper = w
+	})
+	return t.wrapper
+}
+
+// maxInlinedFuncID returns the largest FuncID over all inline tree entries
+// reachable through the functions' inline tree index tables.
+func (t *LineTable) maxInlinedFuncID() uint8 {
+	var max uint8
+	for i := range t.funcs {
+		f := &t.funcs[i]
+		tree, ok := t.funcdata(f, funcdataInlTree)
+		if !ok || pcdataInlTreeIndex >= f.npcdata || t.gofuncErr != nil {
+			continue
+		}
+		top := t.maxPCData(f, pcdataInlTreeIndex)
+		for ix := int32(0); ix <= top; ix++ {
+			call, err := t.inlinedCall(tree, ix)
+			if err != nil {
+				break
+			}
+			if call.funcID > max {
+				max = call.funcID
+			}
+		}
+	}
+	return max
+}
+
+// maxPCData returns the largest value of pcdata table idx of f, -1 if none.
+func (t *LineTable) maxPCData(f *Func, idx uint32) int32 {
+	off := t.order.Uint32(t.pclntable[uint64(f.off)+uint64(t.funcSize)+4*uint64(idx):])
+	if off == 0 || uint64(off) >= uint64(len(t.pctab)) {
+		return -1
+	}
+	p := t.pctab[off:]
+	val, max := int32(-1), int32(-1)
+	cur := f.Entry
+	for len(p) > 0 && !(p[0] == 0 && cur != f.Entry) && cur < f.End {
+		uv, n := uvarint(p)
+		if n <= 0 {
+			break
+		}
+		p = p[n:]
+		val += int32(-(uv & 1) ^ (uv >> 1))
+		if val > max {
+			max = val
+		}
+		d, n := uvarint(p)
+		if n <= 0 {
+			break
+		}
+		p = p[n:]
+		cur += uint64(d) * t.quantum
+	}
+	return max
+}

@@ -1,0 +1,3 @@
+module pclntest
+
+go 1.20

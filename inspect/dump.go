@@ -1,0 +1,139 @@
+package inspect
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Traceback limits of the runtime's text dump.
+const (
+	tracebackInnerFrames = 50  // Go 1.21+
+	tracebackOuterFrames = 50  // Go 1.21+
+	tracebackMaxFrames   = 100 // Go ≤1.20
+)
+
+// WriteDump writes goroutines in exactly the text format of the Go runtime's
+// own dump (runtime.Stack(buf, true), pprof debug=2, SIGQUIT), so that tools
+// that parse it (panicparse and the like) read gi's output. Arguments are
+// printed as "(...)": their values are not decoded. Frame elision follows the
+// target's Go release.
+func WriteDump(w io.Writer, snap *Snapshot, gs []*Goroutine, allFrames bool) error {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	minor := goMinor(snap.GoVersion)
+	for i, g := range gs {
+		if i > 0 {
+			bw.WriteByte('\n')
+		}
+		writeHeader(bw, g)
+		frames := g.Frames
+		if !allFrames {
+			frames = g.VisibleFrames()
+		}
+		if minor != 0 && minor < 21 {
+			writeFrames120(bw, frames)
+		} else {
+			writeFrames121(bw, frames)
+		}
+		if g.Truncated && g.Problem != "" && allFrames {
+			fmt.Fprintf(bw, "...unwinding stopped: %s...\n", g.Problem)
+		}
+		if c := g.CreatedBy; c != nil {
+			bw.WriteString("created by ")
+			bw.WriteString(printName(c.Function))
+			if g.ParentID != 0 && snap.Runtime21 {
+				fmt.Fprintf(bw, " in goroutine %d", g.ParentID)
+			}
+			fmt.Fprintf(bw, "\n\t%s:%d", c.File, c.Line)
+			if c.Offset > 0 {
+				fmt.Fprintf(bw, " +%#x", c.Offset)
+			}
+			bw.WriteByte('\n')
+		}
+	}
+	return bw.Flush()
+}
+
+// Header returns the runtime's header line for g, without the trailing newline:
+// "goroutine 7 [chan receive, 3 minutes, locked to thread]:".
+func Header(g *Goroutine) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "goroutine %d [%s", g.ID, g.State)
+	if g.Status == "leaked" {
+		b.WriteString(" (leaked)")
+	}
+	if g.Scan {
+		b.WriteString(" (scan)")
+	}
+	if g.WaitKnown && g.Wait.Minutes() >= 1 {
+		fmt.Fprintf(&b, ", %d minutes", int64(g.Wait.Minutes()))
+	}
+	if g.LockedToThread {
+		b.WriteString(", locked to thread")
+	}
+	b.WriteString("]:")
+	return b.String()
+}
+
+func writeHeader(w *bufio.Writer, g *Goroutine) {
+	w.WriteString(Header(g))
+	w.WriteByte('\n')
+}
+
+func writeFrame(w *bufio.Writer, f Frame) {
+	w.WriteString(printName(f.Function))
+	w.WriteString("(...)\n\t")
+	fmt.Fprintf(w, "%s:%d", f.File, f.Line)
+	if !f.Inlined && f.Offset > 0 {
+		fmt.Fprintf(w, " +%#x", f.Offset)
+	}
+	w.WriteByte('\n')
+}
+
+// writeFrames121 prints the innermost 50 and outermost 50 frames with the
+// count of those in between, as Go 1.21+ does.
+func writeFrames121(w *bufio.Writer, frames []Frame) {
+	if len(frames) <= tracebackInnerFrames+tracebackOuterFrames {
+		for _, f := range frames {
+			writeFrame(w, f)
+		}
+		return
+	}
+	for _, f := range frames[:tracebackInnerFrames] {
+		writeFrame(w, f)
+	}
+	elided := len(frames) - tracebackInnerFrames - tracebackOuterFrames
+	fmt.Fprintf(w, "...%d frames elided...\n", elided)
+	for _, f := range frames[len(frames)-tracebackOuterFrames:] {
+		writeFrame(w, f)
+	}
+}
+
+// writeFrames120 prints the first 100 frames and a marker, as Go ≤1.20 does.
+func writeFrames120(w *bufio.Writer, frames []Frame) {
+	if len(frames) < tracebackMaxFrames {
+		for _, f := range frames {
+			writeFrame(w, f)
+		}
+		return
+	}
+	for _, f := range frames[:tracebackMaxFrames] {
+		writeFrame(w, f)
+	}
+	w.WriteString("...additional frames elided...\n")
+}
+
+// printName mirrors runtime.printFuncName: gopanic prints as panic and type
+// parameters as [...].
+func printName(name string) string {
+	if name == "runtime.gopanic" {
+		return "panic"
+	}
+	i := strings.IndexByte(name, '[')
+	j := strings.LastIndexByte(name, ']')
+	if i < 0 || j < i {
+		return name
+	}
+	return name[:i] + "[...]" + name[j+1:]
+}

@@ -1,0 +1,200 @@
+package inspect_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/ptrace"
+)
+
+var (
+	tracerOnce sync.Once
+	tracer     *ptrace.Tracer
+)
+
+func sharedTracer() *ptrace.Tracer {
+	tracerOnce.Do(func() { tracer = ptrace.NewTracer() })
+	return tracer
+}
+
+func requirePrivilege(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
+		t.Fatal("this test needs root (ptrace of another process) and GI_REQUIRE_PRIVILEGED=1 forbids skipping")
+	}
+	t.Skip("needs root to ptrace another process; set GI_REQUIRE_PRIVILEGED=1 to make this a failure")
+}
+
+// busy reports whether a goroutine of the psstates target spins on a CPU:
+// its state and stack legitimately differ between two instants.
+func busy(frames []string) bool {
+	for _, f := range frames {
+		if strings.Contains(f, "main.spin") {
+			return true
+		}
+	}
+	return false
+}
+
+func frameKeys(fs []targets.Frame) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		off := ""
+		if f.Offset != 0 {
+			off = fmt.Sprintf(" +%#x", f.Offset)
+		}
+		out[i] = fmt.Sprintf("%s inlined=%v %s:%d%s", f.Function, f.Inlined, f.File, f.Line, off)
+	}
+	return out
+}
+
+// TestSnapshotMatchesRuntimeDump compares gi's snapshot of the psstates target
+// with the dump the target took of itself, goroutine by goroutine, for every
+// toolchain under test, PIE and not.
+func TestSnapshotMatchesRuntimeDump(t *testing.T) {
+	requirePrivilege(t)
+	for _, tc := range targets.Toolchains() {
+		for _, pie := range []bool{false, true} {
+			opts := targets.BuildOptions{Toolchain: tc, PIE: pie}
+			t.Run(opts.String(), func(t *testing.T) {
+				t.Parallel()
+				bin := targets.Build(t, "psstates", opts)
+				compareWithDump(t, bin, "-park", "2000", "-depth", "300")
+			})
+		}
+	}
+}
+
+func compareWithDump(t *testing.T, bin string, args ...string) {
+	p := targets.Start(t, bin, args...)
+	tgt, err := inspect.Open(p.Pid)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer tgt.Close()
+	snap, err := tgt.Snapshot(sharedTracer())
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+
+	raw, err := os.ReadFile(p.DumpPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := targets.ParseDump(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("parse the target's own dump: %v", err)
+	}
+
+	// gi's --stacks rendering of the same goroutines, parsed with the same grammar.
+	var visible []*inspect.Goroutine
+	for _, g := range snap.Goroutines {
+		if !g.System {
+			visible = append(visible, g)
+		}
+	}
+	var buf bytes.Buffer
+	if err := inspect.WriteDump(&buf, snap, visible, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := targets.ParseDump(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("gi's dump does not parse with the runtime dump grammar: %v\n%s", err, head(buf.String(), 40))
+	}
+
+	gotByID := map[int64]targets.Goroutine{}
+	for _, g := range got {
+		gotByID[g.ID] = g
+	}
+	compared := 0
+	for _, w := range want {
+		if w.ID == p.DumperGoid {
+			continue // the goroutine that took the dump has exited since
+		}
+		g, ok := gotByID[w.ID]
+		if !ok {
+			t.Errorf("goroutine %d [%s] is in the runtime's dump but not in gi's", w.ID, w.State)
+			continue
+		}
+		delete(gotByID, w.ID)
+		compared++
+		wf, gf := frameKeys(w.Frames), frameKeys(g.Frames)
+		if busy(wf) || busy(gf) {
+			if !oneOf(g.State, "running", "runnable", "preempted") {
+				t.Errorf("goroutine %d: busy goroutine in state %q", w.ID, g.State)
+			}
+			continue
+		}
+		if g.State != w.State {
+			t.Errorf("goroutine %d: state %q, runtime says %q", w.ID, g.State, w.State)
+		}
+		if g.Locked != w.Locked {
+			t.Errorf("goroutine %d: locked to thread %v, runtime says %v", w.ID, g.Locked, w.Locked)
+		}
+		if g.ElidedFrames != w.ElidedFrames {
+			t.Errorf("goroutine %d: %d frames elided, runtime says %d", w.ID, g.ElidedFrames, w.ElidedFrames)
+		}
+		if strings.Join(gf, "\n") != strings.Join(wf, "\n") {
+			t.Errorf("goroutine %d [%s] frames differ:\ngi:\n\t%s\nruntime:\n\t%s", w.ID, w.State, strings.Join(gf, "\n\t"), strings.Join(wf, "\n\t"))
+		}
+		switch {
+		case (g.CreatedBy == nil) != (w.CreatedBy == nil):
+			t.Errorf("goroutine %d: created by %+v, runtime says %+v", w.ID, g.CreatedBy, w.CreatedBy)
+		case g.CreatedBy != nil:
+			if frameKeys([]targets.Frame{*g.CreatedBy})[0] != frameKeys([]targets.Frame{*w.CreatedBy})[0] || g.CreatedByGoid != w.CreatedByGoid {
+				t.Errorf("goroutine %d: created by %+v in %d, runtime says %+v in %d", w.ID, *g.CreatedBy, g.CreatedByGoid, *w.CreatedBy, w.CreatedByGoid)
+			}
+		}
+	}
+	for id, g := range gotByID {
+		t.Errorf("goroutine %d [%s] is in gi's listing but not in the runtime's dump", id, g.State)
+	}
+	if compared < 2000 {
+		t.Errorf("compared only %d goroutines", compared)
+	}
+	t.Logf("%s: compared %d goroutines, pause %v, total %v", snap.GoVersion, compared, snap.Pause, snap.Total)
+
+	// Labels: the target labels exactly one goroutine.
+	var labelled []*inspect.Goroutine
+	for _, g := range snap.Goroutines {
+		if len(g.Labels) > 0 {
+			labelled = append(labelled, g)
+		}
+	}
+	if len(labelled) != 1 || labelled[0].Labels["worker"] != "w1" || labelled[0].Labels["shard"] != "3" || len(labelled[0].Labels) != 2 {
+		for _, g := range labelled {
+			t.Logf("goroutine %d labels %v", g.ID, g.Labels)
+		}
+		t.Errorf("want exactly one goroutine labelled worker=w1,shard=3; got %d labelled goroutines", len(labelled))
+	}
+	if len(snap.Warnings) > 0 {
+		t.Errorf("warnings: %v", snap.Warnings)
+	}
+}
+
+func oneOf(s string, set ...string) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+func head(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}

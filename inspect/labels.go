@@ -1,0 +1,157 @@
+package inspect
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/gi-debug/gi/dwarfx"
+)
+
+// copyLabels reads the pprof labels of every goroutine that has some. The
+// representation depends on the Go release (see dwarfx.LabelsKind).
+func (t *Target) copyLabels(gs []*rawG) error {
+	var firstErr error
+	for _, rg := range gs {
+		p := t.u64(rg.g, t.Layout.G.Labels)
+		if p == 0 {
+			continue
+		}
+		var labels map[string]string
+		var err error
+		switch t.Layout.Labels {
+		case dwarfx.LabelsList:
+			labels, err = t.readLabelList(p)
+		case dwarfx.LabelsMap:
+			labels, err = t.readLabelMap(p)
+		default:
+			err = fmt.Errorf("unknown labels representation in %s", t.Binary.GoVersion)
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("goroutine %d: %w", rg.goid, err)
+			}
+			continue
+		}
+		rg.labels = labels
+	}
+	return firstErr
+}
+
+func (t *Target) readStringData(p, n uint64) (string, error) {
+	if n == 0 {
+		return "", nil
+	}
+	if n > maxStringLen {
+		return "", fmt.Errorf("string at %#x has implausible length %d", p, n)
+	}
+	b := make([]byte, n)
+	if _, err := t.Mem.ReadAt(b, p); err != nil {
+		return "", fmt.Errorf("read string at %#x: %w", p, err)
+	}
+	return string(b), nil
+}
+
+// readLabelList reads Go ≥1.24 labels: a pointer to a struct whose first
+// field is a []struct{key, value string}.
+func (t *Target) readLabelList(p uint64) (map[string]string, error) {
+	var hdr [24]byte
+	if _, err := t.Mem.ReadAt(hdr[:], p); err != nil {
+		return nil, fmt.Errorf("read label set at %#x: %w", p, err)
+	}
+	data := binary.LittleEndian.Uint64(hdr[0:])
+	n := binary.LittleEndian.Uint64(hdr[8:])
+	if n > maxLabels {
+		return nil, fmt.Errorf("label set at %#x has implausible length %d", p, n)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	buf := make([]byte, n*32)
+	if _, err := t.Mem.ReadAt(buf, data); err != nil {
+		return nil, fmt.Errorf("read labels at %#x: %w", data, err)
+	}
+	out := make(map[string]string, n)
+	for i := uint64(0); i < n; i++ {
+		e := buf[i*32:]
+		k, err := t.readStringData(binary.LittleEndian.Uint64(e[0:]), binary.LittleEndian.Uint64(e[8:]))
+		if err != nil {
+			return nil, err
+		}
+		v, err := t.readStringData(binary.LittleEndian.Uint64(e[16:]), binary.LittleEndian.Uint64(e[24:]))
+		if err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// readLabelMap reads Go ≤1.23 labels: a pointer to a map[string]string
+// variable, i.e. to a pointer to the classic hmap.
+func (t *Target) readLabelMap(p uint64) (map[string]string, error) {
+	h := t.Layout.Hmap
+	hmap, err := t.readWord(p)
+	if err != nil || hmap == 0 {
+		return nil, err
+	}
+	hdr := make([]byte, 48)
+	if _, err := t.Mem.ReadAt(hdr, hmap); err != nil {
+		return nil, fmt.Errorf("read hmap at %#x: %w", hmap, err)
+	}
+	count := t.u64(hdr, h.Count)
+	if count > maxLabels {
+		return nil, fmt.Errorf("hmap at %#x has implausible count %d", hmap, count)
+	}
+	out := make(map[string]string, count)
+	if count == 0 {
+		return out, nil
+	}
+	b := hdr[h.B]
+	if b > 16 {
+		return nil, fmt.Errorf("hmap at %#x has implausible B %d", hmap, b)
+	}
+	const (
+		bucketCnt  = 8
+		minTopHash = 5 // values below mark empty or evacuated slots
+	)
+	buf := make([]byte, h.BucketSize)
+	visited := 0
+	readBuckets := func(base uint64, nb uint64) error {
+		for i := uint64(0); i < nb; i++ {
+			addr := base + i*uint64(h.BucketSize)
+			for addr != 0 {
+				if visited++; visited > maxMapBuckets {
+					return fmt.Errorf("hmap at %#x: too many buckets", hmap)
+				}
+				if _, err := t.Mem.ReadAt(buf, addr); err != nil {
+					return fmt.Errorf("read bucket at %#x: %w", addr, err)
+				}
+				for s := 0; s < bucketCnt; s++ {
+					if buf[h.TopHash+int64(s)] < minTopHash {
+						continue
+					}
+					k, err := t.readStringData(t.u64(buf, h.Keys+int64(s)*16), t.u64(buf, h.Keys+int64(s)*16+8))
+					if err != nil {
+						return err
+					}
+					v, err := t.readStringData(t.u64(buf, h.Elems+int64(s)*16), t.u64(buf, h.Elems+int64(s)*16+8))
+					if err != nil {
+						return err
+					}
+					out[k] = v
+				}
+				addr = t.u64(buf, h.Overflow)
+			}
+		}
+		return nil
+	}
+	if err := readBuckets(t.u64(hdr, h.Buckets), 1<<b); err != nil {
+		return nil, err
+	}
+	if old := t.u64(hdr, h.OldBuckets); old != 0 && b > 0 {
+		if err := readBuckets(old, 1<<(b-1)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,194 @@
+// Package inspect takes consistent snapshots of a live Go process's
+// goroutines and decodes them the way the Go runtime's own traceback does.
+//
+// A snapshot stops the process only while raw bytes are copied (the g
+// structures, the used part of each goroutine stack, thread registers);
+// everything else (unwinding, symbolization) happens after the process has
+// been resumed.
+package inspect
+
+import (
+	"strings"
+	"time"
+)
+
+// Snapshot is the decoded state of every goroutine of a process at one instant.
+type Snapshot struct {
+	PID       int
+	Exe       string // path of the executable as gi opened it
+	GoVersion string
+	// Pause is how long the target was stopped.
+	Pause time.Duration
+	// Total is how long the whole snapshot took, decoding included.
+	Total time.Duration
+	// Taken is the wall-clock time of the stop.
+	Taken time.Time
+	// Goroutines lists every goroutine that is not dead, system ones
+	// included (see Goroutine.System), in allgs order.
+	Goroutines []*Goroutine
+	// Warnings lists what could not be read: the listing is partial where
+	// they apply.
+	Warnings []string
+	// Runtime21 reports whether the target's runtime formats tracebacks the
+	// Go 1.21+ way (creator goroutine ids, "...N frames elided...").
+	Runtime21 bool
+}
+
+// Goroutine is one goroutine as decoded from the target's memory.
+type Goroutine struct {
+	ID uint64
+	// Addr is the address of the runtime.g in the target.
+	Addr uint64
+	// Status is the runtime's status name: idle, runnable, running,
+	// syscall, waiting, dead, copystack, preempted, ...
+	Status string
+	// StatusValue is the raw atomicstatus with the scan bit removed.
+	StatusValue uint32
+	// Scan is true when the GC scan bit was set.
+	Scan bool
+	// WaitReason is the runtime's text for g.waitreason ("chan receive"), "" if none.
+	WaitReason string
+	// State is what the runtime prints in brackets: the wait reason for a
+	// waiting goroutine, else the status name.
+	State string
+	// Wait is how long the goroutine has been blocked (from g.waitsince);
+	// WaitKnown is false when the runtime has not recorded it yet.
+	Wait      time.Duration
+	WaitKnown bool
+	// LockedToThread is true after runtime.LockOSThread.
+	LockedToThread bool
+	// ThreadID is the OS thread running the goroutine (running or syscall), 0 if none.
+	ThreadID int
+	// System marks goroutines the runtime hides from its dumps.
+	System bool
+	// Labels are the pprof labels, nil if none.
+	Labels map[string]string
+	// StartFunction is the function the goroutine was started with.
+	StartFunction string
+	// CreatedBy is the go statement that created the goroutine (nil for
+	// goroutine 1 and runtime-created ones the runtime does not show).
+	CreatedBy *Frame
+	// ParentID is the goroutine that created this one (Go 1.21+), 0 if unknown.
+	ParentID uint64
+	// Frames is the whole stack, innermost first, inlined frames expanded.
+	// Frames the runtime's own dump would not show have Elided set.
+	Frames []Frame
+	// Truncated is set when the stack could not be fully unwound; Problem says why.
+	Truncated bool
+	Problem   string
+}
+
+// Frame is one logical frame of a goroutine's stack.
+type Frame struct {
+	Function string
+	File     string
+	Line     int
+	// PC is the runtime address in the target (load bias applied).
+	PC uint64
+	// Offset is PC minus the function's entry (what the runtime prints as +0x..),
+	// 0 for inlined frames.
+	Offset uint64
+	// Inlined marks a frame the compiler inlined into its caller.
+	Inlined bool
+	// Elided marks a frame the runtime's own traceback hides.
+	Elided bool
+}
+
+// VisibleFrames returns the frames the runtime's own dump shows.
+func (g *Goroutine) VisibleFrames() []Frame {
+	out := make([]Frame, 0, len(g.Frames))
+	for _, f := range g.Frames {
+		if !f.Elided {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Location returns the frame that best says where the goroutine is: the
+// innermost visible frame of user code (package main or a package whose
+// import path starts with a domain), else the innermost visible frame outside
+// the runtime's plumbing (runtime, internal/*, sync and linknamed runtime_*
+// functions), else the innermost visible frame, else the innermost frame.
+// ok is false for a goroutine with no frames.
+func (g *Goroutine) Location() (Frame, bool) {
+	var first, library *Frame
+	for i := range g.Frames {
+		f := &g.Frames[i]
+		if f.Elided {
+			continue
+		}
+		if first == nil {
+			first = f
+		}
+		if isUserFunction(f.Function) {
+			return *f, true
+		}
+		if library == nil && !isRuntimePlumbing(f.Function) {
+			library = f
+		}
+	}
+	if library != nil {
+		return *library, true
+	}
+	if first != nil {
+		return *first, true
+	}
+	if len(g.Frames) > 0 {
+		return g.Frames[0], true
+	}
+	return Frame{}, false
+}
+
+// isUserFunction reports whether a qualified function name belongs to
+// package main or to a module outside the standard library.
+func isUserFunction(name string) bool {
+	pkg := packageOf(name)
+	if pkg == "main" {
+		return true
+	}
+	first := pkg
+	for i := 0; i < len(pkg); i++ {
+		if pkg[i] == '/' {
+			first = pkg[:i]
+			break
+		}
+	}
+	for i := 0; i < len(first); i++ {
+		if first[i] == '.' {
+			return true
+		}
+	}
+	return false
+}
+
+// isRuntimePlumbing reports whether a function is part of how the runtime
+// blocks or schedules rather than of what the goroutine is doing.
+func isRuntimePlumbing(name string) bool {
+	pkg := packageOf(name)
+	switch {
+	case pkg == "runtime", pkg == "sync", pkg == "sync/atomic", pkg == "time" && strings.HasSuffix(name, ".Sleep"):
+		return true
+	case strings.HasPrefix(pkg, "runtime/"), strings.HasPrefix(pkg, "internal/"):
+		return true
+	}
+	return strings.Contains(name[len(pkg):], "runtime_")
+}
+
+// packageOf returns the import path part of a qualified function name
+// ("net/http.(*conn).serve" → "net/http").
+func packageOf(name string) string {
+	slash := 0
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '/' {
+			slash = i
+			break
+		}
+	}
+	for i := slash; i < len(name); i++ {
+		if name[i] == '.' {
+			return name[:i]
+		}
+	}
+	return name
+}

@@ -1,0 +1,238 @@
+package inspect
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/ptrace"
+)
+
+// rawG is one goroutine's bytes as copied while the process was stopped.
+type rawG struct {
+	addr  uint64
+	g     []byte // the runtime.g
+	goid  uint64
+	state uint32 // atomicstatus, scan bit included
+
+	// Where unwinding starts. trap is true when pc is the address of the
+	// next instruction to execute (registers of a running thread), false
+	// when it is a return address.
+	pc, sp uint64
+	trap   bool
+	tid    int
+
+	stackLo, stackHi uint64
+	stack            []byte // copy of [sp, sp+len(stack))
+	stackErr         string
+
+	labels map[string]string
+}
+
+type rawSnapshot struct {
+	gs       []*rawG
+	warnings []string
+}
+
+func (t *Target) u64(b []byte, off int64) uint64 {
+	if off < 0 || off+8 > int64(len(b)) {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[off:])
+}
+
+func (t *Target) u32(b []byte, off int64) uint32 {
+	if off < 0 || off+4 > int64(len(b)) {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(b[off:])
+}
+
+func (t *Target) readWord(addr uint64) (uint64, error) {
+	var b [8]byte
+	if _, err := t.Mem.ReadAt(b[:], addr); err != nil {
+		return 0, fmt.Errorf("read %#x: %w", addr, err)
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// copyRaw copies every live g, the used part of its stack, the registers of
+// the threads running goroutines and the pprof labels. It runs while the
+// process is stopped, so it does nothing but copy.
+func (t *Target) copyRaw(st *ptrace.Stopped) (*rawSnapshot, error) {
+	L := t.Layout
+	out := &rawSnapshot{}
+
+	allglen, err := t.readWord(L.AllGLen + t.Bias)
+	if err != nil {
+		return nil, fmt.Errorf("read runtime.allglen: %w", err)
+	}
+	var hdr [24]byte
+	if _, err := t.Mem.ReadAt(hdr[:], L.AllGs+t.Bias); err != nil {
+		return nil, fmt.Errorf("read runtime.allgs: %w", err)
+	}
+	ptr := binary.LittleEndian.Uint64(hdr[0:])
+	slen := binary.LittleEndian.Uint64(hdr[8:])
+	if allglen > maxGoroutines || slen > maxGoroutines {
+		return nil, fmt.Errorf("corrupt runtime.allgs: allglen %d, len %d", allglen, slen)
+	}
+	n := allglen
+	if slen < n {
+		// allglen is published after the slice grows; a smaller len means
+		// memory we cannot trust.
+		out.warnings = append(out.warnings, fmt.Sprintf("runtime.allglen %d > len(allgs) %d: reading %d", allglen, slen, slen))
+		n = slen
+	}
+	if n == 0 {
+		return out, nil
+	}
+	ptrs := make([]byte, n*8)
+	if _, err := t.Mem.ReadAt(ptrs, ptr); err != nil {
+		return nil, fmt.Errorf("read allgs array at %#x (%d entries): %w", ptr, n, err)
+	}
+
+	gsize := int(L.G.Size)
+	ranges := make([]ptrace.Range, 0, n)
+	for i := uint64(0); i < n; i++ {
+		ranges = append(ranges, ptrace.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize})
+	}
+	gbuf := make([]byte, int(n)*gsize)
+	failed := map[int]bool{}
+	if err := t.Mem.ReadBatch(ranges, gbuf); err != nil {
+		var be *ptrace.BatchError
+		if !errors.As(err, &be) {
+			return nil, fmt.Errorf("read %d g structures: %w", n, err)
+		}
+		for _, i := range be.Failed {
+			failed[i] = true
+		}
+		out.warnings = append(out.warnings, fmt.Sprintf("%d of %d g structures unreadable", len(be.Failed), n))
+	}
+
+	dead, _ := L.StatusValue("_Gdead")
+	deadExtra, hasDeadExtra := L.StatusValue("_Gdeadextra")
+	running, _ := L.StatusValue("_Grunning")
+	syscall, _ := L.StatusValue("_Gsyscall")
+
+	threads := make(map[int]ptrace.Regs, len(st.Threads))
+	for _, th := range st.Threads {
+		threads[th.TID] = th.Regs
+	}
+
+	var mRanges []ptrace.Range
+	var mOwners []*rawG
+	for i := range ranges {
+		if failed[i] {
+			continue
+		}
+		gb := gbuf[i*gsize : (i+1)*gsize]
+		state := t.u32(gb, L.G.AtomicStatus)
+		s := state &^ L.ScanBit
+		if s == dead || (hasDeadExtra && s == deadExtra) {
+			continue
+		}
+		rg := &rawG{
+			addr:    ranges[i].Addr,
+			g:       gb,
+			goid:    t.u64(gb, L.G.Goid),
+			state:   state,
+			stackLo: t.u64(gb, L.G.StackLo),
+			stackHi: t.u64(gb, L.G.StackHi),
+		}
+		if s == syscall || (s != running && t.u64(gb, L.G.SchedSP) == 0) {
+			rg.pc, rg.sp = t.u64(gb, L.G.SyscallPC), t.u64(gb, L.G.SyscallSP)
+		} else {
+			rg.pc, rg.sp = t.u64(gb, L.G.SchedPC), t.u64(gb, L.G.SchedSP)
+		}
+		if m := t.u64(gb, L.G.M); m != 0 && (s == running || s == syscall) {
+			mRanges = append(mRanges, ptrace.Range{Addr: m, Len: int(L.M.Size)})
+			mOwners = append(mOwners, rg)
+		}
+		out.gs = append(out.gs, rg)
+	}
+
+	// Running goroutines: their location is in their thread's registers.
+	if len(mRanges) > 0 {
+		mbuf := make([]byte, len(mRanges)*int(L.M.Size))
+		mErr := t.Mem.ReadBatch(mRanges, mbuf)
+		var mFailed map[int]bool
+		if mErr != nil {
+			var be *ptrace.BatchError
+			if !errors.As(mErr, &be) {
+				return nil, fmt.Errorf("read m structures: %w", mErr)
+			}
+			mFailed = map[int]bool{}
+			for _, i := range be.Failed {
+				mFailed[i] = true
+			}
+		}
+		for i, rg := range mOwners {
+			if mFailed[i] {
+				continue
+			}
+			mb := mbuf[i*int(L.M.Size) : (i+1)*int(L.M.Size)]
+			if t.u64(mb, L.M.CurG) != rg.addr {
+				continue
+			}
+			tid := int(t.u64(mb, L.M.ProcID))
+			rg.tid = tid
+			if rg.state&^L.ScanBit != running {
+				continue
+			}
+			regs, ok := threads[tid]
+			if !ok {
+				continue
+			}
+			if regs.SP >= rg.stackLo && regs.SP < rg.stackHi && t.sym.isGoCode(regs.PC) {
+				rg.pc, rg.sp, rg.trap = regs.PC, regs.SP, true
+			}
+			// Otherwise the thread runs on a system stack (systemstack,
+			// signal handler, vDSO or C code): g.sched holds where the
+			// goroutine left its own stack.
+		}
+	}
+
+	// Stacks: the used part, from sp to the top.
+	stackRanges := make([]ptrace.Range, 0, len(out.gs))
+	var stackOwners []*rawG
+	total := 0
+	for _, rg := range out.gs {
+		if rg.sp == 0 || rg.sp < rg.stackLo || rg.sp >= rg.stackHi {
+			if rg.sp != 0 {
+				rg.stackErr = fmt.Sprintf("sp %#x outside stack [%#x, %#x)", rg.sp, rg.stackLo, rg.stackHi)
+			}
+			continue
+		}
+		l := rg.stackHi - rg.sp
+		if l > maxStackCopy {
+			l = maxStackCopy
+			rg.stackErr = fmt.Sprintf("stack larger than %d MiB: copied its innermost part", maxStackCopy>>20)
+		}
+		stackRanges = append(stackRanges, ptrace.Range{Addr: rg.sp, Len: int(l)})
+		stackOwners = append(stackOwners, rg)
+		total += int(l)
+	}
+	sbuf := make([]byte, total)
+	if err := t.Mem.ReadBatch(stackRanges, sbuf); err != nil {
+		var be *ptrace.BatchError
+		if !errors.As(err, &be) {
+			return nil, fmt.Errorf("read goroutine stacks: %w", err)
+		}
+		for _, i := range be.Failed {
+			stackOwners[i].stackErr = fmt.Sprintf("stack at %#x unreadable", stackRanges[i].Addr)
+		}
+	}
+	off := 0
+	for i, rg := range stackOwners {
+		rg.stack = sbuf[off : off+stackRanges[i].Len : off+stackRanges[i].Len]
+		off += stackRanges[i].Len
+	}
+
+	if L.G.Labels != dwarfx.Missing {
+		if err := t.copyLabels(out.gs); err != nil {
+			out.warnings = append(out.warnings, "labels: "+err.Error())
+		}
+	}
+	return out, nil
+}

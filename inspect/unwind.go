@@ -1,0 +1,322 @@
+package inspect
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gi-debug/gi/dwarfx"
+)
+
+// Function flags from the runtime's abi.FuncFlag (stable since Go 1.17).
+const (
+	funcFlagTopFrame = 1 << 0
+	funcFlagSPWrite  = 1 << 1
+)
+
+// symbolizer caches pclntab lookups by runtime pc: a process with 100k
+// goroutines has only a few hundred distinct pcs on its stacks.
+type symbolizer struct {
+	lines     *dwarfx.LineTable
+	bias      uint64
+	wrapperID uint8
+	minor     int // Go minor version of the target (21 for go1.21.x), 0 if unknown
+	funcs     map[uint64]*dwarfx.Func
+	spdelta   map[uint64]int64
+	frames    map[uint64][]dwarfx.Frame
+	textLo    uint64
+	textHi    uint64
+}
+
+func newSymbolizer(bin *dwarfx.Binary, bias uint64) *symbolizer {
+	lo, hi := bin.TextRange()
+	return &symbolizer{
+		lines:     bin.Lines,
+		bias:      bias,
+		wrapperID: bin.Lines.WrapperFuncID(),
+		minor:     goMinor(bin.GoVersion),
+		funcs:     make(map[uint64]*dwarfx.Func),
+		spdelta:   make(map[uint64]int64),
+		frames:    make(map[uint64][]dwarfx.Frame),
+		textLo:    lo + bias,
+		textHi:    hi + bias,
+	}
+}
+
+// goMinor returns 21 for "go1.21.13" and 0 when it cannot tell.
+func goMinor(v string) int {
+	v = strings.TrimPrefix(v, "go1.")
+	if i := strings.IndexAny(v, ".rcbeta-+ "); i >= 0 {
+		v = v[:i]
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func (s *symbolizer) isGoCode(pc uint64) bool {
+	return pc >= s.textLo && pc < s.textHi && s.funcFor(pc) != nil
+}
+
+func (s *symbolizer) funcFor(pc uint64) *dwarfx.Func {
+	if f, ok := s.funcs[pc]; ok {
+		return f
+	}
+	f := s.lines.FuncForPC(pc - s.bias)
+	s.funcs[pc] = f
+	return f
+}
+
+func (s *symbolizer) spDelta(f *dwarfx.Func, pc uint64) (int64, error) {
+	if d, ok := s.spdelta[pc]; ok {
+		return d, nil
+	}
+	d, err := s.lines.SPDelta(f, pc-s.bias)
+	if err != nil {
+		return 0, err
+	}
+	s.spdelta[pc] = d
+	return d, nil
+}
+
+func (s *symbolizer) logical(f *dwarfx.Func, symPC uint64) ([]dwarfx.Frame, error) {
+	if fr, ok := s.frames[symPC]; ok {
+		return fr, nil
+	}
+	fr, err := s.lines.Frames(f, symPC-s.bias)
+	if err != nil {
+		return nil, err
+	}
+	s.frames[symPC] = fr
+	return fr, nil
+}
+
+// decode turns raw copies into goroutines. now is CLOCK_MONOTONIC at the stop.
+func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
+	L := t.Layout
+	out := make([]*Goroutine, 0, len(raw.gs))
+	waiting, _ := L.StatusValue("_Gwaiting")
+	syscall, _ := L.StatusValue("_Gsyscall")
+	leaked, hasLeaked := L.StatusValue("_Gleaked")
+	for _, rg := range raw.gs {
+		status := rg.state &^ L.ScanBit
+		g := &Goroutine{
+			ID:             rg.goid,
+			Addr:           rg.addr,
+			StatusValue:    status,
+			Scan:           rg.state&L.ScanBit != 0,
+			Status:         t.statusName(status),
+			LockedToThread: t.u64(rg.g, L.G.LockedM) != 0,
+			ThreadID:       rg.tid,
+			Labels:         rg.labels,
+		}
+		if L.G.ParentGoid != dwarfx.Missing {
+			g.ParentID = t.u64(rg.g, L.G.ParentGoid)
+		}
+		reason := rg.g[L.G.WaitReason]
+		if int(reason) < len(t.waitReasons) {
+			g.WaitReason = t.waitReasons[reason]
+		} else {
+			g.WaitReason = "unknown wait reason"
+		}
+		g.State = g.Status
+		if (status == waiting || (hasLeaked && status == leaked)) && reason != 0 {
+			g.State = g.WaitReason
+		} else if status != waiting {
+			g.WaitReason = ""
+		}
+		if since := int64(t.u64(rg.g, L.G.WaitSince)); since != 0 && (status == waiting || status == syscall) && now > since {
+			g.Wait, g.WaitKnown = time.Duration(now-since), true
+		}
+		if f := t.sym.funcFor(t.u64(rg.g, L.G.StartPC)); f != nil {
+			g.StartFunction = f.Name
+			g.System = t.isSystem(f)
+		}
+		t.unwind(g, rg)
+		g.CreatedBy = t.createdBy(g, t.u64(rg.g, L.G.GoPC))
+		out = append(out, g)
+	}
+	return out
+}
+
+func (t *Target) statusName(v uint32) string {
+	if int(v) < len(t.statusNames) && t.statusNames[v] != "" {
+		return t.statusNames[v]
+	}
+	if n := t.Layout.StatusName(v); n != "" {
+		return strings.ToLower(strings.TrimPrefix(n, "_G"))
+	}
+	return "???"
+}
+
+// isSystem mirrors runtime.isSystemGoroutine: goroutines started in package
+// runtime, except runtime.main and a few that run user code.
+func (t *Target) isSystem(start *dwarfx.Func) bool {
+	switch start.Name {
+	case "runtime.main", "runtime.handleAsyncEvent", "runtime.corostart":
+		return false
+	}
+	return strings.HasPrefix(start.Name, "runtime.")
+}
+
+// unwind walks the goroutine's copied stack the way the runtime's unwinder
+// does (amd64: frame size from pcsp, return address just below the caller's
+// SP) and expands inlined frames.
+func (t *Target) unwind(g *Goroutine, rg *rawG) {
+	s := t.sym
+	if rg.stackErr != "" {
+		g.Truncated, g.Problem = true, rg.stackErr
+	}
+	if rg.stack == nil {
+		if !g.Truncated {
+			g.Truncated, g.Problem = true, "no stack to unwind"
+		}
+		return
+	}
+	pc, sp, trap := rg.pc, rg.sp, rg.trap
+	base := rg.sp // address of rg.stack[0]
+	visible := 0
+	callee := ""
+	for n := 0; ; n++ {
+		if n == maxFrames {
+			g.Truncated, g.Problem = true, fmt.Sprintf("more than %d frames", maxFrames)
+			break
+		}
+		f := s.funcFor(pc)
+		if f == nil {
+			g.Truncated, g.Problem = true, fmt.Sprintf("pc %#x is not in a Go function", pc)
+			break
+		}
+		symPC := pc
+		if !trap && pc > f.Entry+s.bias {
+			symPC = pc - 1
+		}
+		logical, err := s.logical(f, symPC)
+		if err != nil {
+			g.Truncated, g.Problem = true, fmt.Sprintf("symbolize %s at %#x: %v", f.Name, pc, err)
+			break
+		}
+		for i, lf := range logical {
+			fr := Frame{Function: lf.Function, File: lf.File, Line: lf.Line, PC: pc, Inlined: i < len(logical)-1}
+			if !fr.Inlined && pc > f.Entry+s.bias {
+				fr.Offset = pc - (f.Entry + s.bias)
+			}
+			fr.Elided = !s.showFrame(lf, visible == 0, callee)
+			if !fr.Elided {
+				visible++
+			}
+			callee = lf.Function
+			g.Frames = append(g.Frames, fr)
+		}
+		if f.Flag&funcFlagTopFrame != 0 || f.Name == "runtime.goexit" {
+			break
+		}
+		if n > 0 && f.Flag&funcFlagSPWrite != 0 {
+			break // the runtime cannot unwind through a frame that wrote SP either
+		}
+		delta, err := s.spDelta(f, pc)
+		if err != nil {
+			g.Truncated, g.Problem = true, fmt.Sprintf("frame size of %s at %#x: %v", f.Name, pc, err)
+			break
+		}
+		fp := sp + uint64(delta) + 8 // amd64: the return address sits just below the caller's SP
+		if delta < 0 || fp-8 < base || fp-base > uint64(len(rg.stack)) {
+			g.Truncated, g.Problem = true, fmt.Sprintf("frame of %s leaves the copied stack (sp %#x, size %d)", f.Name, sp, delta)
+			break
+		}
+		lr := binary.LittleEndian.Uint64(rg.stack[fp-8-base:])
+		if lr == 0 {
+			break
+		}
+		switch f.Name {
+		case "runtime.sigpanic", "runtime.asyncPreempt", "runtime.debugCallV2":
+			trap = true // an injected call: the caller's pc is exact
+		default:
+			trap = false
+		}
+		pc, sp = lr, fp
+	}
+	if visible == 0 {
+		// Like the runtime: a stack with nothing to show is shown whole.
+		for i := range g.Frames {
+			g.Frames[i].Elided = false
+		}
+	}
+}
+
+// showFrame mirrors runtime.showfuncinfo at GOTRACEBACK=single/all.
+func (s *symbolizer) showFrame(f dwarfx.Frame, firstFrame bool, callee string) bool {
+	if f.FuncID == s.wrapperID && s.wrapperID != 0 && elideWrapperCalling(callee) {
+		return false
+	}
+	name := f.Function
+	if name == "runtime.runFinalizers" || name == "runtime.runCleanups" {
+		return true
+	}
+	if name == "runtime.gopanic" && !firstFrame {
+		return true
+	}
+	if !strings.Contains(name, ".") {
+		return false
+	}
+	return !strings.HasPrefix(name, "runtime.") || s.isExportedRuntime(name)
+}
+
+func elideWrapperCalling(callee string) bool {
+	switch callee {
+	case "runtime.gopanic", "runtime.sigpanic", "runtime.panicwrap":
+		return false
+	}
+	return true
+}
+
+// isExportedRuntime mirrors the runtime's rule, which learned about method
+// receivers in Go 1.23.
+func (s *symbolizer) isExportedRuntime(name string) bool {
+	name, ok := strings.CutPrefix(name, "runtime.")
+	if !ok || name == "" {
+		return false
+	}
+	if s.minor != 0 && s.minor < 23 {
+		return 'A' <= name[0] && name[0] <= 'Z'
+	}
+	rcvr := ""
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		rcvr, name = name[:i], name[i+1:]
+		if len(rcvr) >= 3 && rcvr[0] == '(' && rcvr[1] == '*' && rcvr[len(rcvr)-1] == ')' {
+			rcvr = rcvr[2 : len(rcvr)-1]
+		}
+	}
+	return len(name) > 0 && 'A' <= name[0] && name[0] <= 'Z' && (rcvr == "" || 'A' <= rcvr[0] && rcvr[0] <= 'Z')
+}
+
+// createdBy mirrors runtime.printcreatedby: the function holding the go
+// statement, shown only where the runtime would show it.
+func (t *Target) createdBy(g *Goroutine, gopc uint64) *Frame {
+	if g.ID == 1 || gopc == 0 {
+		return nil
+	}
+	s := t.sym
+	f := s.funcFor(gopc)
+	if f == nil {
+		return nil
+	}
+	if !s.showFrame(dwarfx.Frame{Function: f.Name, FuncID: f.FuncID}, false, "") {
+		return nil
+	}
+	tracepc := gopc
+	fr := &Frame{Function: f.Name, PC: gopc}
+	if gopc > f.Entry+s.bias {
+		tracepc--
+		fr.Offset = gopc - (f.Entry + s.bias)
+	}
+	file, line, err := s.lines.FileLine(f, tracepc-s.bias)
+	if err == nil {
+		fr.File, fr.Line = file, line
+	}
+	return fr
+}

@@ -1,0 +1,225 @@
+package targets
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ReadyTimeout bounds how long Start waits for a target to print READY.
+const ReadyTimeout = 2 * time.Minute
+
+// Process is a running target program.
+type Process struct {
+	Cmd *exec.Cmd
+	Pid int
+
+	// Set from the lines the target prints before READY:
+	// "DUMP <path>": where it wrote its own goroutine dump;
+	// "DUMPER <goid>": the goroutine that wrote it (exited since);
+	// "DUMPDURATION <ns>": how long the runtime took to produce it.
+	DumpPath     string
+	DumperGoid   int64
+	DumpDuration time.Duration
+
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{}
+}
+
+// Start runs bin with args and waits until it prints READY. The process is
+// killed when the test ends.
+func Start(tb testing.TB, bin string, args ...string) *Process {
+	tb.Helper()
+	p, err := StartProcess(bin, args...)
+	if err != nil {
+		tb.Fatalf("start %s: %v", bin, err)
+	}
+	tb.Cleanup(p.Kill)
+	return p
+}
+
+// StartProcess is Start for callers without a testing.TB; the caller kills it.
+func StartProcess(bin string, args ...string) (*Process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{Cmd: cmd, Pid: cmd.Process.Pid, done: make(chan struct{})}
+	ready := make(chan struct{})
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		signalled := false
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			if !signalled {
+				p.parse(line)
+			}
+			p.mu.Unlock()
+			if !signalled && line == "READY" {
+				signalled = true
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+		return p, nil
+	case <-p.done:
+		cmd.Wait()
+		return nil, fmt.Errorf("exited before READY: %v\n%s", cmd.ProcessState, strings.Join(p.Lines(), "\n"))
+	case <-time.After(ReadyTimeout):
+		p.Kill()
+		return nil, fmt.Errorf("no READY within %v", ReadyTimeout)
+	}
+}
+
+func (p *Process) parse(line string) {
+	key, val, ok := strings.Cut(line, " ")
+	if !ok {
+		return
+	}
+	switch key {
+	case "DUMP":
+		p.DumpPath = val
+	case "DUMPER":
+		p.DumperGoid, _ = strconv.ParseInt(val, 10, 64)
+	case "DUMPDURATION":
+		ns, _ := strconv.ParseInt(val, 10, 64)
+		p.DumpDuration = time.Duration(ns)
+	}
+}
+
+// Lines returns what the target printed on stdout so far.
+func (p *Process) Lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
+// WaitLine waits until the target prints a line with the given prefix and
+// returns the line.
+func (p *Process) WaitLine(prefix string, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	seen := 0
+	for {
+		p.mu.Lock()
+		for ; seen < len(p.lines); seen++ {
+			if strings.HasPrefix(p.lines[seen], prefix) {
+				l := p.lines[seen]
+				p.mu.Unlock()
+				return l, nil
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.done:
+			return "", fmt.Errorf("target exited before printing %q", prefix)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("target printed no %q within %v", prefix, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill kills the process and reaps it. Safe to call more than once.
+func (p *Process) Kill() {
+	if p.Cmd.ProcessState != nil {
+		return
+	}
+	p.Cmd.Process.Kill()
+	p.Cmd.Wait()
+	if p.DumpPath != "" {
+		os.Remove(p.DumpPath)
+	}
+}
+
+// Exited reports whether the process has exited (it is reaped by Kill only).
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ProcState returns the State letter and TracerPid of a process from
+// /proc/<pid>/status.
+func ProcState(pid int) (state string, tracer int, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "", 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "State:"); ok {
+			state = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			tracer, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return state, tracer, nil
+}
+
+// CheckNotStopped fails the test unless every thread of pid is neither
+// stopped nor traced.
+func CheckNotStopped(tb testing.TB, pid int) {
+	tb.Helper()
+	if err := NotStopped(pid); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// NotStopped returns an error if any thread of pid is stopped or traced.
+func NotStopped(pid int) error {
+	state, tracer, err := ProcState(pid)
+	if err != nil {
+		return fmt.Errorf("process %d: %v", pid, err)
+	}
+	if strings.HasPrefix(state, "Z") || strings.HasPrefix(state, "X") {
+		return fmt.Errorf("process %d is dead (%s)", pid, state)
+	}
+	if tracer != 0 {
+		return fmt.Errorf("process %d is traced by %d", pid, tracer)
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		tid, _ := strconv.Atoi(t.Name())
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+		if err != nil {
+			continue // the thread exited
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "State:"); ok {
+				v = strings.TrimSpace(v)
+				if strings.HasPrefix(v, "T") || strings.HasPrefix(v, "t") {
+					return fmt.Errorf("process %d thread %d is stopped: %s", pid, tid, v)
+				}
+			}
+			if v, ok := strings.CutPrefix(line, "TracerPid:"); ok && strings.TrimSpace(v) != "0" {
+				return fmt.Errorf("process %d thread %d is traced by %s", pid, tid, strings.TrimSpace(v))
+			}
+		}
+	}
+	return nil
+}

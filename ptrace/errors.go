@@ -1,0 +1,44 @@
+package ptrace
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrNoSuchProcess means the pid names no process.
+	ErrNoSuchProcess = errors.New("no such process")
+	// ErrPermission means the caller may not trace or read the process.
+	ErrPermission = errors.New("permission denied: tracing another user's process needs root or CAP_SYS_PTRACE")
+	// ErrAlreadyTraced means another tracer (a debugger, strace) is attached.
+	ErrAlreadyTraced = errors.New("already traced by another process")
+	// ErrProcessExited means the process exited while it was being read.
+	ErrProcessExited = errors.New("process exited during the snapshot")
+	// ErrClosed means the Tracer was closed.
+	ErrClosed = errors.New("tracer closed")
+)
+
+// tracerOf returns the TracerPid of a thread, or 0.
+func tracerOf(pid, tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// alreadyTraced builds the error for a thread another tracer holds.
+func alreadyTraced(pid, tracer int) error {
+	name, _ := os.ReadFile("/proc/" + strconv.Itoa(tracer) + "/comm")
+	return fmt.Errorf("process %d: %w (pid %d, %s)", pid, ErrAlreadyTraced, tracer, strings.TrimSpace(string(name)))
+}

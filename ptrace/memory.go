@@ -1,0 +1,175 @@
+package ptrace
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// iovMax is the kernel's limit on iovecs per process_vm_readv call.
+const iovMax = 1024
+
+// Memory reads another process's memory.
+type Memory struct {
+	pid  int
+	file *os.File
+	// noVM is set once process_vm_readv proved unavailable (seccomp, old
+	// kernel): every read then goes through /proc/<pid>/mem.
+	noVM bool
+}
+
+// Range is a span of target memory.
+type Range struct {
+	Addr uint64
+	Len  int
+}
+
+// BatchError reports the ranges of a ReadBatch that could not be read; the
+// others were read. Their bytes in the destination are zero.
+type BatchError struct {
+	Failed []int
+	First  error
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("%d ranges unreadable (first: %v)", len(e.Failed), e.First)
+}
+
+// OpenMemory opens /proc/<pid>/mem for reading.
+func OpenMemory(pid int) (*Memory, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mem")
+	if err != nil {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+		case errors.Is(err, os.ErrPermission):
+			if tr := tracerOf(pid, pid); tr != 0 && tr != os.Getpid() {
+				return nil, alreadyTraced(pid, tr)
+			}
+			return nil, fmt.Errorf("process %d: open memory: %w", pid, ErrPermission)
+		}
+		return nil, fmt.Errorf("process %d: open memory: %w", pid, err)
+	}
+	return &Memory{pid: pid, file: f}, nil
+}
+
+// Close closes the memory file.
+func (m *Memory) Close() error { return m.file.Close() }
+
+// ReadAt reads len(p) bytes at address addr. A short read is an error.
+func (m *Memory) ReadAt(p []byte, addr uint64) (int, error) {
+	if addr > 1<<63-1 || addr+uint64(len(p)) < addr {
+		return 0, fmt.Errorf("read %d bytes at %#x: address out of range", len(p), addr)
+	}
+	n, err := m.file.ReadAt(p, int64(addr))
+	if err != nil {
+		if n == 0 && errors.Is(err, unix.ESRCH) {
+			return n, fmt.Errorf("read %d bytes at %#x: %w", len(p), addr, ErrProcessExited)
+		}
+		return n, fmt.Errorf("read %d bytes at %#x: %w", len(p), addr, err)
+	}
+	return n, nil
+}
+
+// ReadBatch reads each range into dst, the ranges laid out back to back in
+// order (dst must hold the sum of their lengths). Ranges that cannot be read
+// are reported in a *BatchError; any other error means nothing useful was read.
+func (m *Memory) ReadBatch(ranges []Range, dst []byte) error {
+	total := 0
+	for _, r := range ranges {
+		if r.Len < 0 {
+			return fmt.Errorf("negative range length %d", r.Len)
+		}
+		total += r.Len
+	}
+	if total > len(dst) {
+		return fmt.Errorf("batch of %d bytes into a %d-byte buffer", total, len(dst))
+	}
+	var failed []int
+	var first error
+	off := 0
+	for i := 0; i < len(ranges); {
+		j := i
+		if !m.noVM {
+			j = m.readv(ranges, i, dst[off:])
+		}
+		// ranges[i:j] were read whole; read ranges[j] with pread.
+		for k := i; k < j; k++ {
+			off += ranges[k].Len
+		}
+		if j >= len(ranges) {
+			break
+		}
+		r := ranges[j]
+		if r.Len > 0 {
+			if _, err := m.ReadAt(dst[off:off+r.Len], r.Addr); err != nil {
+				if errors.Is(err, ErrProcessExited) {
+					return err
+				}
+				failed = append(failed, j)
+				if first == nil {
+					first = err
+				}
+				clear(dst[off : off+r.Len])
+			}
+		}
+		off += r.Len
+		i = j + 1
+	}
+	if len(failed) > 0 {
+		return &BatchError{Failed: failed, First: first}
+	}
+	return nil
+}
+
+// readv reads as many whole ranges from ranges[i:] as process_vm_readv will
+// give, up to iovMax per call, into dst. It returns the index of the first
+// range not read whole.
+func (m *Memory) readv(ranges []Range, i int, dst []byte) int {
+	local := make([]unix.Iovec, 0, iovMax)
+	remote := make([]unix.RemoteIovec, 0, iovMax)
+	off := 0
+	for i < len(ranges) {
+		local, remote = local[:0], remote[:0]
+		for k := i; k < len(ranges) && len(remote) < iovMax; k++ {
+			r := ranges[k]
+			if r.Len == 0 {
+				// Zero-length iovecs are legal but would make the
+				// accounting below ambiguous; give them a byte-free slot.
+				local = append(local, unix.Iovec{})
+				remote = append(remote, unix.RemoteIovec{Base: uintptr(r.Addr)})
+				continue
+			}
+			iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&dst[off]))}
+			iov.SetLen(r.Len)
+			local = append(local, iov)
+			remote = append(remote, unix.RemoteIovec{Base: uintptr(r.Addr), Len: r.Len})
+			off += r.Len
+		}
+		n, err := unix.ProcessVMReadv(m.pid, local, remote, 0)
+		if err != nil {
+			if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+				m.noVM = true
+			}
+			return i
+		}
+		// Count the ranges read whole.
+		got := 0
+		k := i
+		for ; k < i+len(remote); k++ {
+			if got+ranges[k].Len > n {
+				break
+			}
+			got += ranges[k].Len
+		}
+		if k < i+len(remote) {
+			return k
+		}
+		i = k
+	}
+	return i
+}

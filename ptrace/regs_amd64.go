@@ -1,0 +1,12 @@
+package ptrace
+
+import "golang.org/x/sys/unix"
+
+// getRegs reads the registers of a stopped thread.
+func getRegs(tid int) (Regs, error) {
+	var r unix.PtraceRegs
+	if err := unix.PtraceGetRegs(tid, &r); err != nil {
+		return Regs{}, err
+	}
+	return Regs{PC: r.Rip, SP: r.Rsp, BP: r.Rbp, FSBase: r.Fs_base, G: r.R14}, nil
+}

@@ -1,0 +1,432 @@
+package ptrace
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits that keep Stop bounded whatever the target does.
+const (
+	maxThreads      = 1 << 16
+	maxListRounds   = 1000
+	stopTimeout     = 5 * time.Second
+	resumeAllBudget = 2 * time.Second
+)
+
+// Tracer owns the OS thread every ptrace request is made from.
+// Its methods may be called from any goroutine.
+type Tracer struct {
+	reqs chan func()
+	quit chan struct{}
+	once sync.Once
+
+	mu      sync.Mutex
+	stopped map[*Stopped]struct{}
+}
+
+// NewTracer starts the thread-locked goroutine that serves ptrace requests.
+func NewTracer() *Tracer {
+	t := &Tracer{
+		reqs:    make(chan func()),
+		quit:    make(chan struct{}),
+		stopped: map[*Stopped]struct{}{},
+	}
+	go t.serve()
+	return t
+}
+
+func (t *Tracer) serve() {
+	// Never unlocked: when this goroutine returns its thread exits with it,
+	// and the kernel detaches anything still attached to that thread.
+	runtime.LockOSThread()
+	for {
+		select {
+		case f := <-t.reqs:
+			f()
+		case <-t.quit:
+			return
+		}
+	}
+}
+
+// do runs f on the tracer thread and waits for it. A panic in f is returned
+// as an error instead of killing the thread that holds the tracees.
+func (t *Tracer) do(f func() error) (err error) {
+	done := make(chan struct{})
+	wrapped := func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("ptrace: panic: %v", r)
+			}
+		}()
+		err = f()
+	}
+	select {
+	case t.reqs <- wrapped:
+	case <-t.quit:
+		return ErrClosed
+	}
+	<-done
+	return err
+}
+
+// Close resumes every process still stopped and ends the tracer thread.
+func (t *Tracer) Close() error {
+	t.ResumeAll()
+	t.once.Do(func() { close(t.quit) })
+	return nil
+}
+
+// ResumeAll resumes every process this tracer holds stopped. It is meant for
+// signal handlers and panic paths; it gives up after a short budget (the
+// kernel resumes the tracees anyway when gi exits).
+func (t *Tracer) ResumeAll() {
+	t.mu.Lock()
+	list := make([]*Stopped, 0, len(t.stopped))
+	for s := range t.stopped {
+		list = append(list, s)
+	}
+	t.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, s := range list {
+			s.Resume()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(resumeAllBudget):
+	}
+}
+
+// Regs are the registers of a stopped thread that goroutine inspection needs.
+type Regs struct {
+	PC, SP, BP uint64
+	// FSBase is the thread pointer (amd64 fs base, arm64 TPIDR_EL0).
+	FSBase uint64
+	// G is the register that holds the current g in Go code (r14, x28).
+	G uint64
+}
+
+// Thread is one stopped thread of a process.
+type Thread struct {
+	TID  int
+	Regs Regs
+	// RegsErr is set when the registers could not be read.
+	RegsErr error
+
+	sig int // signal to re-inject on detach
+}
+
+// Stopped is a process with all its threads stopped by a Tracer.
+type Stopped struct {
+	Pid     int
+	Threads []Thread
+
+	t       *Tracer
+	begin   time.Time
+	pause   time.Duration
+	resumed bool
+	resErr  error
+
+	threadsState map[int]*seized
+}
+
+// Pause returns how long the process was stopped: from the first interrupt
+// to the last thread resumed. Zero before Resume.
+func (s *Stopped) Pause() time.Duration { return s.pause }
+
+// Stop stops every thread of process pid and reads their registers.
+// The caller must call Resume on the result, on every path.
+func (t *Tracer) Stop(pid int) (*Stopped, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+	}
+	s := &Stopped{Pid: pid, t: t}
+	err := t.do(func() error { return s.stop() })
+	if err != nil {
+		// Whatever got seized must be released before reporting.
+		t.do(func() error { s.detachAll(); return nil })
+		return nil, err
+	}
+	t.mu.Lock()
+	t.stopped[s] = struct{}{}
+	t.mu.Unlock()
+	return s, nil
+}
+
+// Resume detaches from every thread, letting the process run. Calling it
+// again does nothing and returns the first result.
+func (s *Stopped) Resume() error {
+	if s == nil {
+		return nil
+	}
+	err := s.t.do(func() error {
+		if !s.resumed {
+			s.resErr = s.detachAll()
+		}
+		return s.resErr
+	})
+	s.t.mu.Lock()
+	delete(s.t.stopped, s)
+	s.t.mu.Unlock()
+	if errors.Is(err, ErrClosed) {
+		// The tracer thread is gone, and with it every attachment.
+		return nil
+	}
+	return err
+}
+
+// seized tracks one thread through the stop protocol.
+type seized struct {
+	tid     int
+	stopped bool
+	gone    bool
+	sig     int
+}
+
+// stop runs on the tracer thread.
+func (s *Stopped) stop() error {
+	pid := s.Pid
+	s.begin = time.Now()
+	s.threadsState = map[int]*seized{}
+	var order []int
+	for round := 0; ; round++ {
+		if round >= maxListRounds {
+			return fmt.Errorf("process %d: thread list never settled after %d rounds", pid, round)
+		}
+		tids, err := listThreads(pid)
+		if err != nil {
+			if len(s.threadsState) == 0 {
+				return err
+			}
+			return fmt.Errorf("process %d: %w", pid, ErrProcessExited)
+		}
+		fresh := 0
+		for _, tid := range tids {
+			if _, ok := s.threadsState[tid]; ok {
+				continue
+			}
+			if len(s.threadsState) >= maxThreads {
+				return fmt.Errorf("process %d: more than %d threads", pid, maxThreads)
+			}
+			fresh++
+			st := &seized{tid: tid}
+			if err := unix.PtraceSeize(tid); err != nil {
+				switch {
+				case errors.Is(err, unix.ESRCH):
+					st.gone = true
+					s.threadsState[tid] = st
+					if tid == pid {
+						return fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+					}
+					continue
+				case errors.Is(err, unix.EPERM):
+					if tr := tracerOf(pid, tid); tr != 0 && tr != os.Getpid() {
+						return alreadyTraced(pid, tr)
+					}
+					return fmt.Errorf("process %d: %w", pid, ErrPermission)
+				default:
+					return fmt.Errorf("process %d: seize thread %d: %w", pid, tid, err)
+				}
+			}
+			s.threadsState[tid] = st
+			order = append(order, tid)
+			if err := unix.PtraceInterrupt(tid); err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					st.gone = true
+					continue
+				}
+				return fmt.Errorf("process %d: interrupt thread %d: %w", pid, tid, err)
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	if err := s.waitStops(order); err != nil {
+		return err
+	}
+	for _, tid := range order {
+		st := s.threadsState[tid]
+		if st.gone {
+			continue
+		}
+		th := Thread{TID: tid, sig: st.sig}
+		th.Regs, th.RegsErr = getRegs(tid)
+		s.Threads = append(s.Threads, th)
+	}
+	if len(s.Threads) == 0 {
+		return fmt.Errorf("process %d: %w", pid, ErrProcessExited)
+	}
+	return nil
+}
+
+// waitStops waits until every seized thread reports a stop or exits, polling
+// so that a thread that never stops cannot hang gi.
+func (s *Stopped) waitStops(order []int) error {
+	deadline := time.Now().Add(stopTimeout)
+	pending := 0
+	for _, tid := range order {
+		if !s.threadsState[tid].gone {
+			pending++
+		}
+	}
+	nap := 5 * time.Microsecond
+	for pending > 0 {
+		progress := false
+		for _, tid := range order {
+			st := s.threadsState[tid]
+			if st.gone || st.stopped {
+				continue
+			}
+			var ws unix.WaitStatus
+			wpid, err := unix.Wait4(tid, &ws, unix.WNOHANG|unix.WALL, nil)
+			if err != nil {
+				if errors.Is(err, unix.EINTR) {
+					continue
+				}
+				// ECHILD: the thread is gone and already reaped.
+				st.gone = true
+				pending--
+				progress = true
+				continue
+			}
+			if wpid == 0 {
+				continue
+			}
+			progress = true
+			switch {
+			case ws.Exited() || ws.Signaled():
+				st.gone = true
+				pending--
+			case ws.Stopped():
+				st.stopped = true
+				pending--
+				sig := ws.StopSignal()
+				event := int(ws) >> 16 & 0xff
+				// A signal-delivery-stop (not our interrupt, not a group
+				// stop) holds a signal that must be delivered on detach.
+				if event == 0 && sig != syscall.SIGSTOP && sig != syscall.SIGTRAP {
+					st.sig = int(sig)
+				}
+			}
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			var stuck []string
+			for _, tid := range order {
+				if st := s.threadsState[tid]; !st.gone && !st.stopped {
+					stuck = append(stuck, strconv.Itoa(tid))
+				}
+			}
+			return fmt.Errorf("process %d: threads %v did not stop within %v (uninterruptible sleep?)", s.Pid, stuck, stopTimeout)
+		}
+		if progress {
+			nap = 5 * time.Microsecond
+			continue
+		}
+		time.Sleep(nap)
+		if nap < time.Millisecond {
+			nap *= 2
+		}
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(s.Pid)); err != nil {
+		return fmt.Errorf("process %d: %w", s.Pid, ErrProcessExited)
+	}
+	return nil
+}
+
+// detachAll runs on the tracer thread. Threads that were seized but have not
+// stopped yet are waited for (bounded), since PTRACE_DETACH needs a stopped
+// tracee.
+func (s *Stopped) detachAll() error {
+	if s.resumed {
+		return s.resErr
+	}
+	var first error
+	for tid, st := range s.threadsState {
+		if st.gone {
+			continue
+		}
+		if !st.stopped {
+			deadline := time.Now().Add(time.Second)
+			for {
+				var ws unix.WaitStatus
+				wpid, err := unix.Wait4(tid, &ws, unix.WNOHANG|unix.WALL, nil)
+				if err != nil || (wpid == tid && (ws.Exited() || ws.Signaled())) {
+					st.gone = true
+					break
+				}
+				if wpid == tid && ws.Stopped() {
+					st.stopped = true
+					if ev := int(ws) >> 16 & 0xff; ev == 0 && ws.StopSignal() != syscall.SIGSTOP && ws.StopSignal() != syscall.SIGTRAP {
+						st.sig = int(ws.StopSignal())
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+			if st.gone || !st.stopped {
+				// Left to the kernel: it detaches when the tracer thread exits.
+				continue
+			}
+		}
+		_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(tid), 0, uintptr(st.sig), 0, 0)
+		if errno != 0 && errno != unix.ESRCH && first == nil {
+			first = fmt.Errorf("detach thread %d: %w", tid, errno)
+		}
+		st.gone = true
+	}
+	s.resumed = true
+	if !s.begin.IsZero() {
+		s.pause = time.Since(s.begin)
+	}
+	return first
+}
+
+// listThreads returns the thread ids of process pid, sorted.
+func listThreads(pid int) ([]int, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("process %d: %w", pid, ErrPermission)
+		}
+		return nil, fmt.Errorf("process %d: list threads: %w", pid, err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: list threads: %w", pid, err)
+	}
+	tids := make([]int, 0, len(names))
+	for _, n := range names {
+		if tid, err := strconv.Atoi(n); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	if len(tids) == 0 {
+		return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+	}
+	sort.Ints(tids)
+	return tids, nil
+}

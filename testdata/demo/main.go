@@ -1,0 +1,89 @@
+// Command demo is a small HTTP service that keeps itself busy: clients call
+// /work, whose handler loads data (sometimes waiting on a contended cache
+// lock) and queries a slow backend. It is what `make demo` points gi at.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"sync"
+	"time"
+)
+
+var (
+	addr    = flag.String("addr", "127.0.0.1:0", "listen address")
+	clients = flag.Int("clients", 8, "client goroutines calling /work")
+)
+
+var (
+	cacheMu sync.Mutex
+	cache   = map[int]int{}
+)
+
+//go:noinline
+func query(key int) int {
+	time.Sleep(time.Duration(2+rand.Intn(8)) * time.Millisecond)
+	return key * 2
+}
+
+//go:noinline
+func load(key int) int {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	if v, ok := cache[key]; ok {
+		return v
+	}
+	// A miss holds the lock while the backend answers: the others wait.
+	v := query(key)
+	if len(cache) > 64 {
+		cache = map[int]int{}
+	}
+	cache[key] = v
+	return v
+}
+
+//go:noinline
+func handle(w http.ResponseWriter, r *http.Request) {
+	key := rand.Intn(128)
+	var v int
+	pprof.Do(r.Context(), pprof.Labels("route", "/work"), func(context.Context) {
+		v = load(key)
+	})
+	fmt.Fprintf(w, "%d\n", v)
+}
+
+//go:noinline
+func client(url string) {
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		time.Sleep(time.Duration(rand.Intn(20)) * time.Millisecond)
+	}
+}
+
+func main() {
+	flag.Parse()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/work", handle)
+	go http.Serve(ln, mux)
+	for i := 0; i < *clients; i++ {
+		go client("http://" + ln.Addr().String() + "/work")
+	}
+	fmt.Println("READY", ln.Addr())
+	select {}
+}

@@ -1,0 +1,3 @@
+module gitarget
+
+go 1.20

@@ -1,0 +1,264 @@
+// Command psstates parks goroutines in every common state, takes its own
+// goroutine dump with the runtime (the ground truth gi is compared with),
+// prints where it wrote it, and then holds still.
+//
+// Lines printed on stdout, in order: "DUMPER <goid>", "DUMPDURATION <ns>",
+// "DUMP <path>", "READY".
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+var (
+	dumpPath = flag.String("dump", "", "where to write the runtime's goroutine dump (default: a temporary file)")
+	park     = flag.Int("park", 1000, "goroutines parked on a channel in main.parked")
+	depth    = flag.Int("depth", 300, "recursion depth of main.recurse")
+	spinners = flag.Int("spin", 3, "goroutines spinning in main.spin (more than CPUs leaves some runnable)")
+)
+
+var (
+	never   = make(chan int) // nobody ever sends on it
+	noRecv  = make(chan int) // nobody ever receives from it
+	noSel   = make(chan int) // used by the select only
+	mu      sync.Mutex
+	rw      sync.RWMutex
+	cond    = sync.NewCond(&sync.Mutex{})
+	wg      sync.WaitGroup
+	sink    int
+	started sync.WaitGroup
+)
+
+//go:noinline
+func parked(i int) {
+	started.Done()
+	<-never
+	sink = i
+}
+
+//go:noinline
+func sender() {
+	started.Done()
+	noRecv <- 1
+}
+
+//go:noinline
+func selecter() {
+	started.Done()
+	select {
+	case <-noSel:
+	case noSel <- 2:
+	}
+}
+
+//go:noinline
+func mutexWaiter() {
+	started.Done()
+	mu.Lock()
+	sink++
+	mu.Unlock()
+}
+
+//go:noinline
+func rwWriter() {
+	started.Done()
+	rw.Lock()
+	sink++
+	rw.Unlock()
+}
+
+//go:noinline
+func condWaiter() {
+	cond.L.Lock()
+	started.Done()
+	cond.Wait()
+	cond.L.Unlock()
+}
+
+//go:noinline
+func wgWaiter() {
+	started.Done()
+	wg.Wait()
+}
+
+//go:noinline
+func sleeper() {
+	started.Done()
+	time.Sleep(24 * time.Hour)
+}
+
+//go:noinline
+func ioWaiter(ln net.Listener) {
+	started.Done()
+	c, err := ln.Accept()
+	if err == nil {
+		c.Close()
+	}
+}
+
+//go:noinline
+func rawRead(fd int) {
+	started.Done()
+	var b [1]byte
+	syscall.Read(fd, b[:]) // blocking read on a blocking pipe: the syscall state
+}
+
+//go:noinline
+func locked() {
+	runtime.LockOSThread()
+	started.Done()
+	<-never
+}
+
+//go:noinline
+func labelled() {
+	pprof.Do(context.Background(), pprof.Labels("worker", "w1", "shard", "3"), func(context.Context) {
+		started.Done()
+		<-never
+	})
+}
+
+// waitOn is inlined into its caller: the dump shows it as main.waitOn(...).
+func waitOn(c chan int) int { return <-c }
+
+//go:noinline
+func withInlined() {
+	started.Done()
+	sink = waitOn(never)
+}
+
+//go:noinline
+func spawner() {
+	started.Add(1)
+	go child()
+	<-never
+}
+
+//go:noinline
+func child() {
+	started.Done()
+	<-never
+}
+
+//go:noinline
+func recurse(n int) int {
+	if n == 0 {
+		started.Done()
+		<-never
+		return 0
+	}
+	return recurse(n-1) + 1
+}
+
+//go:noinline
+func spin(i int) {
+	started.Done()
+	x := i
+	for {
+		x = x*1664525 + 1013904223
+		if x == 42 {
+			sink = x
+		}
+	}
+}
+
+func main() {
+	flag.Parse()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mu.Lock()
+	rw.RLock()
+	wg.Add(1)
+
+	launch := func(f func()) {
+		started.Add(1)
+		go f()
+	}
+	for i := 0; i < *park; i++ {
+		i := i
+		launch(func() { parked(i) })
+	}
+	launch(sender)
+	launch(selecter)
+	launch(mutexWaiter)
+	launch(rwWriter)
+	launch(condWaiter)
+	launch(wgWaiter)
+	launch(sleeper)
+	launch(func() { ioWaiter(ln) })
+	launch(func() { rawRead(fds[0]) })
+	launch(locked)
+	launch(labelled)
+	launch(withInlined)
+	go spawner()
+	launch(func() { recurse(*depth) })
+	for i := 0; i < *spinners; i++ {
+		i := i
+		launch(func() { spin(i) })
+	}
+	go dumper()
+	select {}
+}
+
+// dumper waits for every goroutine to block, takes the runtime's dump,
+// reports it, and exits so that it is not part of what gi sees.
+func dumper() {
+	started.Wait()
+	// Let every goroutine reach its blocking call, then keep the garbage
+	// collector from changing anything between the dump and gi's snapshot.
+	time.Sleep(300 * time.Millisecond)
+	runtime.GC()
+	debug.SetGCPercent(-1)
+
+	path := *dumpPath
+	if path == "" {
+		f, err := os.CreateTemp("", "psstates-dump-*.txt")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		f.Close()
+		path = f.Name()
+	}
+	var buf bytes.Buffer
+	start := time.Now()
+	pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	took := time.Since(start)
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println("DUMPER " + strconv.FormatInt(goid(), 10))
+	fmt.Println("DUMPDURATION " + strconv.FormatInt(took.Nanoseconds(), 10))
+	fmt.Println("DUMP " + path)
+	fmt.Println("READY")
+}
+
+// goid parses the current goroutine's id from its own stack header.
+func goid() int64 {
+	var b [64]byte
+	n := runtime.Stack(b[:], false)
+	f := bytes.Fields(b[:n])
+	id, _ := strconv.ParseInt(string(f[1]), 10, 64)
+	return id
+}
