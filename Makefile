@@ -5,17 +5,21 @@ GI        := $(BIN)/gi
 DEMO      := $(BIN)/demo
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all build deps demo test test-short lint bench generate clean
+.PHONY: all build deps demo test test-short lint bench generate check-generate clean
 
 all: build
 
 build:
 	$(GO) build -o $(GI) ./cmd/gi
 
-# Packages the tests and the BPF code generation need on a fresh Debian machine.
+# Debian packages the tests and the BPF code generation need on a fresh
+# machine: tmux (terminal UI tests), gcc (cgo targets), clang-19, llvm-19 and
+# libbpf-dev (compiling gi.bpf.c).
+DEB_PACKAGES := tmux gcc libc6-dev clang-19 llvm-19 libbpf-dev
+
 deps:
 	@missing=""; \
-	for p in tmux; do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -49,8 +53,18 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./cmd/gi/
 
-generate:
+# Rebuild the committed bpf2go output from bpf/gi.bpf.c.
+generate: deps
 	$(GO) generate ./bpf/
+
+# Fail if the committed bpf2go output is not what gi.bpf.c compiles to.
+check-generate: deps
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	cp bpf/*.go bpf/*.o $$tmp/; \
+	$(GO) generate ./bpf/; \
+	for f in bpf/*_bpfel.go bpf/*_bpfel.o; do \
+		cmp -s $$f $$tmp/$$(basename $$f) || { echo "$$f is stale: run make generate and commit"; cp $$tmp/* bpf/; exit 1; }; \
+	done; echo "bpf: generated files are current"
 
 clean:
 	rm -rf $(BIN)

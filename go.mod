@@ -3,9 +3,11 @@ module github.com/gi-debug/gi
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/spf13/cobra v1.10.2
+	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0
 )
 

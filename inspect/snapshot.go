@@ -113,27 +113,17 @@ func (t *Target) Close() error {
 	return t.Binary.Close()
 }
 
-// atEntry is the auxiliary vector tag of the program entry point.
-const atEntry = 9
-
 // loadBias computes runtime minus link-time addresses from the entry point
 // the kernel recorded in the auxiliary vector.
 func loadBias(pid int, bin *dwarfx.Binary) (uint64, error) {
 	if !bin.PIE {
 		return 0, nil
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
+	entry, err := ptrace.EntryPoint(pid)
 	if err != nil {
-		return 0, fmt.Errorf("read auxv: %w", err)
+		return 0, err
 	}
-	for i := 0; i+16 <= len(raw); i += 16 {
-		tag := binary.LittleEndian.Uint64(raw[i:])
-		val := binary.LittleEndian.Uint64(raw[i+8:])
-		if tag == atEntry {
-			return val - bin.File.Entry, nil
-		}
-	}
-	return 0, fmt.Errorf("auxv has no AT_ENTRY")
+	return entry - bin.File.Entry, nil
 }
 
 func (t *Target) readStringArray(addr uint64, n int64) ([]string, error) {

@@ -4,12 +4,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -48,21 +50,24 @@ func run(args []string) (code int) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	interrupted := make(chan struct{})
+	a := &app{tracer: tracer}
 	go func() {
-		s, ok := <-sigs
-		if !ok {
-			return
+		for s := range sigs {
+			// A running trace ends cleanly: statistics printed, probes
+			// detached. A second signal, or one outside a trace, exits at
+			// once (the kernel drops probes with gi's file descriptors).
+			if a.cancelTrace() {
+				continue
+			}
+			tracer.ResumeAll()
+			if s == syscall.SIGTERM {
+				os.Exit(143)
+			}
+			os.Exit(130)
 		}
-		close(interrupted)
-		tracer.ResumeAll()
-		if s == syscall.SIGTERM {
-			os.Exit(143)
-		}
-		os.Exit(130)
 	}()
 
-	root := newRootCommand(&app{tracer: tracer, interrupted: interrupted})
+	root := newRootCommand(a)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
@@ -83,8 +88,29 @@ func oneLine(s string) string {
 
 // app holds what every subcommand shares.
 type app struct {
-	tracer      *ptrace.Tracer
-	interrupted chan struct{}
+	tracer *ptrace.Tracer
+
+	mu          sync.Mutex
+	traceCancel context.CancelFunc
+}
+
+func (a *app) setTraceCancel(c context.CancelFunc) {
+	a.mu.Lock()
+	a.traceCancel = c
+	a.mu.Unlock()
+}
+
+// cancelTrace ends a running trace; it reports false if none runs (or it was
+// already asked to end).
+func (a *app) cancelTrace() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.traceCancel == nil {
+		return false
+	}
+	a.traceCancel()
+	a.traceCancel = nil
+	return true
 }
 
 func newRootCommand(a *app) *cobra.Command {
@@ -95,6 +121,6 @@ func newRootCommand(a *app) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPsCommand(a))
+	root.AddCommand(newPsCommand(a), newTraceCommand(a), newFuncsCommand())
 	return root
 }

@@ -3,6 +3,7 @@ package targets
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -20,6 +21,8 @@ const ReadyTimeout = 2 * time.Minute
 type Process struct {
 	Cmd *exec.Cmd
 	Pid int
+	// Stdin is the target's standard input (commands for tracee).
+	Stdin io.WriteCloser
 
 	// Set from the lines the target prints before READY:
 	// "DUMP <path>": where it wrote its own goroutine dump;
@@ -55,10 +58,14 @@ func StartProcess(bin string, args ...string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &Process{Cmd: cmd, Pid: cmd.Process.Pid, done: make(chan struct{})}
+	p := &Process{Cmd: cmd, Pid: cmd.Process.Pid, Stdin: in, done: make(chan struct{})}
 	ready := make(chan struct{})
 	go func() {
 		defer close(p.done)
@@ -114,11 +121,39 @@ func (p *Process) Lines() []string {
 	return append([]string(nil), p.lines...)
 }
 
+// Do sends a command line to the target and waits for its "DONE" answer,
+// returning the answer's key=value fields.
+func (p *Process) Do(command string, timeout time.Duration) (map[string]string, error) {
+	p.mu.Lock()
+	from := len(p.lines)
+	p.mu.Unlock()
+	if _, err := io.WriteString(p.Stdin, command+"\n"); err != nil {
+		return nil, fmt.Errorf("send %q: %w", command, err)
+	}
+	line, err := p.waitLineFrom(from, "DONE ", timeout)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", command, err)
+	}
+	fields := map[string]string{}
+	for _, f := range strings.Fields(line)[1:] {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			fields[k] = v
+		}
+	}
+	if strings.HasPrefix(line, "DONE error") {
+		return fields, fmt.Errorf("%q: %s", command, line)
+	}
+	return fields, nil
+}
+
 // WaitLine waits until the target prints a line with the given prefix and
 // returns the line.
 func (p *Process) WaitLine(prefix string, timeout time.Duration) (string, error) {
+	return p.waitLineFrom(0, prefix, timeout)
+}
+
+func (p *Process) waitLineFrom(seen int, prefix string, timeout time.Duration) (string, error) {
 	deadline := time.Now().Add(timeout)
-	seen := 0
 	for {
 		p.mu.Lock()
 		for ; seen < len(p.lines); seen++ {

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gi-debug/gi/trace"
+)
+
+type traceOptions struct {
+	exclude     []string
+	duration    time.Duration
+	stats       bool
+	interval    time.Duration
+	minDuration time.Duration
+	goids       []uint
+	json        bool
+	perfEvents  bool
+}
+
+func newTraceCommand(a *app) *cobra.Command {
+	var o traceOptions
+	cmd := &cobra.Command{
+		Use:   "trace <pid|name|binary> PATTERN...",
+		Short: "Print per-goroutine call trees and latencies of functions, through eBPF uprobes",
+		Long: `trace attaches uprobes at the entry and at every RET of the functions the
+patterns match (shell wildcards over function names: 'main.*', 'net/http.(*conn).*')
+and prints, per goroutine, the call tree of each root call as it returns, until
+Ctrl-C or --duration. Given a binary path instead of a pid, it traces every
+process running that binary.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runTrace(a, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1:], o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.exclude, "exclude", nil, "drop functions matching `PATTERN` (repeatable)")
+	f.DurationVar(&o.duration, "duration", 0, "stop after `D` (e.g. 500ms, 5s)")
+	f.BoolVar(&o.stats, "stats", false, "print a latency table per function instead of call trees")
+	f.DurationVar(&o.interval, "interval", 0, "with --stats, also print the table every `D`")
+	f.DurationVar(&o.minDuration, "min-duration", 0, "print a root call's tree only if it took at least `D`")
+	f.UintSliceVar(&o.goids, "goid", nil, "only these goroutines (repeatable; filtered in the kernel)")
+	f.BoolVar(&o.json, "json", false, "print one JSON line per completed call and a final summary")
+	f.BoolVar(&o.perfEvents, "perf-events", false, "attach one perf event per probe instead of uprobe_multi links")
+	f.MarkHidden("perf-events")
+	return cmd
+}
+
+// traceTarget resolves the first argument: a binary path, or a pid or name.
+func traceTarget(arg string) (pid int, path string, err error) {
+	if strings.Contains(arg, "/") {
+		st, err := os.Stat(arg)
+		if err != nil {
+			return 0, "", fmt.Errorf("binary %s: %w", arg, err)
+		}
+		if st.IsDir() {
+			return 0, "", fmt.Errorf("%s is a directory, not a binary", arg)
+		}
+		return 0, arg, nil
+	}
+	pid, err = resolvePID(arg)
+	return pid, "", err
+}
+
+func parsePatterns(args []string, what string) ([]trace.Pattern, error) {
+	var out []trace.Pattern
+	for _, a := range args {
+		p, err := trace.ParsePattern(a)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", what, a, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string, o traceOptions) error {
+	include, err := parsePatterns(patterns, "pattern")
+	if err != nil {
+		return err
+	}
+	exclude, err := parsePatterns(o.exclude, "--exclude")
+	if err != nil {
+		return err
+	}
+	if o.interval > 0 && !o.stats {
+		return errors.New("--interval needs --stats")
+	}
+	pid, path, err := traceTarget(target)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		// Loading would fail with EPERM anyway; say what is needed first.
+		if _, err := os.Stat("/proc/self"); err == nil && !hasBPFCaps() {
+			return trace.ErrBPFPermission
+		}
+	}
+	s, err := trace.Open(trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents})
+	if err != nil {
+		return err
+	}
+	// From here on a signal ends the trace instead of killing gi, so that
+	// the statistics are printed and the probes detached.
+	ctx, stop := a.traceContext()
+	defer stop()
+	defer s.Close()
+
+	for _, w := range s.Warnings {
+		fmt.Fprintf(stderr, "gi: warning: %s\n", w)
+	}
+	what := fmt.Sprintf("pid %d", pid)
+	if pid == 0 {
+		what = "every process running " + path
+	}
+	fmt.Fprintf(stderr, "gi: tracing %d functions (%d probes) in %s, attached in %v; Ctrl-C to stop\n",
+		len(s.Selection.Functions), s.Probes, what, s.AttachTime.Round(time.Microsecond))
+
+	bw := bufio.NewWriterSize(stdout, 1<<16)
+	defer bw.Flush()
+	sym := trace.NewSymbols(s.Binary)
+	clock := trace.NewClock()
+	stats := trace.NewStats()
+	var hs trace.Handlers
+	var jw *trace.JSONWriter
+	switch {
+	case o.json:
+		jw = trace.NewJSONWriter(bw, sym, clock)
+		hs.Call = func(h trace.Header, c *trace.Call) { jw.Call(trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, c) }
+	case o.stats:
+		hs.Call = func(_ trace.Header, c *trace.Call) { stats.Add(c) }
+		hs.Tick = func() {
+			fmt.Fprintf(bw, "%s\n", time.Now().Format("15:04:05"))
+			stats.Write(bw)
+			bw.WriteByte('\n')
+			bw.Flush()
+		}
+	default:
+		tp := &trace.TreePrinter{W: bw, Symbols: sym, Clock: clock, ShowPID: pid == 0}
+		hs.Root = func(h trace.Header, root *trace.Call) {
+			if time.Duration(root.Duration()) < o.minDuration {
+				return
+			}
+			tp.Print(h, root)
+		}
+		hs.Tick = func() { bw.Flush() }
+		o.interval = 200 * time.Millisecond
+	}
+	res := s.Run(ctx, trace.RunOptions{Duration: o.duration, Interval: o.interval}, hs)
+	if o.stats {
+		stats.Write(bw)
+	}
+	bw.Flush()
+	closeErr := s.Close()
+	if jw != nil {
+		jw.Summary(trace.Summary{Events: res.Events, Lost: res.Lost, Probes: s.Probes,
+			AttachNS: s.AttachTime.Nanoseconds(), DetachNS: s.DetachTime.Nanoseconds()})
+		bw.Flush()
+	}
+	fmt.Fprintf(stderr, "gi: %d events, %d lost, %d calls still running; detached in %v\n",
+		res.Events, res.Lost, res.Running, s.DetachTime.Round(time.Microsecond))
+	if res.Lost > 0 {
+		fmt.Fprintf(stderr, "gi: warning: %d events lost (ring buffer full): trees and counts are incomplete\n", res.Lost)
+	}
+	if res.Err != nil {
+		if errors.Is(res.Err, trace.ErrTargetExited) {
+			fmt.Fprintf(stderr, "gi: %v\n", res.Err)
+			return exitError{code: 0}
+		}
+		return res.Err
+	}
+	return closeErr
+}
+
+// hasBPFCaps reports whether the effective capability set holds CAP_BPF (39)
+// and CAP_PERFMON (38), or CAP_SYS_ADMIN (21).
+func hasBPFCaps() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true // cannot tell: let the kernel decide
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return true
+			}
+			return caps&(1<<21) != 0 || (caps&(1<<39) != 0 && caps&(1<<38) != 0)
+		}
+	}
+	return true
+}
+
+// traceContext returns a context cancelled by SIGINT or SIGTERM while a trace
+// runs; stop restores the default handling (resume and exit).
+func (a *app) traceContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.setTraceCancel(cancel)
+	return ctx, func() {
+		a.setTraceCancel(nil)
+		cancel()
+	}
+}
+
+func toUint64s(in []uint) []uint64 {
+	out := make([]uint64, len(in))
+	for i, v := range in {
+		out[i] = uint64(v)
+	}
+	return out
+}

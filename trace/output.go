@@ -1,0 +1,323 @@
+package trace
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+	"golang.org/x/sys/unix"
+
+	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/ptrace"
+)
+
+// Symbols resolves addresses of the traced process(es) to functions and lines.
+type Symbols struct {
+	Lines *dwarfx.LineTable
+
+	pie       bool
+	linkEntry uint64
+	bias      map[uint32]uint64
+}
+
+// NewSymbols returns a resolver for processes running bin.
+func NewSymbols(bin *dwarfx.Binary) *Symbols {
+	return &Symbols{Lines: bin.Lines, pie: bin.PIE, linkEntry: bin.File.Entry, bias: map[uint32]uint64{}}
+}
+
+// Bias returns the load bias of process pid (0 unless PIE), read once.
+func (s *Symbols) Bias(pid uint32) uint64 {
+	if !s.pie {
+		return 0
+	}
+	b, ok := s.bias[pid]
+	if !ok {
+		if entry, err := ptrace.EntryPoint(int(pid)); err == nil {
+			b = entry - s.linkEntry
+		}
+		s.bias[pid] = b
+	}
+	return b
+}
+
+// Site describes a code address: function, offset from its entry, file and line.
+type Site struct {
+	Function string
+	Offset   uint64
+	File     string
+	Line     int
+}
+
+// Resolve symbolizes a runtime pc of process pid. For a return address
+// (call site), pass returnAddr true: the line is that of the CALL before it.
+func (s *Symbols) Resolve(pid uint32, pc uint64, returnAddr bool) Site {
+	return s.ResolveLink(pc-s.Bias(pid), returnAddr)
+}
+
+// ResolveLink symbolizes a link-time address.
+func (s *Symbols) ResolveLink(addr uint64, returnAddr bool) Site {
+	f := s.Lines.FuncForPC(addr)
+	if f == nil {
+		return Site{Function: fmt.Sprintf("%#x", addr)}
+	}
+	site := Site{Function: f.Name, Offset: addr - f.Entry}
+	lookup := addr
+	if returnAddr && lookup > f.Entry {
+		lookup--
+	}
+	if frames, err := s.Lines.Frames(f, lookup); err == nil && len(frames) > 0 {
+		// The innermost logical frame: where the call is in the source.
+		site.File, site.Line = frames[0].File, frames[0].Line
+		if len(frames) > 1 {
+			site.Function = frames[0].Function
+		}
+	}
+	return site
+}
+
+// Header describes a goroutine for the header of its trees.
+type Header struct {
+	Goid      uint64
+	PID       uint32
+	CreatedBy Site
+	ParentID  uint64
+	Labels    map[string]string
+	// G is the address of the goroutine's runtime.g when it was first seen.
+	G uint64
+	// Known is false when nothing could be learnt about the creator.
+	Known bool
+}
+
+// String renders "goroutine 18 (created by main.serve at main.go:42 in goroutine 7) {worker=w1}".
+func (h Header) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "goroutine %d", h.Goid)
+	if h.Known && h.CreatedBy.Function != "" {
+		fmt.Fprintf(&b, " (created by %s at %s:%d", h.CreatedBy.Function, filepath.Base(h.CreatedBy.File), h.CreatedBy.Line)
+		if h.ParentID != 0 {
+			fmt.Fprintf(&b, " in goroutine %d", h.ParentID)
+		}
+		b.WriteString(")")
+	}
+	if len(h.Labels) > 0 {
+		keys := make([]string, 0, len(h.Labels))
+		for k := range h.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteString(" {")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(k + "=" + h.Labels[k])
+		}
+		b.WriteString("}")
+	}
+	return b.String()
+}
+
+// TreePrinter writes call trees as text, one block per completed root call.
+type TreePrinter struct {
+	W       *bufio.Writer
+	Symbols *Symbols
+	// Clock converts event times to wall-clock times.
+	Clock Clock
+	// PID is printed in headers when a trace covers several processes.
+	ShowPID bool
+}
+
+// Clock maps CLOCK_MONOTONIC nanoseconds to wall-clock time.
+type Clock struct {
+	wallAtZero time.Time
+}
+
+// NewClock captures the offset between CLOCK_MONOTONIC and wall time now.
+func NewClock() Clock {
+	mono := monotonicNow()
+	return Clock{wallAtZero: time.Now().Add(-time.Duration(mono))}
+}
+
+// Wall converts a monotonic timestamp.
+func (c Clock) Wall(mono uint64) time.Time {
+	return c.wallAtZero.Add(time.Duration(mono))
+}
+
+const treeTimeLayout = "15:04:05.000000"
+
+// Print writes one root call's tree under its goroutine header.
+func (p *TreePrinter) Print(h Header, root *Call) {
+	if p.ShowPID {
+		fmt.Fprintf(p.W, "pid %d ", h.PID)
+	}
+	p.W.WriteString(h.String())
+	p.W.WriteByte('\n')
+	p.printCall(h.PID, root)
+	p.W.WriteByte('\n')
+}
+
+func (p *TreePrinter) printCall(pid uint32, c *Call) {
+	indent := strings.Repeat("  ", c.Depth)
+	caller := p.Symbols.Resolve(pid, c.CallerPC, true)
+	open := fmt.Sprintf("%s%s() {", indent, c.Func.Name)
+	fmt.Fprintf(p.W, "%s  %10s  %-50s  %s+%#x %s:%d\n", p.Clock.Wall(c.Start).Format(treeTimeLayout), "", open,
+		caller.Function, caller.Offset, filepath.Base(caller.File), caller.Line)
+	for _, ch := range c.Children {
+		p.printCall(pid, ch)
+	}
+	if c.Dropped > 0 {
+		fmt.Fprintf(p.W, "%s  %10s  %s  ... %d more calls not kept\n", strings.Repeat(" ", len(treeTimeLayout)), "", indent, c.Dropped)
+	}
+	closing := fmt.Sprintf("%s} %s", indent, c.Func.Name)
+	where := ""
+	if c.Unwound {
+		where = "unwound (panic, recover or Goexit)"
+	} else if c.ReturnSite != 0 {
+		ret := p.Symbols.ResolveLink(c.ReturnSite, false)
+		where = fmt.Sprintf("%s:%d", filepath.Base(ret.File), ret.Line)
+	}
+	fmt.Fprintf(p.W, "%s  %10s  %-50s  %s\n", p.Clock.Wall(c.End).Format(treeTimeLayout), formatDuration(time.Duration(c.Duration())), closing, where)
+}
+
+// formatDuration prints a latency with 3 significant decimals in a fitting unit.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d.Nanoseconds())
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.3fµs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.3fms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.3fs", d.Seconds())
+	}
+}
+
+// JSONCall is one line of `gi trace --json`: a completed call.
+type JSONCall struct {
+	Goid           uint64 `json:"goid"`
+	PID            uint32 `json:"pid,omitempty"`
+	Function       string `json:"function"`
+	File           string `json:"file"`
+	Line           int    `json:"line"`
+	CallerFunction string `json:"caller_function"`
+	CallerFile     string `json:"caller_file"`
+	CallerLine     int    `json:"caller_line"`
+	Depth          int    `json:"depth"`
+	StartNS        int64  `json:"start_ns"`
+	DurationNS     int64  `json:"duration_ns"`
+	Unwound        bool   `json:"unwound"`
+}
+
+// Summary is the last line of `gi trace --json`.
+type Summary struct {
+	Events   uint64 `json:"events"`
+	Lost     uint64 `json:"lost"`
+	Probes   int    `json:"probes"`
+	AttachNS int64  `json:"attach_ns"`
+	DetachNS int64  `json:"detach_ns"`
+}
+
+// JSONWriter writes completed calls as JSON lines.
+type JSONWriter struct {
+	enc     *json.Encoder
+	Symbols *Symbols
+	Clock   Clock
+}
+
+// NewJSONWriter returns a JSONWriter on w.
+func NewJSONWriter(w io.Writer, sym *Symbols, clock Clock) *JSONWriter {
+	return &JSONWriter{enc: json.NewEncoder(w), Symbols: sym, Clock: clock}
+}
+
+// Call writes one completed call.
+func (j *JSONWriter) Call(k GoroutineKey, c *Call) error {
+	caller := j.Symbols.Resolve(k.PID, c.CallerPC, true)
+	return j.enc.Encode(JSONCall{
+		Goid: k.Goid, PID: k.PID, Function: c.Func.Name, File: c.Func.File, Line: c.Func.Line,
+		CallerFunction: caller.Function, CallerFile: caller.File, CallerLine: caller.Line,
+		Depth: c.Depth, StartNS: j.Clock.Wall(c.Start).UnixNano(), DurationNS: int64(c.Duration()), Unwound: c.Unwound,
+	})
+}
+
+// Summary writes the final summary line.
+func (j *JSONWriter) Summary(s Summary) error {
+	return j.enc.Encode(struct {
+		Summary Summary `json:"summary"`
+	}{s})
+}
+
+// Stats accumulates per-function latency histograms.
+type Stats struct {
+	byFunc map[*Function]*Histogram
+}
+
+// NewStats returns empty statistics.
+func NewStats() *Stats { return &Stats{byFunc: make(map[*Function]*Histogram)} }
+
+// Add records one completed call. Unwound calls are counted too: their
+// duration is the time until they were unwound.
+func (s *Stats) Add(c *Call) {
+	h := s.byFunc[c.Func]
+	if h == nil {
+		h = &Histogram{}
+		s.byFunc[c.Func] = h
+	}
+	h.Record(time.Duration(c.Duration()))
+}
+
+// Of returns the histogram of fn, nil if it was never seen.
+func (s *Stats) Of(fn *Function) *Histogram { return s.byFunc[fn] }
+
+// Write prints the statistics table, busiest function (by total time) first.
+func (s *Stats) Write(w io.Writer) error {
+	fns := make([]*Function, 0, len(s.byFunc))
+	for f := range s.byFunc {
+		fns = append(fns, f)
+	}
+	sort.Slice(fns, func(i, j int) bool {
+		a, b := s.byFunc[fns[i]], s.byFunc[fns[j]]
+		if a.Total() != b.Total() {
+			return a.Total() > b.Total()
+		}
+		return fns[i].Name < fns[j].Name
+	})
+	tbl := tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Settings: tw.Settings{
+				Separators: tw.Separators{ShowHeader: tw.Off, ShowFooter: tw.Off, BetweenRows: tw.Off, BetweenColumns: tw.Off},
+				Lines:      tw.Lines{ShowTop: tw.Off, ShowBottom: tw.Off, ShowHeaderLine: tw.Off, ShowFooterLine: tw.Off},
+			},
+		})),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignRight),
+		tablewriter.WithAlignment(tw.Alignment{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}),
+	)
+	tbl.Header("FUNCTION", "CALLS", "MIN", "P50", "P90", "P99", "MAX", "TOTAL")
+	for _, f := range fns {
+		h := s.byFunc[f]
+		if err := tbl.Append([]string{f.Name, fmt.Sprint(h.Count()), formatDuration(h.Min()), formatDuration(h.Quantile(0.5)),
+			formatDuration(h.Quantile(0.9)), formatDuration(h.Quantile(0.99)), formatDuration(h.Max()), formatDuration(h.Total())}); err != nil {
+			return err
+		}
+	}
+	return tbl.Render()
+}
+
+// monotonicNow returns CLOCK_MONOTONIC, the clock bpf_ktime_get_ns reads.
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return ts.Nano()
+}

@@ -1,0 +1,135 @@
+package trace
+
+import (
+	"context"
+	"time"
+
+	"github.com/gi-debug/gi/bpf"
+)
+
+// DrainInterval is how often the ring buffer is emptied.
+const DrainInterval = 10 * time.Millisecond
+
+// Handlers receive what a running trace produces. Any may be nil.
+type Handlers struct {
+	// Call is called for every completed call, innermost first.
+	Call func(h Header, c *Call)
+	// Root is called when a root call completes, with its whole tree.
+	Root func(h Header, root *Call)
+	// Tick is called every Interval (if set) while tracing.
+	Tick func()
+}
+
+// RunOptions bound a run.
+type RunOptions struct {
+	// Duration stops the run after this long; 0 runs until ctx is done.
+	Duration time.Duration
+	// Interval is how often Handlers.Tick runs.
+	Interval time.Duration
+}
+
+// RunResult sums up a finished run.
+type RunResult struct {
+	Events    uint64
+	Lost      uint64
+	Unmatched uint64
+	Overflow  uint64
+	// Running are the root calls still open when the run ended.
+	Running int
+	// OpenGoroutines is the number of goroutines gi still keeps state for.
+	OpenGoroutines int
+	// Err is set when the run stopped because the target went away or
+	// the ring buffer failed.
+	Err error
+}
+
+// Run reads events until ctx is done, the duration has passed, or the
+// traced process exits, feeding the call-tree builder and the handlers.
+// It does not detach: the caller closes the Session.
+func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResult {
+	headers := newHeaderCache(NewSymbols(s.Binary))
+	b := NewBuilder()
+	b.OnCall = func(k GoroutineKey, c *Call) {
+		if hs.Call != nil {
+			hs.Call(headers.Header(k), c)
+		}
+	}
+	b.OnRoot = func(k GoroutineKey, g uint64, c *Call) {
+		if hs.Root != nil {
+			hs.Root(headers.Header(k), c)
+		}
+	}
+	handle := func(ev *Event) {
+		k := GoroutineKey{PID: ev.PID, Goid: ev.Goid}
+		switch ev.Kind {
+		case bpf.KindEntry:
+			headers.Seen(ev)
+			b.Entry(k, ev.G, ev.Func, ev.Time, frameKey(ev), ev.Caller)
+		case bpf.KindReturn:
+			b.Return(k, ev.Func, ev.Time, frameKey(ev), ev.Site)
+		case bpf.KindGoexit:
+			b.GoroutineExit(k, ev.Time)
+			headers.Forget(k)
+		}
+	}
+
+	var res RunResult
+	tick := time.NewTicker(DrainInterval)
+	defer tick.Stop()
+	var deadline <-chan time.Time
+	if opts.Duration > 0 {
+		t := time.NewTimer(opts.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var interval <-chan time.Time
+	if opts.Interval > 0 && hs.Tick != nil {
+		t := time.NewTicker(opts.Interval)
+		defer t.Stop()
+		interval = t.C
+	}
+	alive := func() bool { return s.Opts.PID <= 0 || processAlive(s.Opts.PID) }
+	checks := 0
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-deadline:
+			break loop
+		case <-interval:
+			if err := s.Drain(handle); err != nil {
+				res.Err = err
+				break loop
+			}
+			hs.Tick()
+		case <-tick.C:
+			if err := s.Drain(handle); err != nil {
+				res.Err = err
+				break loop
+			}
+			if checks++; checks%10 == 0 && !alive() {
+				res.Err = errTargetExited(s.Opts.PID)
+				break loop
+			}
+		}
+	}
+	if err := s.Drain(handle); err != nil && res.Err == nil {
+		res.Err = err
+	}
+	res.Running = len(b.Flush(0))
+	res.OpenGoroutines = b.Open()
+	res.Events, res.Lost = s.Events, s.Lost()
+	res.Unmatched, res.Overflow = b.Unmatched, b.Overflow
+	return res
+}
+
+// frameKey identifies a frame independently of where the stack lives: the
+// distance of the stack pointer at entry (and at the RET) from the top of
+// the goroutine's stack survives the runtime copying the stack to grow it.
+func frameKey(ev *Event) uint64 {
+	if ev.StackHi < ev.SP {
+		return 0
+	}
+	return ev.StackHi - ev.SP
+}

@@ -1,0 +1,450 @@
+package trace
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/dwarfx"
+)
+
+// Errors naming what the machine lacks.
+var (
+	ErrNoBPF         = errors.New("kernel lacks eBPF support for uprobes (BPF_PROG_TYPE_KPROBE)")
+	ErrNoBTF         = errors.New("kernel lacks BTF (/sys/kernel/btf/vmlinux): needed to read the thread pointer with CO-RE")
+	ErrNoUprobes     = errors.New("kernel lacks uprobes (no uprobe PMU in /sys/bus/event_source/devices)")
+	ErrNoRingbuf     = errors.New("kernel lacks BPF ring buffers (5.8+)")
+	ErrBPFPermission = errors.New("permission denied loading eBPF programs: gi trace needs root, or CAP_BPF and CAP_PERFMON")
+)
+
+// DefaultRingBytes is the ring buffer size: 16 MiB, 262144 events.
+const DefaultRingBytes = 16 << 20
+
+// Options says what to trace.
+type Options struct {
+	// PID selects one process (filtered in the kernel); 0 traces every
+	// process running Path.
+	PID int
+	// Path is the executable to attach to. With PID set and Path empty,
+	// /proc/<pid>/exe is used, which works across mount namespaces.
+	Path string
+	// Include and Exclude select functions by name.
+	Include, Exclude []Pattern
+	// Goids, if not empty, restricts events to these goroutines (in BPF).
+	Goids []uint64
+	// RingBytes is the ring buffer size (a power of two, at least a page).
+	RingBytes int
+	// PerfEvents forces one perf event per probe instead of uprobe_multi
+	// links (the fallback for kernels older than 6.6).
+	PerfEvents bool
+	// Empty attaches a program that does nothing at the same probe points:
+	// the baseline for measuring probe overhead.
+	Empty bool
+}
+
+// probe is one probe point in gi's table; its index is the BPF cookie.
+type probe struct {
+	fn   *Function // nil for the goroutine-exit probe
+	kind uint8
+	site uint64 // link-time address
+}
+
+// Session is an attached trace. Close detaches it.
+type Session struct {
+	Binary    *dwarfx.Binary
+	Selection *Selection
+	Opts      Options
+	// Probes is the number of probe points attached.
+	Probes int
+	// AttachTime is how long attaching took; DetachTime is set by Close.
+	AttachTime, DetachTime time.Duration
+	// Warnings are things the user should know (fallbacks taken).
+	Warnings []string
+	// Events counts events read; Lost is updated from the kernel's
+	// per-CPU counters by Lost().
+	Events uint64
+
+	probes []probe
+	coll   *ebpf.Collection
+	links  []link.Link
+	rd     *ringbuf.Reader
+	rec    ringbuf.Record
+	closed bool
+}
+
+// Open selects the functions, loads the programs and attaches the probes.
+func Open(opts Options) (*Session, error) {
+	if opts.Path == "" {
+		if opts.PID <= 0 {
+			return nil, errors.New("trace: neither a pid nor a binary path given")
+		}
+		opts.Path = "/proc/" + strconv.Itoa(opts.PID) + "/exe"
+	}
+	if opts.RingBytes == 0 {
+		opts.RingBytes = DefaultRingBytes
+	}
+	bin, err := dwarfx.Open(opts.Path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{Binary: bin, Opts: opts}
+	if err := s.open(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) open() error {
+	layout, err := goroutineLayout(s.Binary)
+	if err != nil {
+		return err
+	}
+	sel, err := Select(s.Binary, s.Opts.Include, s.Opts.Exclude)
+	if err != nil {
+		return err
+	}
+	if len(sel.Functions) == 0 {
+		u := sel.Untraceable[0]
+		return fmt.Errorf("%w: the %d matching functions cannot be traced (%s: %s)", ErrNoMatch, len(sel.Untraceable), u.Name, u.Reason)
+	}
+	s.Selection = sel
+	if err := checkKernel(); err != nil {
+		return err
+	}
+
+	// gi's probe table: the cookie of a probe is its index.
+	var entries, returns, exits []int
+	for _, fn := range sel.Functions {
+		entries = append(entries, len(s.probes))
+		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite})
+		for _, r := range fn.Returns {
+			returns = append(returns, len(s.probes))
+			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r})
+		}
+	}
+	if site, ok := goexitSite(s.Binary); ok {
+		exits = append(exits, len(s.probes))
+		s.probes = append(s.probes, probe{kind: bpf.KindGoexit, site: site})
+	} else {
+		s.Warnings = append(s.Warnings, "runtime.goexit1 not found: state of exited goroutines is freed only when their calls complete")
+	}
+
+	spec, err := bpf.Spec()
+	if err != nil {
+		return fmt.Errorf("load BPF spec: %w", err)
+	}
+	parentOff := uint64(0)
+	if layout.G.ParentGoid != dwarfx.Missing {
+		parentOff = uint64(layout.G.ParentGoid)
+	}
+	for name, v := range map[string]any{
+		bpf.ConstGoPCOffset:    uint64(layout.G.GoPC),
+		bpf.ConstParentOffset:  parentOff,
+		bpf.ConstGoidOffset:    uint64(layout.G.Goid),
+		bpf.ConstStackHiOffset: uint64(layout.G.StackHi),
+		bpf.ConstFilterGoids:   boolByte(len(s.Opts.Goids) > 0),
+	} {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("BPF object lacks variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	spec.Maps[bpf.MapEvents].MaxEntries = uint32(s.Opts.RingBytes)
+	multi := !s.Opts.PerfEvents
+	if multi {
+		if err := features.HaveBPFLinkUprobeMulti(); err != nil {
+			multi = false
+			s.Warnings = append(s.Warnings, "kernel lacks uprobe_multi links (6.6+): attaching one perf event per probe, which is slow to attach and detach")
+		}
+	}
+	if !multi {
+		for _, p := range spec.Programs {
+			p.AttachType = ebpf.AttachNone
+		}
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return ErrBPFPermission
+		}
+		return fmt.Errorf("load BPF programs: %w", err)
+	}
+	s.coll = coll
+	if len(s.Opts.Goids) > 0 {
+		one := uint8(1)
+		for _, id := range s.Opts.Goids {
+			if err := coll.Maps[bpf.MapGoids].Put(id, one); err != nil {
+				return fmt.Errorf("goroutine filter: %w", err)
+			}
+		}
+	}
+	s.rd, err = ringbuf.NewReader(coll.Maps[bpf.MapEvents])
+	if err != nil {
+		return fmt.Errorf("open ring buffer: %w", err)
+	}
+
+	start := time.Now()
+	ex, err := link.OpenExecutable(s.Opts.Path)
+	if err != nil {
+		return fmt.Errorf("open %s for uprobes: %w", s.Opts.Path, err)
+	}
+	progOf := func(name string) *ebpf.Program {
+		if s.Opts.Empty {
+			return coll.Programs[bpf.ProgEmpty]
+		}
+		return coll.Programs[name]
+	}
+	for _, group := range []struct {
+		prog string
+		idx  []int
+	}{{bpf.ProgEntry, entries}, {bpf.ProgReturn, returns}, {bpf.ProgGoexit, exits}} {
+		if len(group.idx) == 0 {
+			continue
+		}
+		if err := s.attach(ex, progOf(group.prog), group.idx, multi); err != nil {
+			return err
+		}
+	}
+	s.Probes = len(s.probes)
+	s.AttachTime = time.Since(start)
+	return nil
+}
+
+// attach attaches prog at the probes idx: one uprobe_multi link, or one
+// perf event per probe.
+func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, idx []int, multi bool) error {
+	offsets := make([]uint64, len(idx))
+	cookies := make([]uint64, len(idx))
+	for i, pi := range idx {
+		off, err := s.Binary.FileOffset(s.probes[pi].site)
+		if err != nil {
+			return fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
+		}
+		offsets[i], cookies[i] = off, uint64(pi)
+	}
+	if multi {
+		l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: offsets, Cookies: cookies, PID: uint32(s.Opts.PID)})
+		if err != nil {
+			return s.attachError(err)
+		}
+		s.links = append(s.links, l)
+		return nil
+	}
+	for i := range offsets {
+		l, err := ex.Uprobe("", prog, &link.UprobeOptions{Address: offsets[i], PID: s.Opts.PID, Cookie: cookies[i]})
+		if err != nil {
+			return s.attachError(err)
+		}
+		s.links = append(s.links, l)
+	}
+	return nil
+}
+
+func (s *Session) attachError(err error) error {
+	if s.Opts.PID > 0 {
+		if _, statErr := os.Stat("/proc/" + strconv.Itoa(s.Opts.PID)); statErr != nil {
+			return fmt.Errorf("process %d: no such process", s.Opts.PID)
+		}
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return ErrBPFPermission
+	}
+	return fmt.Errorf("attach uprobes to %s: %w", s.Opts.Path, err)
+}
+
+// checkKernel names the first missing kernel feature.
+func checkKernel() error {
+	if err := features.HaveProgramType(ebpf.Kprobe); err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return ErrBPFPermission
+		}
+		return fmt.Errorf("%w: %v", ErrNoBPF, err)
+	}
+	if err := features.HaveMapType(ebpf.RingBuf); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoRingbuf, err)
+	}
+	if _, err := btf.LoadKernelSpec(); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoBTF, err)
+	}
+	if _, err := os.Stat("/sys/bus/event_source/devices/uprobe"); err != nil {
+		return ErrNoUprobes
+	}
+	return nil
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// goroutineLayout returns the offsets the BPF programs need.
+func goroutineLayout(bin *dwarfx.Binary) (*dwarfx.RuntimeLayout, error) {
+	dbg, err := dwarfx.LoadDebug(bin.File)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: runtime.g layout unavailable", bin.Path, err)
+	}
+	l, err := dwarfx.LayoutFromDWARF(dbg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: runtime layout: %w", bin.Path, err)
+	}
+	return l, nil
+}
+
+// goexitSite is where the goroutine-exit probe goes: runtime.goexit1, which
+// every goroutine runs on its own stack as it exits.
+func goexitSite(bin *dwarfx.Binary) (uint64, bool) {
+	f := bin.Lines.FuncByName("runtime.goexit1")
+	if f == nil {
+		return 0, false
+	}
+	code := make([]byte, f.End-f.Entry)
+	if _, err := bin.ReadAt(code, f.Entry); err != nil {
+		return 0, false
+	}
+	sites, err := dwarfx.FindProbeSites(bin.File.Machine, code, f.Entry)
+	if err != nil {
+		return 0, false
+	}
+	return sites.Entry, true
+}
+
+// eventSize is the size of struct event in gi.bpf.c (bpf.Event).
+const eventSize = int(unsafe.Sizeof(bpf.Event{}))
+
+// Event is one decoded probe hit.
+type Event struct {
+	Kind    uint8
+	Time    uint64 // CLOCK_MONOTONIC ns
+	Goid    uint64
+	G       uint64
+	SP      uint64
+	StackHi uint64
+	Caller  uint64
+	// GoPC and Parent (entry events only) say who created the goroutine.
+	GoPC, Parent uint64
+	PID, TID     uint32
+	// Func is the traced function (nil for goroutine exits); Site the
+	// link-time address of the probe.
+	Func *Function
+	Site uint64
+}
+
+// Drain reads every event in the ring buffer now and passes each to fn.
+// It never blocks: the programs submit without wakeups.
+func (s *Session) Drain(fn func(*Event)) error {
+	s.rd.SetDeadline(time.Now().Add(-time.Second))
+	var ev Event
+	for {
+		err := s.rd.ReadInto(&s.rec)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil
+			}
+			return fmt.Errorf("read ring buffer: %w", err)
+		}
+		raw := s.rec.RawSample
+		if len(raw) < eventSize {
+			continue
+		}
+		s.Events++
+		le := binary.LittleEndian
+		ev = Event{
+			Time: le.Uint64(raw[0:]), Goid: le.Uint64(raw[8:]), G: le.Uint64(raw[16:]),
+			SP: le.Uint64(raw[24:]), StackHi: le.Uint64(raw[32:]), Caller: le.Uint64(raw[40:]),
+			GoPC: le.Uint64(raw[48:]), Parent: le.Uint64(raw[56:]),
+			PID: le.Uint32(raw[68:]), TID: le.Uint32(raw[72:]), Kind: raw[76],
+		}
+		cookie := le.Uint32(raw[64:])
+		if int(cookie) >= len(s.probes) {
+			continue
+		}
+		p := s.probes[cookie]
+		ev.Func, ev.Site = p.fn, p.site
+		fn(&ev)
+	}
+}
+
+// Lost returns the events the programs could not write, summed over CPUs.
+func (s *Session) Lost() uint64 {
+	if s.coll == nil {
+		return 0
+	}
+	var perCPU []uint64
+	if err := s.coll.Maps[bpf.MapLost].Lookup(uint32(0), &perCPU); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n
+}
+
+// Close detaches every probe and releases the programs. Safe to call twice.
+func (s *Session) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	start := time.Now()
+	var first error
+	for _, l := range s.links {
+		if err := l.Close(); err != nil && first == nil {
+			first = fmt.Errorf("detach: %w", err)
+		}
+	}
+	s.links = nil
+	if len(s.probes) > 0 {
+		s.DetachTime = time.Since(start)
+	}
+	if s.rd != nil {
+		s.rd.Close()
+	}
+	if s.coll != nil {
+		s.coll.Close()
+	}
+	if s.Binary != nil {
+		s.Binary.Close()
+	}
+	return first
+}
+
+// ErrTargetExited is reported when the traced process exits during a run.
+var ErrTargetExited = errors.New("traced process exited")
+
+func errTargetExited(pid int) error { return fmt.Errorf("process %d: %w", pid, ErrTargetExited) }
+
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytesLastIndex(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+func bytesLastIndex(b []byte, c byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == c {
+			return i
+		}
+	}
+	return -1
+}

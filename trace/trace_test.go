@@ -1,0 +1,387 @@
+package trace_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/trace"
+)
+
+func requirePrivilege(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
+		t.Fatal("this test needs root (eBPF uprobes) and GI_REQUIRE_PRIVILEGED=1 forbids skipping")
+	}
+	t.Skip("needs root for eBPF uprobes; set GI_REQUIRE_PRIVILEGED=1 to make this a failure")
+}
+
+// recorded is what a trace produced, collected by the handlers.
+type recorded struct {
+	mu    sync.Mutex
+	calls []call
+	roots []root
+}
+
+type call struct {
+	h trace.Header
+	c *trace.Call
+}
+
+type root struct {
+	h trace.Header
+	c *trace.Call
+}
+
+func (r *recorded) byFunc(name string) []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []call
+	for _, c := range r.calls {
+		if c.c.Func.Name == name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (r *recorded) rootsOf(name string) []root {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []root
+	for _, x := range r.roots {
+		if x.c.Func.Name == name {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// startTrace attaches to pid and collects calls until the returned stop is called.
+func startTrace(t *testing.T, opts trace.Options) (*trace.Session, *recorded, func() trace.RunResult) {
+	t.Helper()
+	s, err := trace.Open(opts)
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	rec := &recorded{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan trace.RunResult, 1)
+	go func() {
+		done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{
+			Call: func(h trace.Header, c *trace.Call) {
+				rec.mu.Lock()
+				rec.calls = append(rec.calls, call{h, c})
+				rec.mu.Unlock()
+			},
+			Root: func(h trace.Header, c *trace.Call) {
+				rec.mu.Lock()
+				rec.roots = append(rec.roots, root{h, c})
+				rec.mu.Unlock()
+			},
+		})
+	}()
+	var once sync.Once
+	var res trace.RunResult
+	stop := func() trace.RunResult {
+		once.Do(func() {
+			time.Sleep(3 * trace.DrainInterval)
+			cancel()
+			res = <-done
+			if err := s.Close(); err != nil {
+				t.Errorf("detach: %v", err)
+			}
+		})
+		return res
+	}
+	t.Cleanup(func() { stop() })
+	return s, rec, stop
+}
+
+func mustPatterns(t *testing.T, ss ...string) []trace.Pattern {
+	var out []trace.Pattern
+	for _, s := range ss {
+		p, err := trace.ParsePattern(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func atoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("bad number %q", s)
+	}
+	return n
+}
+
+// TestTraceWorkloads traces the tracee's workloads for every toolchain under
+// test, PIE and not, and checks trees, durations and counts against what the
+// target measured itself.
+func TestTraceWorkloads(t *testing.T) {
+	requirePrivilege(t)
+	for _, tc := range targets.Toolchains() {
+		for _, pie := range []bool{false, true} {
+			opts := targets.BuildOptions{Toolchain: tc, PIE: pie}
+			t.Run(opts.String(), func(t *testing.T) {
+				checkWorkloads(t, targets.Build(t, "tracee", opts))
+			})
+		}
+	}
+}
+
+func checkWorkloads(t *testing.T, bin string) {
+	p := targets.Start(t, bin)
+	s, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t,
+		"main.chain*", "main.par*", "main.recoverer", "main.panicky", "main.thrower",
+		"main.grower", "main.multiRet", "main.churnWork", "main.exiter")})
+	if len(s.Selection.Functions) != 12 {
+		var names []string
+		for _, f := range s.Selection.Functions {
+			names = append(names, f.Name)
+		}
+		t.Errorf("selected %d functions, want 12: %v (untraceable: %v)", len(names), names, s.Selection.Untraceable)
+	}
+	do := func(cmd string) map[string]string {
+		r, err := p.Do(cmd, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	chain := do("chain 20")
+	par := do("parallel 8 50")
+	pan := do("panic 10")
+	grow := do("grow 10")
+	multi := do("multi 300")
+	churn := do("churn 5000")
+	gexit := do("goexit 20")
+	res := stop()
+	targets.CheckNotStopped(t, p.Pid)
+	if res.Lost != 0 {
+		t.Errorf("%d events lost", res.Lost)
+	}
+	if res.Err != nil {
+		t.Errorf("run: %v", res.Err)
+	}
+
+	// Chain: nesting and durations.
+	roots := rec.rootsOf("main.chainA")
+	if len(roots) != atoi(t, chain["calls"]) {
+		t.Fatalf("%d chainA root calls, target made %s", len(roots), chain["calls"])
+	}
+	var sumA time.Duration
+	for _, r := range roots {
+		a := r.c
+		if r.h.Goid != uint64(atoi(t, chain["goid"])) {
+			t.Errorf("chainA on goroutine %d, target says %s", r.h.Goid, chain["goid"])
+		}
+		if len(a.Children) != 1 || a.Children[0].Func.Name != "main.chainB" ||
+			len(a.Children[0].Children) != 1 || a.Children[0].Children[0].Func.Name != "main.chainC" {
+			t.Fatalf("chain tree is not A→B→C: %+v", a)
+		}
+		b := a.Children[0]
+		c := b.Children[0]
+		dA, dB, dC := time.Duration(a.Duration()), time.Duration(b.Duration()), time.Duration(c.Duration())
+		if dC < 5*time.Millisecond || dB < 7*time.Millisecond || dA < 8*time.Millisecond {
+			t.Errorf("durations shorter than the sleeps: A %v B %v C %v", dA, dB, dC)
+		}
+		if !(dA >= dB && dB >= dC) || a.Start > b.Start || b.Start > c.Start || c.End > b.End || b.End > a.End {
+			t.Errorf("nesting violated: A %v B %v C %v", dA, dB, dC)
+		}
+		if a.Depth != 0 || b.Depth != 1 || c.Depth != 2 || a.Unwound || b.Unwound || c.Unwound {
+			t.Errorf("depths %d %d %d, unwound %v %v %v", a.Depth, b.Depth, c.Depth, a.Unwound, b.Unwound, c.Unwound)
+		}
+		sumA += dA
+	}
+	meanA := sumA / time.Duration(len(roots))
+	targetA := time.Duration(atoi(t, chain["avg_ns"]))
+	if diff := meanA - targetA; diff < -time.Millisecond-targetA/10 || diff > time.Millisecond+targetA/10 {
+		t.Errorf("mean chainA duration %v, the target measured %v", meanA, targetA)
+	}
+	t.Logf("chainA mean %v (target measured %v)", meanA, targetA)
+	if h := roots[0].h; !h.Known || h.CreatedBy.Function == "" && h.Goid != 1 {
+		t.Errorf("goroutine header unknown: %+v", h)
+	}
+
+	// Parallel: every worker's tree holds its own 50 leaves.
+	goids := map[uint64]bool{}
+	for _, g := range strings.Split(par["goids"], ",") {
+		goids[uint64(atoi(t, g))] = true
+	}
+	workers := rec.rootsOf("main.parWorker")
+	if len(workers) != atoi(t, par["goroutines"]) {
+		t.Errorf("%d parWorker roots, want %s", len(workers), par["goroutines"])
+	}
+	for _, w := range workers {
+		if !goids[w.h.Goid] {
+			t.Errorf("parWorker root on goroutine %d, not one of the workers %s", w.h.Goid, par["goids"])
+		}
+		delete(goids, w.h.Goid)
+		if len(w.c.Children) != atoi(t, par["calls"]) {
+			t.Errorf("goroutine %d: %d parLeaf children, want %s", w.h.Goid, len(w.c.Children), par["calls"])
+		}
+		for _, c := range w.c.Children {
+			if c.Func.Name != "main.parLeaf" || c.Depth != 1 || c.Start < w.c.Start || c.End > w.c.End {
+				t.Errorf("goroutine %d: bad child %s depth %d", w.h.Goid, c.Func.Name, c.Depth)
+				break
+			}
+		}
+		if w.h.CreatedBy.Function == "" {
+			t.Errorf("goroutine %d: no creator in header", w.h.Goid)
+		}
+	}
+
+	// Panic: recoverer returns, the frames the panic crossed are unwound.
+	recs := rec.rootsOf("main.recoverer")
+	if len(recs) != atoi(t, pan["calls"]) || pan["recovered"] != pan["calls"] {
+		t.Errorf("%d recoverer roots, target: %v", len(recs), pan)
+	}
+	for _, r := range recs {
+		if r.c.Unwound || len(r.c.Children) != 1 {
+			t.Fatalf("recoverer: unwound %v, %d children", r.c.Unwound, len(r.c.Children))
+		}
+		pk := r.c.Children[0]
+		if pk.Func.Name != "main.panicky" || !pk.Unwound || len(pk.Children) != 1 || !pk.Children[0].Unwound || pk.Children[0].Func.Name != "main.thrower" {
+			t.Errorf("panic tree wrong: panicky unwound=%v children=%d", pk.Unwound, len(pk.Children))
+		}
+	}
+
+	// Counts equal the target's own.
+	for fn, want := range map[string]string{
+		"main.grower": grow["calls"], "main.multiRet": multi["calls"], "main.churnWork": churn["calls"], "main.exiter": gexit["calls"],
+	} {
+		if got := len(rec.byFunc(fn)); got != atoi(t, want) {
+			t.Errorf("%s: %d calls traced, the target made %s", fn, got, want)
+		}
+	}
+	for _, c := range rec.byFunc("main.grower") {
+		if c.c.Unwound {
+			t.Errorf("grower call unwound: morestack confused the frame matching")
+			break
+		}
+	}
+	sites := map[uint64]bool{}
+	for _, c := range rec.byFunc("main.multiRet") {
+		if c.c.Unwound {
+			t.Errorf("multiRet call unwound")
+			break
+		}
+		sites[c.c.ReturnSite] = true
+	}
+	if len(sites) < 3 {
+		t.Errorf("multiRet returned through %d distinct RETs, want at least 3", len(sites))
+	}
+	for _, c := range rec.byFunc("main.exiter") {
+		if !c.c.Unwound {
+			t.Errorf("exiter call not marked unwound after runtime.Goexit")
+			break
+		}
+	}
+	if res.OpenGoroutines != 0 {
+		t.Errorf("%d goroutines still have state after churn and exits", res.OpenGoroutines)
+	}
+	if res.Unmatched != 0 {
+		t.Errorf("%d returns without entry", res.Unmatched)
+	}
+	t.Logf("%d events, %d probes, attach %v", res.Events, s.Probes, s.AttachTime)
+}
+
+// TestTraceGoidFilter checks that --goid filtering happens in BPF: only the
+// chosen goroutine's calls arrive.
+func TestTraceGoidFilter(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
+	_, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, "main.chain*", "main.par*"), Goids: []uint64{1}})
+	if _, err := p.Do("parallel 4 10", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	chain, err := p.Do("chain 3", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := stop()
+	if chain["goid"] != "1" {
+		t.Fatalf("tracee's commands run on goroutine %s, not 1", chain["goid"])
+	}
+	if n := len(rec.byFunc("main.parLeaf")); n != 0 {
+		t.Errorf("%d parLeaf calls from other goroutines got through the filter", n)
+	}
+	if n := len(rec.rootsOf("main.chainA")); n != 3 {
+		t.Errorf("%d chainA calls, want 3", n)
+	}
+	if res.Events != 3*3*2 {
+		t.Errorf("%d events, want %d (only goroutine 1's)", res.Events, 3*3*2)
+	}
+}
+
+// TestTraceBinaryPath traces every process running a binary.
+func TestTraceBinaryPath(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "tracee", targets.BuildOptions{PIE: true})
+	p1, p2 := targets.Start(t, bin), targets.Start(t, bin)
+	_, rec, stop := startTrace(t, trace.Options{Path: bin, Include: mustPatterns(t, "main.chainA")})
+	for _, p := range []*targets.Process{p1, p2} {
+		if _, err := p.Do("chain 2", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	pids := map[uint32]int{}
+	for _, c := range rec.byFunc("main.chainA") {
+		pids[c.h.PID]++
+	}
+	if pids[uint32(p1.Pid)] != 2 || pids[uint32(p2.Pid)] != 2 || len(pids) != 2 {
+		t.Errorf("calls per pid %v, want 2 from each of %d and %d", pids, p1.Pid, p2.Pid)
+	}
+}
+
+// TestTracePerfEventFallback attaches one perf event per probe, the path for
+// kernels without uprobe_multi, and checks it sees the same calls.
+func TestTracePerfEventFallback(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
+	s, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, "main.chain*", "main.multiRet"), PerfEvents: true})
+	if _, err := p.Do("chain 3", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Do("multi 30", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if n := len(rec.rootsOf("main.chainA")); n != 3 {
+		t.Errorf("%d chainA roots through perf events, want 3", n)
+	}
+	if n := len(rec.byFunc("main.multiRet")); n != 30 {
+		t.Errorf("%d multiRet calls through perf events, want 30", n)
+	}
+	t.Logf("%d probes attached as perf events in %v, detached in %v", s.Probes, s.AttachTime, s.DetachTime)
+}
+
+func TestTraceErrors(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
+	_, err := trace.Open(trace.Options{PID: p.Pid, Include: mustPatterns(t, "main.nothingLikeThis*")})
+	if err == nil || !strings.Contains(err.Error(), "matches no function") {
+		t.Errorf("pattern matching nothing: %v", err)
+	}
+	_, err = trace.Open(trace.Options{PID: p.Pid, Include: mustPatterns(t, "runtime.mallocgc")})
+	if err == nil || !strings.Contains(err.Error(), "cannot be traced") {
+		t.Errorf("runtime function: %v", err)
+	}
+	_, err = trace.Open(trace.Options{PID: 999999999, Include: mustPatterns(t, "main.*")})
+	if err == nil {
+		t.Errorf("no error for a missing pid")
+	}
+}

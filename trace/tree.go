@@ -1,0 +1,200 @@
+package trace
+
+// Bounds on the state kept per event stream, so that memory stays bounded
+// whatever the target does.
+const (
+	maxOpenFrames      = 4096    // open traced calls per goroutine
+	maxTreeNodes       = 10_000  // calls kept for printing per root call
+	maxGoroutineStates = 1 << 20 // goroutines with open calls
+)
+
+// Call is one traced call: a node of a goroutine's call tree.
+type Call struct {
+	Func *Function
+	// Start and End are CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns).
+	Start, End uint64
+	// Depth counts traced frames only: 0 for a root call.
+	Depth int
+	// CallerPC is the return address at entry (a runtime address).
+	CallerPC uint64
+	// ReturnSite is the link-time address of the RET that fired, 0 if unwound.
+	ReturnSite uint64
+	// Unwound marks a call left without a RET (panic, recover, Goexit).
+	Unwound bool
+	// Children are the traced calls made by this call, in order; at most
+	// maxTreeNodes per root are kept, the rest only counted in Dropped.
+	Children []*Call
+	Dropped  int
+
+	// frameKey is the distance of the call's return-address slot from the
+	// top of the goroutine's stack: it identifies the frame even after the
+	// runtime copies the stack elsewhere to grow it.
+	frameKey uint64
+	root     *Call
+	nodes    int // on roots: nodes kept in this tree
+}
+
+// Duration returns End-Start in nanoseconds.
+func (c *Call) Duration() uint64 {
+	if c.End < c.Start {
+		return 0
+	}
+	return c.End - c.Start
+}
+
+// GoroutineKey identifies a goroutine across the processes a trace may cover.
+type GoroutineKey struct {
+	PID  uint32
+	Goid uint64
+}
+
+type goroutineState struct {
+	key   GoroutineKey
+	g     uint64
+	stack []*Call
+}
+
+// Builder rebuilds per-goroutine call trees from entry and return events.
+// Returns are matched to entries by frame, so frames that a panic, recover
+// or runtime.Goexit left without returning are popped and marked unwound.
+type Builder struct {
+	gs map[GoroutineKey]*goroutineState
+	// OnCall is called for every completed call (returned or unwound),
+	// innermost first.
+	OnCall func(GoroutineKey, *Call)
+	// OnRoot is called when a root call completes, with its whole tree.
+	OnRoot func(GoroutineKey, uint64, *Call)
+
+	// Unmatched counts returns with no matching entry (calls that began
+	// before the probes were attached); Overflow counts entries dropped
+	// because a goroutine had too many open calls.
+	Unmatched, Overflow uint64
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder() *Builder {
+	return &Builder{gs: make(map[GoroutineKey]*goroutineState)}
+}
+
+// Open returns the number of goroutines with open calls.
+func (b *Builder) Open() int { return len(b.gs) }
+
+func (b *Builder) state(k GoroutineKey, g uint64) *goroutineState {
+	st := b.gs[k]
+	if st == nil {
+		if len(b.gs) >= maxGoroutineStates {
+			return nil
+		}
+		st = &goroutineState{key: k, g: g}
+		b.gs[k] = st
+	}
+	return st
+}
+
+// Entry records a call of fn entering at time now.
+func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, callerPC uint64) {
+	st := b.state(k, g)
+	if st == nil {
+		b.Overflow++
+		return
+	}
+	// A new call at the same or a shallower frame than an open one means the
+	// open one is gone without returning.
+	for len(st.stack) > 0 && st.stack[len(st.stack)-1].frameKey >= frameKey {
+		b.unwindTop(st, now)
+	}
+	if len(st.stack) >= maxOpenFrames {
+		b.Overflow++
+		return
+	}
+	c := &Call{Func: fn, Start: now, Depth: len(st.stack), CallerPC: callerPC, frameKey: frameKey}
+	if len(st.stack) == 0 {
+		c.root = c
+		c.nodes = 1
+	} else {
+		parent := st.stack[len(st.stack)-1]
+		c.root = parent.root
+		if c.root.nodes < maxTreeNodes {
+			parent.Children = append(parent.Children, c)
+			c.root.nodes++
+		} else {
+			parent.Dropped++
+		}
+	}
+	st.stack = append(st.stack, c)
+}
+
+// Return records fn returning through the RET at retSite at time now.
+func (b *Builder) Return(k GoroutineKey, fn *Function, now, frameKey, retSite uint64) {
+	st := b.gs[k]
+	if st == nil {
+		b.Unmatched++
+		return
+	}
+	// Find the frame: any deeper open frame was unwound.
+	i := len(st.stack) - 1
+	for i >= 0 && !(st.stack[i].frameKey == frameKey && st.stack[i].Func == fn) {
+		if st.stack[i].frameKey > frameKey {
+			i--
+			continue
+		}
+		i = -1 // shallower than this return: no entry for it
+	}
+	if i < 0 {
+		b.Unmatched++
+		return
+	}
+	for len(st.stack)-1 > i {
+		b.unwindTop(st, now)
+	}
+	c := st.stack[i]
+	c.End, c.ReturnSite = now, retSite
+	b.pop(st)
+}
+
+// GoroutineExit unwinds every open call of a goroutine and frees its state.
+func (b *Builder) GoroutineExit(k GoroutineKey, now uint64) {
+	st := b.gs[k]
+	if st == nil {
+		return
+	}
+	for len(st.stack) > 0 {
+		b.unwindTop(st, now)
+	}
+	delete(b.gs, k)
+}
+
+// Flush unwinds every open call of every goroutine (at the end of a trace)
+// without marking them: callers see calls still running with End = now.
+func (b *Builder) Flush(now uint64) []*Call {
+	var open []*Call
+	for _, st := range b.gs {
+		for _, c := range st.stack {
+			if c.Depth == 0 {
+				open = append(open, c)
+			}
+		}
+	}
+	return open
+}
+
+func (b *Builder) unwindTop(st *goroutineState, now uint64) {
+	c := st.stack[len(st.stack)-1]
+	c.End, c.Unwound = now, true
+	b.pop(st)
+}
+
+func (b *Builder) pop(st *goroutineState) {
+	c := st.stack[len(st.stack)-1]
+	st.stack[len(st.stack)-1] = nil
+	st.stack = st.stack[:len(st.stack)-1]
+	if b.OnCall != nil {
+		b.OnCall(st.key, c)
+	}
+	if len(st.stack) == 0 {
+		if b.OnRoot != nil {
+			b.OnRoot(st.key, st.g, c)
+		}
+		delete(b.gs, st.key)
+	}
+}
