@@ -30,11 +30,14 @@ demo: build
 	cd testdata && $(GO) build -o ../$(DEMO) ./demo
 	@set -e; \
 	$(DEMO) -addr 127.0.0.1:0 > $(BIN)/demo.out 2>&1 & pid=$$!; \
-	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null' EXIT; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null || true' EXIT; \
 	for i in $$(seq 1 50); do grep -q READY $(BIN)/demo.out 2>/dev/null && break; sleep 0.1; done; \
-	echo "== gi ps $$pid"; $(GI) ps $$pid; \
+	echo "== gi ps $$pid (first 25 lines)"; $(GI) ps $$pid > $(BIN)/ps.out; head -25 $(BIN)/ps.out; tail -2 $(BIN)/ps.out; \
 	echo; echo "== gi ps --group $$pid"; $(GI) ps --group $$pid; \
-	echo; echo "== gi ps --stacks --match 'main\.' $$pid (first 40 lines)"; $(GI) ps --stacks --match 'main\.' $$pid | head -40
+	echo; echo "== gi ps --stacks --match 'main\.load' $$pid (first 30 lines)"; $(GI) ps --stacks --match 'main\.load' $$pid > $(BIN)/stacks.out; head -30 $(BIN)/stacks.out; \
+	echo; echo "== gi trace --duration 1s --min-duration 30ms $$pid 'main.handle' 'main.load*' 'main.query' (first 30 lines)"; \
+	$(GI) trace --duration 1s --min-duration 30ms $$pid 'main.handle' 'main.load*' 'main.query' > $(BIN)/trace.out; head -30 $(BIN)/trace.out; \
+	echo; echo "== gi trace --stats --duration 2s $$pid 'main.*'"; $(GI) trace --stats --duration 2s $$pid 'main.*'
 
 # The whole test suite, privileged tests included: a skipped privileged test fails.
 test: deps
@@ -51,7 +54,7 @@ lint:
 
 # Benchmarks print their own ratios against baselines measured in the same run.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./cmd/gi/
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./cmd/gi/ ./trace/
 
 # Rebuild the committed bpf2go output from bpf/gi.bpf.c.
 generate: deps

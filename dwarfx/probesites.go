@@ -108,27 +108,42 @@ func isCondJumpX86(op x86asm.Op) bool {
 	return false
 }
 
+// probeSitesARM64 walks fixed-width instructions: no sweep can desync, so a
+// word the decoder does not know (LSE atomics, MSR of newer system
+// registers, literal data) is stepped over; it cannot be a RET, whose
+// encoding the decoder knows. A function made mostly of unknown words is not
+// code and is refused.
 func probeSitesARM64(code []byte, entry uint64) (ProbeSites, error) {
 	sites := ProbeSites{Entry: entry}
-	guardLoad := -1
+	guardLoad, guardCmp := -1, -1
 	prologueDone := false
+	unknown, words := 0, 0
 	for off, n := 0, 0; off+4 <= len(code); off, n = off+4, n+1 {
 		word := binary.LittleEndian.Uint32(code[off:])
 		if word == 0 && allBytes(code[off:], 0) {
 			break // zero padding up to the next function
 		}
+		words++
+		pc := entry + uint64(off)
 		inst, err := arm64asm.Decode(code[off : off+4])
 		if err != nil {
-			return ProbeSites{}, fmt.Errorf("decode at %#x: %w", entry+uint64(off), ErrDecode)
+			unknown++
+			if n < prologueWindow {
+				prologueDone = true // an unknown word in a prologue: keep the entry
+			}
+			continue
 		}
-		pc := entry + uint64(off)
 		if !prologueDone {
+			// MOVD 16(g), R16; [SUB $n, RSP, R17; BLO morestack;]
+			// CMP R16, RSP|R17; BLS morestack
 			switch {
 			case n >= prologueWindow:
 				prologueDone = true
 			case inst.Op == arm64asm.LDR && strings.Contains(inst.String(), fmt.Sprintf("[X28,#%d]", stackguard0Offset)):
 				guardLoad = n
-			case guardLoad >= 0 && inst.Op == arm64asm.B && isCond(inst.Args[0]):
+			case guardLoad >= 0 && inst.Op == arm64asm.CMP:
+				guardCmp = n
+			case guardCmp >= 0 && inst.Op == arm64asm.B && isCond(inst.Args[0]):
 				sites.Entry = pc + 4
 				prologueDone = true
 			}
@@ -139,6 +154,9 @@ func probeSitesARM64(code []byte, entry uint64) (ProbeSites, error) {
 	}
 	if len(code)%4 != 0 && !allBytes(code[len(code)&^3:], 0) {
 		return ProbeSites{}, fmt.Errorf("function size %d is not a multiple of 4: %w", len(code), ErrDecode)
+	}
+	if unknown*4 > words {
+		return ProbeSites{}, fmt.Errorf("%d of %d words at %#x are not instructions: %w", unknown, words, entry, ErrDecode)
 	}
 	if len(sites.Returns) == 0 {
 		return ProbeSites{}, ErrNoReturn

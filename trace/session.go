@@ -51,6 +51,8 @@ type Options struct {
 	// Empty attaches a program that does nothing at the same probe points:
 	// the baseline for measuring probe overhead.
 	Empty bool
+	// MaxProbes, if set, keeps only the first functions whose probes fit.
+	MaxProbes int
 }
 
 // probe is one probe point in gi's table; its index is the BPF cookie.
@@ -118,6 +120,16 @@ func (s *Session) open() error {
 	if len(sel.Functions) == 0 {
 		u := sel.Untraceable[0]
 		return fmt.Errorf("%w: the %d matching functions cannot be traced (%s: %s)", ErrNoMatch, len(sel.Untraceable), u.Name, u.Reason)
+	}
+	if s.Opts.MaxProbes > 0 {
+		n := 0
+		for i, fn := range sel.Functions {
+			n += 1 + len(fn.Returns)
+			if n > s.Opts.MaxProbes {
+				sel.Functions = sel.Functions[:i]
+				break
+			}
+		}
 	}
 	s.Selection = sel
 	if err := checkKernel(); err != nil {

@@ -31,11 +31,16 @@ type BuildOptions struct {
 	Trimpath bool
 	// CgoExternal builds with cgo and -linkmode=external.
 	CgoExternal bool
+	// Arch is a GOARCH to cross-build for; empty means the host's.
+	Arch string
 }
 
 // String names the build, e.g. "go1.21.13/pie/stripped".
 func (o BuildOptions) String() string {
 	parts := []string{o.toolchain()}
+	if o.Arch != "" {
+		parts = append(parts, o.Arch)
+	}
 	if o.PIE {
 		parts = append(parts, "pie")
 	}
@@ -163,6 +168,9 @@ func BuildPath(name string, opts BuildOptions) (string, error) {
 	cmd := exec.Command(goCommand(), args...)
 	cmd.Dir = Dir()
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+opts.toolchain(), "GOFLAGS=-buildvcs=false", "GOWORK=off")
+	if opts.Arch != "" {
+		cmd.Env = append(cmd.Env, "GOARCH="+opts.Arch)
+	}
 	if opts.CgoExternal {
 		cmd.Env = append(cmd.Env, "CGO_ENABLED=1")
 	} else {

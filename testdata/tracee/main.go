@@ -10,6 +10,7 @@
 //	churn G        G goroutines that call main.churnWork once and exit
 //	tiny N         N calls of main.tiny; prints the ns per call it measured
 //	goexit N       N goroutines calling main.exiter, which calls runtime.Goexit
+//	tinypar G N    G goroutines, each N calls of main.tiny; prints the wall time
 //
 // It prints READY at start and runs until killed.
 package main
@@ -217,6 +218,23 @@ func main() {
 			el := time.Since(start)
 			sink.Add(int64(s))
 			fmt.Printf("DONE tiny calls=%d ns_per_call=%d\n", n, el.Nanoseconds()/int64(n))
+		case "tinypar":
+			g, n := arg(1), arg(2)
+			var wg sync.WaitGroup
+			start := time.Now()
+			for j := 0; j < g; j++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s := 0
+					for i := 0; i < n; i++ {
+						s += tiny(i)
+					}
+					sink.Add(int64(s))
+				}()
+			}
+			wg.Wait()
+			fmt.Printf("DONE tinypar calls=%d wall_ns=%d\n", g*n, time.Since(start).Nanoseconds())
 		case "goexit":
 			n := arg(1)
 			var wg sync.WaitGroup

@@ -1,0 +1,145 @@
+package trace_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/trace"
+)
+
+// tinyNs runs `tiny n` in the tracee and returns its own ns per call.
+func tinyNs(b *testing.B, p *targets.Process, n int) float64 {
+	r, err := p.Do("tiny "+strconv.Itoa(n), 5*time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, _ := strconv.ParseFloat(r["ns_per_call"], 64)
+	return v
+}
+
+// BenchmarkProbeOverhead measures the per-call cost gi adds to a tiny traced
+// function, against the cost of the same probe points running an empty BPF
+// program, in one run on one target. Goal: ratio at most 1.1.
+func BenchmarkProbeOverhead(b *testing.B) {
+	requirePrivilege(b)
+	p := targets.Start(b, targets.Build(b, "tracee", targets.BuildOptions{}))
+	pat := []trace.Pattern{mustPattern(b, "main.tiny")}
+	const calls = 100_000
+	var base, empty, gi float64
+	for i := 0; i < b.N; i++ {
+		base += tinyNs(b, p, calls)
+
+		s, err := trace.Open(trace.Options{PID: p.Pid, Include: pat, Empty: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		empty += tinyNs(b, p, calls)
+		s.Close()
+
+		s, err = trace.Open(trace.Options{PID: p.Pid, Include: pat})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan trace.RunResult)
+		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
+		gi += tinyNs(b, p, calls)
+		cancel()
+		res := <-done
+		s.Close()
+		if res.Lost != 0 {
+			b.Errorf("%d events lost", res.Lost)
+		}
+	}
+	n := float64(b.N)
+	base, empty, gi = base/n, empty/n, gi/n
+	ratio := (gi - base) / (empty - base)
+	b.ReportMetric(base, "untraced-ns/call")
+	b.ReportMetric(empty-base, "empty-prog-overhead-ns/call")
+	b.ReportMetric(gi-base, "gi-overhead-ns/call")
+	b.ReportMetric(ratio, "gi/empty-overhead")
+	fmt.Printf("probe overhead per call of main.tiny: untraced %.0f ns, empty BPF program +%.0f ns, gi +%.0f ns: ratio %.3f (goal ≤ 1.1)\n",
+		base, empty-base, gi-base, ratio)
+}
+
+// BenchmarkAttachDetach measures attaching and detaching 1,000 and 10,000
+// probes (uprobe_multi links). Goal: 10,000 probes in under 0.5 s in all.
+func BenchmarkAttachDetach(b *testing.B) {
+	requirePrivilege(b)
+	bin := targets.Build(b, "demo", targets.BuildOptions{})
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprintf("probes=%d", n), func(b *testing.B) {
+			var open, attach, detach time.Duration
+			probes := 0
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				s, err := trace.Open(trace.Options{Path: bin, Include: []trace.Pattern{mustPattern(b, "*")}, MaxProbes: n})
+				if err != nil {
+					b.Fatal(err)
+				}
+				open += time.Since(start) - s.AttachTime
+				attach += s.AttachTime
+				probes = s.Probes
+				start = time.Now()
+				s.Close()
+				detach += time.Since(start)
+			}
+			if probes < n*9/10 {
+				b.Fatalf("only %d probes in the demo binary, want about %d", probes, n)
+			}
+			o, a, d := open/time.Duration(b.N), attach/time.Duration(b.N), detach/time.Duration(b.N)
+			b.ReportMetric(float64(o.Microseconds())/1000, "select+load-ms")
+			b.ReportMetric(float64(a.Microseconds())/1000, "attach-ms")
+			b.ReportMetric(float64(d.Microseconds())/1000, "detach-ms")
+			fmt.Printf("%d probes: attach %v, detach %v, attach+detach %v (goal for 10,000: < 500ms); before that, selecting functions and loading BPF %v\n",
+				probes, a, d, a+d, o)
+		})
+	}
+}
+
+// BenchmarkEventRate measures events per second delivered to user space
+// while two goroutines call a traced tiny function as fast as they can, and
+// checks that none is lost. Goal: at least 1 M events/s.
+func BenchmarkEventRate(b *testing.B) {
+	requirePrivilege(b)
+	p := targets.Start(b, targets.Build(b, "tracee", targets.BuildOptions{}))
+	for i := 0; i < b.N; i++ {
+		s, err := trace.Open(trace.Options{PID: p.Pid, Include: []trace.Pattern{mustPattern(b, "main.tiny")}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan trace.RunResult)
+		var calls int
+		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{Call: func(trace.Header, *trace.Call) { calls++ }}) }()
+		r, err := p.Do("tinypar 2 200000", 5*time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(3 * trace.DrainInterval)
+		cancel()
+		res := <-done
+		s.Close()
+		wall, _ := strconv.ParseInt(r["wall_ns"], 10, 64)
+		rate := float64(res.Events) / (float64(wall) / 1e9)
+		b.ReportMetric(rate/1e6, "M-events/s")
+		b.ReportMetric(float64(res.Lost), "lost")
+		fmt.Printf("event rate: %d events in %v = %.2f M/s delivered, %d lost, %d calls rebuilt (goal ≥ 1 M/s, 0 lost)\n",
+			res.Events, time.Duration(wall), rate/1e6, res.Lost, calls)
+		if res.Lost != 0 {
+			b.Errorf("%d events lost", res.Lost)
+		}
+	}
+}
+
+func mustPattern(tb testing.TB, s string) trace.Pattern {
+	p, err := trace.ParsePattern(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
