@@ -115,7 +115,9 @@ func BenchmarkEventRate(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan trace.RunResult)
 		var calls int
-		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{Call: func(trace.Header, *trace.Call) { calls++ }}) }()
+		go func() {
+			done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{Call: func(trace.Header, *trace.Call) { calls++ }})
+		}()
 		r, err := p.Do("tinypar 2 200000", 5*time.Minute)
 		if err != nil {
 			b.Fatal(err)
