@@ -22,6 +22,7 @@ const (
 func WriteDump(w io.Writer, snap *Snapshot, gs []*Goroutine, allFrames bool) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	minor := goMinor(snap.GoVersion)
+	var visible []Frame // reused: no allocation per goroutine
 	for i, g := range gs {
 		if i > 0 {
 			bw.WriteByte('\n')
@@ -29,7 +30,13 @@ func WriteDump(w io.Writer, snap *Snapshot, gs []*Goroutine, allFrames bool) err
 		writeHeader(bw, g)
 		frames := g.Frames
 		if !allFrames {
-			frames = g.VisibleFrames()
+			visible = visible[:0]
+			for _, f := range g.Frames {
+				if !f.Elided {
+					visible = append(visible, f)
+				}
+			}
+			frames = visible
 		}
 		if minor != 0 && minor < 21 {
 			writeFrames120(bw, frames)

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/dwarfx"
 	"github.com/gi-debug/gi/ptrace"
@@ -60,9 +63,9 @@ func (t *Target) readWord(addr uint64) (uint64, error) {
 // copyRaw copies every live g, the used part of its stack, the registers of
 // the threads running goroutines and the pprof labels. It runs while the
 // process is stopped, so it does nothing but copy.
-func (t *Target) copyRaw(st *ptrace.Stopped) (*rawSnapshot, error) {
+func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers) (*rawSnapshot, error) {
 	L := t.Layout
-	out := &rawSnapshot{}
+	out := &rawSnapshot{gs: bufs.ptrs}
 
 	allglen, err := t.readWord(L.AllGLen + t.Bias)
 	if err != nil {
@@ -97,7 +100,7 @@ func (t *Target) copyRaw(st *ptrace.Stopped) (*rawSnapshot, error) {
 	for i := uint64(0); i < n; i++ {
 		ranges = append(ranges, ptrace.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize})
 	}
-	gbuf := make([]byte, int(n)*gsize)
+	gbuf := bufs.take(&bufs.g, int(n)*gsize)
 	failed := map[int]bool{}
 	if err := t.Mem.ReadBatch(ranges, gbuf); err != nil {
 		var be *ptrace.BatchError
@@ -132,7 +135,8 @@ func (t *Target) copyRaw(st *ptrace.Stopped) (*rawSnapshot, error) {
 		if s == dead || (hasDeadExtra && s == deadExtra) {
 			continue
 		}
-		rg := &rawG{
+		rg := bufs.newG()
+		*rg = rawG{
 			addr:    ranges[i].Addr,
 			g:       gb,
 			goid:    t.u64(gb, L.G.Goid),
@@ -213,7 +217,7 @@ func (t *Target) copyRaw(st *ptrace.Stopped) (*rawSnapshot, error) {
 		stackOwners = append(stackOwners, rg)
 		total += int(l)
 	}
-	sbuf := make([]byte, total)
+	sbuf := bufs.take(&bufs.stacks, total)
 	if err := t.Mem.ReadBatch(stackRanges, sbuf); err != nil {
 		var be *ptrace.BatchError
 		if !errors.As(err, &be) {
@@ -235,4 +239,92 @@ func (t *Target) copyRaw(st *ptrace.Stopped) (*rawSnapshot, error) {
 		}
 	}
 	return out, nil
+}
+
+// buffers are allocated and touched before the process is stopped: on this
+// class of machine a page fault on fresh memory costs microseconds, and
+// faulting in tens of megabytes while the target waits would dominate the
+// pause.
+type buffers struct {
+	g, stacks []byte
+	gs        []rawG
+	ptrs      []*rawG
+	mapped    [][]byte
+}
+
+// hugeMin is the size from which byte buffers are mapped with transparent
+// huge pages: one fault per 2 MiB instead of per 4 KiB.
+const hugeMin = 4 << 20
+
+// huge returns a pre-faulted byte buffer of n bytes, outside the Go heap and
+// backed by huge pages where the kernel allows. Release frees it.
+func (b *buffers) huge(n int) []byte {
+	if n < hugeMin {
+		return prefault(make([]byte, n))
+	}
+	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return prefault(make([]byte, n))
+	}
+	unix.Madvise(m, unix.MADV_HUGEPAGE) // a hint: fine if refused
+	b.mapped = append(b.mapped, m)
+	return prefault(m)
+}
+
+// release unmaps the buffers mapped outside the heap. Nothing may refer to
+// them afterwards: decoding copies what it keeps.
+func (b *buffers) release() {
+	for _, m := range b.mapped {
+		unix.Munmap(m)
+	}
+	b.mapped = nil
+}
+
+// newG returns a zeroed rawG from the pool.
+func (b *buffers) newG() *rawG {
+	if len(b.gs) == 0 {
+		return &rawG{}
+	}
+	g := &b.gs[0]
+	b.gs = b.gs[1:]
+	return g
+}
+
+// Estimated bytes of used stack per goroutine, for pre-allocating.
+const stackEstimate = 512
+
+// prepareBuffers sizes buffers from a racy read of runtime.allglen.
+func (t *Target) prepareBuffers() *buffers {
+	b := &buffers{}
+	n, err := t.readWord(t.Layout.AllGLen + t.Bias)
+	if err != nil || n > maxGoroutines {
+		return b
+	}
+	n += n/8 + 64
+	b.g = b.huge(int(n) * int(t.Layout.G.Size))
+	b.stacks = b.huge(int(n) * stackEstimate)
+	gs := make([]rawG, n)
+	prefault(unsafe.Slice((*byte)(unsafe.Pointer(&gs[0])), len(gs)*int(unsafe.Sizeof(rawG{}))))
+	b.gs = gs
+	b.ptrs = make([]*rawG, 0, n)
+	prefault(unsafe.Slice((*byte)(unsafe.Pointer(&b.ptrs[:1][0])), int(n)*8))
+	return b
+}
+
+// take returns n bytes from *pool, allocating if it is too small.
+func (b *buffers) take(pool *[]byte, n int) []byte {
+	if len(*pool) >= n {
+		out := (*pool)[:n:n]
+		*pool = (*pool)[n:]
+		return out
+	}
+	return make([]byte, n)
+}
+
+// prefault touches every page of b so that later writes do not fault.
+func prefault(b []byte) []byte {
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 0
+	}
+	return b
 }

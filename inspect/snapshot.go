@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ type Target struct {
 	waitReasons []string
 	statusNames []string
 	sym         *symbolizer
+	scratch     []Frame // reused while unwinding
 }
 
 // Open opens process pid for inspection. It reads the executable through
@@ -157,6 +159,11 @@ func (t *Target) readStringArray(addr uint64, n int64) ([]string, error) {
 // The process is resumed on every path, errors and panics included.
 func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	start := time.Now()
+	bufs := t.prepareBuffers()
+	defer bufs.release()
+	// No garbage collection while the target waits: a cycle started by the
+	// copy's allocations would compete for the CPUs.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	stopped, err := tr.Stop(t.PID)
 	if err != nil {
 		return nil, fmt.Errorf("stop process %d: %w", t.PID, err)
@@ -169,7 +176,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 				err = fmt.Errorf("panic while copying target memory: %v", r)
 			}
 		}()
-		return t.copyRaw(stopped)
+		return t.copyRaw(stopped, bufs)
 	}()
 	resumeErr := stopped.Resume()
 	pause := stopped.Pause()

@@ -99,12 +99,18 @@ func (s *symbolizer) logical(f *dwarfx.Func, symPC uint64) ([]dwarfx.Frame, erro
 func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 	L := t.Layout
 	out := make([]*Goroutine, 0, len(raw.gs))
+	// One allocation for all goroutines and a few for all frames: on
+	// machines where page faults are slow, per-goroutine allocations and
+	// growing slices dominate the decoding time.
+	all := make([]Goroutine, len(raw.gs))
+	arena := &frameArena{}
 	waiting, _ := L.StatusValue("_Gwaiting")
 	syscall, _ := L.StatusValue("_Gsyscall")
 	leaked, hasLeaked := L.StatusValue("_Gleaked")
-	for _, rg := range raw.gs {
+	for i, rg := range raw.gs {
 		status := rg.state &^ L.ScanBit
-		g := &Goroutine{
+		g := &all[i]
+		*g = Goroutine{
 			ID:             rg.goid,
 			Addr:           rg.addr,
 			StatusValue:    status,
@@ -137,6 +143,7 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 			g.System = t.isSystem(f)
 		}
 		t.unwind(g, rg)
+		g.Frames = arena.keep(g.Frames)
 		g.CreatedBy = t.createdBy(g, t.u64(rg.g, L.G.GoPC))
 		out = append(out, g)
 	}
@@ -168,6 +175,8 @@ func (t *Target) isSystem(start *dwarfx.Func) bool {
 // SP) and expands inlined frames.
 func (t *Target) unwind(g *Goroutine, rg *rawG) {
 	s := t.sym
+	g.Frames = t.scratch[:0]
+	defer func() { t.scratch = g.Frames[:0] }()
 	if rg.stackErr != "" {
 		g.Truncated, g.Problem = true, rg.stackErr
 	}
@@ -319,4 +328,29 @@ func (t *Target) createdBy(g *Goroutine, gopc uint64) *Frame {
 		fr.File, fr.Line = file, line
 	}
 	return fr
+}
+
+// frameArena hands out frame slices carved from large chunks.
+type frameArena struct {
+	chunk []Frame
+}
+
+const frameChunk = 1 << 14
+
+// keep copies frames into the arena and returns the copy.
+func (a *frameArena) keep(frames []Frame) []Frame {
+	n := len(frames)
+	if n == 0 {
+		return nil
+	}
+	if n > frameChunk/4 {
+		return append([]Frame(nil), frames...)
+	}
+	if len(a.chunk) < n {
+		a.chunk = make([]Frame, frameChunk)
+	}
+	out := a.chunk[:n:n]
+	a.chunk = a.chunk[n:]
+	copy(out, frames)
+	return out
 }
