@@ -392,3 +392,43 @@ func (b *Binary) findPclntab() (data []byte, addr uint64, err error) {
 	}
 	return nil, 0, ErrNoPclntab
 }
+
+// GTLSOffset returns where the current g is stored relative to the thread
+// pointer (amd64 fs base, arm64 TPIDR_EL0). Go code keeps g in a register
+// (r14, x28); this is for reading it from outside Go code. An internally
+// linked binary has no PT_TLS and the runtime puts g at -8 on amd64; an
+// externally linked one (cgo) places runtime.tlsg in the executable's TLS
+// block, which sits below the thread pointer on amd64 (TLS variant II) and
+// above the 16-byte thread control block on arm64 (variant I).
+func (b *Binary) GTLSOffset() int64 {
+	var tls *elf.Prog
+	for _, p := range b.File.Progs {
+		if p.Type == elf.PT_TLS {
+			tls = p
+		}
+	}
+	var sym int64
+	if s, ok := b.Symbol("runtime.tlsg"); ok {
+		sym = int64(s.Addr)
+	} else if s, ok := b.Symbol("runtime.tls_g"); ok {
+		sym = int64(s.Addr)
+	}
+	align := func(n, a uint64) int64 {
+		if a == 0 {
+			a = 1
+		}
+		return int64((n + a - 1) &^ (a - 1))
+	}
+	switch b.Arch {
+	case "arm64":
+		if tls == nil {
+			return 16
+		}
+		return align(16, tls.Align) + sym
+	default:
+		if tls == nil {
+			return -8
+		}
+		return -align(tls.Memsz, tls.Align) + sym
+	}
+}

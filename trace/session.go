@@ -53,6 +53,10 @@ type Options struct {
 	Empty bool
 	// MaxProbes, if set, keeps only the first functions whose probes fit.
 	MaxProbes int
+	// GFromTLS makes the programs read the g pointer from thread-local
+	// storage (thread pointer via CO-RE, plus the binary's g offset)
+	// instead of the register Go's ABI keeps it in.
+	GFromTLS bool
 }
 
 // probe is one probe point in gi's table; its index is the BPF cookie.
@@ -167,6 +171,7 @@ func (s *Session) open() error {
 		bpf.ConstGoidOffset:    uint64(layout.G.Goid),
 		bpf.ConstStackHiOffset: uint64(layout.G.StackHi),
 		bpf.ConstFilterGoids:   boolByte(len(s.Opts.Goids) > 0),
+		bpf.ConstGTLSOffset:    s.Binary.GTLSOffset(),
 	} {
 		vs, ok := spec.Variables[name]
 		if !ok {
@@ -248,6 +253,9 @@ func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, idx []int, mul
 			return fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
 		}
 		offsets[i], cookies[i] = off, uint64(pi)
+		if s.Opts.GFromTLS {
+			cookies[i] |= bpf.CookieTLS
+		}
 	}
 	if multi {
 		l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: offsets, Cookies: cookies, PID: uint32(s.Opts.PID)})

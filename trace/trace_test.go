@@ -385,3 +385,46 @@ func TestTraceErrors(t *testing.T) {
 		t.Errorf("no error for a missing pid")
 	}
 }
+
+// TestTraceGFromTLS reads g through the thread pointer (CO-RE) and the
+// binary's TLS offset instead of r14, on an internally linked binary and on
+// a cgo binary linked externally (where g's TLS slot moves).
+func TestTraceGFromTLS(t *testing.T) {
+	requirePrivilege(t)
+	for _, opts := range []targets.BuildOptions{{}, {CgoExternal: true}, {CgoExternal: true, PIE: true}} {
+		t.Run(opts.String(), func(t *testing.T) {
+			p := targets.Start(t, targets.Build(t, "tracee", opts))
+			_, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, "main.chain*", "main.par*"), GFromTLS: true})
+			chain, err := p.Do("chain 3", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			par, err := p.Do("parallel 4 5", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop()
+			roots := rec.rootsOf("main.chainA")
+			if len(roots) != 3 {
+				t.Fatalf("%d chainA roots, want 3", len(roots))
+			}
+			for _, r := range roots {
+				if strconv.FormatUint(r.h.Goid, 10) != chain["goid"] || len(r.c.Children) != 1 {
+					t.Errorf("chainA on goroutine %d (target says %s), %d children", r.h.Goid, chain["goid"], len(r.c.Children))
+				}
+			}
+			workers := map[string]bool{}
+			for _, w := range rec.rootsOf("main.parWorker") {
+				workers[strconv.FormatUint(w.h.Goid, 10)] = true
+				if len(w.c.Children) != 5 {
+					t.Errorf("worker %d has %d leaves, want 5", w.h.Goid, len(w.c.Children))
+				}
+			}
+			for _, id := range strings.Split(par["goids"], ",") {
+				if !workers[id] {
+					t.Errorf("worker goroutine %s not seen through TLS (saw %v)", id, workers)
+				}
+			}
+		})
+	}
+}

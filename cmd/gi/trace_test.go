@@ -311,3 +311,28 @@ func TestFuncsCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceTargetExitsCLI: when the traced process exits, gi notices, prints
+// what it has, detaches and exits by itself.
+func TestTraceTargetExitsCLI(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
+	g := startGiTrace(t, "--stats", strconv.Itoa(p.Pid), "main.chain*")
+	progs, links := bpfObjectsOf(t, g.cmd.Process.Pid)
+	if _, err := p.Do("chain 2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("gi trace still running 30s after its target exited")
+	}
+	if !strings.Contains(g.stderr.String(), "exited") {
+		t.Errorf("no word of the target exiting: %s", g.stderr)
+	}
+	if !strings.Contains(g.stdout.String(), "main.chainA") {
+		t.Errorf("statistics gathered before the exit were not printed:\n%s", g.stdout)
+	}
+	checkReleased(t, progs, links)
+}
