@@ -7,11 +7,13 @@ import (
 
 // JSONSnapshot is the document `gi ps --json` prints.
 type JSONSnapshot struct {
-	PID        int              `json:"pid"`
-	GoVersion  string           `json:"go_version"`
-	PauseNS    int64            `json:"pause_ns"`
-	Warnings   []string         `json:"warnings,omitempty"`
-	Goroutines []*JSONGoroutine `json:"goroutines"`
+	PID       int      `json:"pid"`
+	GoVersion string   `json:"go_version"`
+	PauseNS   int64    `json:"pause_ns"`
+	Warnings  []string `json:"warnings,omitempty"`
+	// TraceWindow is filled by `gi ps --trace`.
+	TraceWindow any              `json:"trace_window,omitempty"`
+	Goroutines  []*JSONGoroutine `json:"goroutines"`
 }
 
 // JSONGoroutine is one goroutine in a JSONSnapshot.

@@ -16,16 +16,7 @@ func (t *Target) copyLabels(gs []*rawG) error {
 		if p == 0 {
 			continue
 		}
-		var labels map[string]string
-		var err error
-		switch t.Layout.Labels {
-		case dwarfx.LabelsList:
-			labels, err = t.readLabelList(p)
-		case dwarfx.LabelsMap:
-			labels, err = t.readLabelMap(p)
-		default:
-			err = fmt.Errorf("unknown labels representation in %s", t.Binary.GoVersion)
-		}
+		labels, err := t.readLabels(p)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("goroutine %d: %w", rg.goid, err)
@@ -35,6 +26,39 @@ func (t *Target) copyLabels(gs []*rawG) error {
 		rg.labels = labels
 	}
 	return firstErr
+}
+
+func (t *Target) readLabels(p uint64) (map[string]string, error) {
+	switch t.Layout.Labels {
+	case dwarfx.LabelsList:
+		return t.readLabelList(p)
+	case dwarfx.LabelsMap:
+		return t.readLabelMap(p)
+	}
+	return nil, fmt.Errorf("unknown labels representation in %s", t.Binary.GoVersion)
+}
+
+// LabelsOf reads the pprof labels of the goroutine goid, whose runtime.g is
+// at address g, without stopping the process. It fails if that g now holds
+// another goroutine. Labels may change while the goroutine runs (pprof.Do),
+// so the answer is as of the read.
+func (t *Target) LabelsOf(g, goid uint64) (map[string]string, error) {
+	if t.Layout.G.Labels == dwarfx.Missing {
+		return nil, nil
+	}
+	hi := max(t.Layout.G.Goid, t.Layout.G.Labels) + 8
+	buf := make([]byte, hi)
+	if _, err := t.Mem.ReadAt(buf, g); err != nil {
+		return nil, fmt.Errorf("read g at %#x: %w", g, err)
+	}
+	if got := t.u64(buf, t.Layout.G.Goid); got != goid {
+		return nil, fmt.Errorf("g at %#x now holds goroutine %d, not %d", g, got, goid)
+	}
+	p := t.u64(buf, t.Layout.G.Labels)
+	if p == 0 {
+		return nil, nil
+	}
+	return t.readLabels(p)
 }
 
 func (t *Target) readStringData(p, n uint64) (string, error) {

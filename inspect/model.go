@@ -140,6 +140,21 @@ func (g *Goroutine) Location() (Frame, bool) {
 	return Frame{}, false
 }
 
+// CodeFrames returns the frames of code the goroutine is running, innermost
+// first: visible, not inlined (an inlined frame has no code of its own: its
+// caller's frame follows) and not the runtime's plumbing (scheduling,
+// blocking, sync internals). These are the functions a tracer can probe.
+func (g *Goroutine) CodeFrames() []Frame {
+	var out []Frame
+	for _, f := range g.Frames {
+		if f.Elided || f.Inlined || isRuntimePlumbing(f.Function) {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // isUserFunction reports whether a qualified function name belongs to
 // package main or to a module outside the standard library.
 func isUserFunction(name string) bool {

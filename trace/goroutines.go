@@ -8,8 +8,9 @@ const maxHeaderCache = 1 << 16
 // goroutine runs: reading them later from user space would race with the g
 // being reused by another goroutine).
 type headerCache struct {
-	sym   *Symbols
-	cache map[GoroutineKey]Header
+	sym    *Symbols
+	cache  map[GoroutineKey]Header
+	labels func(GoroutineKey, uint64) map[string]string
 }
 
 func newHeaderCache(sym *Symbols) *headerCache {
@@ -26,6 +27,9 @@ func (r *headerCache) Seen(ev *Event) {
 	if ev.GoPC != 0 {
 		h.CreatedBy = r.sym.Resolve(ev.PID, ev.GoPC, true)
 		h.Known = true
+	}
+	if r.labels != nil && ev.G != 0 {
+		h.Labels = r.labels(k, ev.G)
 	}
 	if len(r.cache) >= maxHeaderCache {
 		clear(r.cache)

@@ -313,6 +313,10 @@ func (s *Stats) Write(w io.Writer) error {
 	return tbl.Render()
 }
 
+// MonotonicNow returns CLOCK_MONOTONIC in nanoseconds, the clock of event
+// timestamps (bpf_ktime_get_ns).
+func MonotonicNow() int64 { return monotonicNow() }
+
 // monotonicNow returns CLOCK_MONOTONIC, the clock bpf_ktime_get_ns reads.
 func monotonicNow() int64 {
 	var ts unix.Timespec

@@ -9,8 +9,14 @@ import (
 // matches any run of characters (dots and slashes included), `?` one
 // character, and `[...]` a character class as in path.Match.
 type Pattern struct {
-	text string
+	text  string
+	exact bool
 }
+
+// ExactName returns a pattern matching one function name literally, with
+// no wildcard meaning for the `*`, `?` and `[` its name may hold
+// (`main.(*T).m`, `main.F[...]`).
+func ExactName(name string) Pattern { return Pattern{text: name, exact: true} }
 
 // ParsePattern validates a wildcard pattern.
 func ParsePattern(s string) (Pattern, error) {
@@ -42,6 +48,9 @@ func (p Pattern) String() string { return p.text }
 
 // Match reports whether name matches the whole pattern.
 func (p Pattern) Match(name string) bool {
+	if p.exact {
+		return p.text == name
+	}
 	return match(p.text, name)
 }
 

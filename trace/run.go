@@ -18,6 +18,8 @@ type Handlers struct {
 	Root func(h Header, root *Call)
 	// Tick is called every Interval (if set) while tracing.
 	Tick func()
+	// Event sees every event before the call trees do.
+	Event func(*Event)
 }
 
 // RunOptions bound a run.
@@ -26,6 +28,10 @@ type RunOptions struct {
 	Duration time.Duration
 	// Interval is how often Handlers.Tick runs.
 	Interval time.Duration
+	// Labels, if set, returns the pprof labels of the goroutine whose g is
+	// at address g, read from the live process when gi first sees it (nil
+	// if the g no longer belongs to that goroutine).
+	Labels func(k GoroutineKey, g uint64) map[string]string
 }
 
 // RunResult sums up a finished run.
@@ -38,6 +44,8 @@ type RunResult struct {
 	Running int
 	// OpenGoroutines is the number of goroutines gi still keeps state for.
 	OpenGoroutines int
+	// Open are the calls entered and not yet returned when the run ended.
+	Open []OpenCall
 	// Err is set when the run stopped because the target went away or
 	// the ring buffer failed.
 	Err error
@@ -48,6 +56,7 @@ type RunResult struct {
 // It does not detach: the caller closes the Session.
 func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResult {
 	headers := newHeaderCache(NewSymbols(s.Binary))
+	headers.labels = opts.Labels
 	b := NewBuilder()
 	b.OnCall = func(k GoroutineKey, c *Call) {
 		if hs.Call != nil {
@@ -60,6 +69,9 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		}
 	}
 	handle := func(ev *Event) {
+		if hs.Event != nil {
+			hs.Event(ev)
+		}
 		k := GoroutineKey{PID: ev.PID, Goid: ev.Goid}
 		switch ev.Kind {
 		case bpf.KindEntry:
@@ -118,6 +130,7 @@ loop:
 		res.Err = err
 	}
 	res.Running = len(b.Flush(0))
+	res.Open = b.OpenCalls()
 	res.OpenGoroutines = b.Open()
 	res.Events, res.Lost = s.Events, s.Lost()
 	res.Unmatched, res.Overflow = b.Unmatched, b.Overflow
@@ -132,4 +145,13 @@ func frameKey(ev *Event) uint64 {
 		return 0
 	}
 	return ev.StackHi - ev.SP
+}
+
+// OpenCall is a call entered and not returned when a run ended.
+type OpenCall struct {
+	Goroutine GoroutineKey
+	Func      *Function
+	// Start is CLOCK_MONOTONIC nanoseconds.
+	Start uint64
+	Depth int
 }

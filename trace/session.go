@@ -39,7 +39,7 @@ type Options struct {
 	// Path is the executable to attach to. With PID set and Path empty,
 	// /proc/<pid>/exe is used, which works across mount namespaces.
 	Path string
-	// Include and Exclude select functions by name.
+	// Include and Exclude select functions by name (see also ExactName).
 	Include, Exclude []Pattern
 	// Goids, if not empty, restricts events to these goroutines (in BPF).
 	Goids []uint64

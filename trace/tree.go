@@ -198,3 +198,14 @@ func (b *Builder) pop(st *goroutineState) {
 		delete(b.gs, st.key)
 	}
 }
+
+// OpenCalls lists every call still open, per goroutine outermost first.
+func (b *Builder) OpenCalls() []OpenCall {
+	var out []OpenCall
+	for k, st := range b.gs {
+		for _, c := range st.stack {
+			out = append(out, OpenCall{Goroutine: k, Func: c.Func, Start: c.Start, Depth: c.Depth})
+		}
+	}
+	return out
+}

@@ -24,6 +24,8 @@ type psOptions struct {
 	state                               string
 	match                               string
 	minWait                             time.Duration
+	trace                               time.Duration
+	traceDepth                          int
 }
 
 func newPsCommand(a *app) *cobra.Command {
@@ -35,7 +37,7 @@ func newPsCommand(a *app) *cobra.Command {
 and lists them: id, state, how long each has waited, where it is and who created it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPs(a, cmd.OutOrStdout(), args[0], o)
+			return runPs(a, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
 		},
 	}
 	f := cmd.Flags()
@@ -48,10 +50,15 @@ and lists them: id, state, how long each has waited, where it is and who created
 	f.StringVar(&o.state, "state", "", "only goroutines in this state (e.g. \"chan receive\", waiting, running)")
 	f.StringVar(&o.match, "match", "", "only goroutines with a frame whose function matches `REGEXP`")
 	f.DurationVar(&o.minWait, "min-wait", 0, "only goroutines that have waited at least `DURATION`")
+	f.DurationVar(&o.trace, "trace", 0, "trace the functions the goroutines are in for `D`, then list them with those functions' latencies")
+	f.IntVar(&o.traceDepth, "trace-depth", 1, "with --trace, trace this many code frames of each goroutine")
 	return cmd
 }
 
-func runPs(a *app, out io.Writer, target string, o psOptions) error {
+func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
+	if o.traceDepth < 1 {
+		return fmt.Errorf("--trace-depth must be at least 1")
+	}
 	var re *regexp.Regexp
 	if o.match != "" {
 		var err error
@@ -73,6 +80,13 @@ func runPs(a *app, out io.Writer, target string, o psOptions) error {
 		return err
 	}
 	gs := filterGoroutines(snap.Goroutines, o, re)
+	var pt *psTrace
+	if o.trace > 0 {
+		if snap, pt, err = runPsTrace(a, t, snap, gs, o.trace, o.traceDepth, errOut); err != nil {
+			return err
+		}
+		gs = filterGoroutines(snap.Goroutines, o, re)
+	}
 	if o.pprofFile != "" {
 		f, err := os.Create(o.pprofFile)
 		if err != nil {
@@ -92,9 +106,18 @@ func runPs(a *app, out io.Writer, target string, o psOptions) error {
 	}
 	switch {
 	case o.json && o.group:
-		return inspect.WriteJSON(out, groupsJSON(snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames))
+		return inspect.WriteJSON(out, groupsJSON(snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames, pt))
 	case o.json:
-		return inspect.WriteJSON(out, inspect.ToJSON(snap, gs, o.allFrames))
+		doc := inspect.ToJSON(snap, gs, o.allFrames)
+		if pt != nil {
+			doc.TraceWindow = &pt.window
+			for _, jg := range doc.Goroutines {
+				if l := pt.byGoid[jg.Goid]; l != nil {
+					jg.Trace = l
+				}
+			}
+		}
+		return inspect.WriteJSON(out, doc)
 	case o.stacks && o.group:
 		return writeGroupStacks(out, snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames)
 	case o.stacks:
@@ -103,10 +126,22 @@ func runPs(a *app, out io.Writer, target string, o psOptions) error {
 		}
 		return writeWarnings(out, snap)
 	case o.group:
-		return writeGroupTable(out, snap, gs, inspect.GroupGoroutines(gs, o.allFrames))
+		if err := writeGroupTable(out, snap, gs, inspect.GroupGoroutines(gs, o.allFrames), pt); err != nil {
+			return err
+		}
 	default:
-		return writeTable(out, snap, gs)
+		if err := writeTable(out, snap, gs, pt); err != nil {
+			return err
+		}
 	}
+	if pt != nil {
+		fmt.Fprintf(out, "traced %d functions (%d probes) for %v: %d events, %d lost\n",
+			len(pt.window.Functions), pt.window.Probes, o.trace, pt.window.Events, pt.window.Lost)
+		for _, u := range pt.window.Untraceable {
+			fmt.Fprintf(out, "not traced: %s\n", u)
+		}
+	}
+	return nil
 }
 
 func filterGoroutines(all []*inspect.Goroutine, o psOptions, re *regexp.Regexp) []*inspect.Goroutine {
@@ -239,12 +274,15 @@ func stateText(g *inspect.Goroutine) string {
 	return s
 }
 
-func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine) error {
+func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, pt *psTrace) error {
 	labels := hasLabels(gs)
 	tbl := newTable(out)
 	header := []any{"GOID", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY"}
 	if labels {
 		header = append(header, "LABELS")
+	}
+	if pt != nil {
+		header = append(header, "CALLS", "P50", "P99", "MAX", "IN CALL")
 	}
 	tbl.Header(header...)
 	for _, g := range gs {
@@ -252,6 +290,9 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine) 
 		row := []string{strconv.FormatUint(g.ID, 10), stateText(g), formatWait(g.Wait, g.WaitKnown), fn, loc, createdBy(g)}
 		if labels {
 			row = append(row, formatLabels(g.Labels))
+		}
+		if pt != nil {
+			row = append(row, pt.columns(g)...)
 		}
 		if err := tbl.Append(row); err != nil {
 			return err
@@ -263,12 +304,15 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine) 
 	return writeFooter(out, snap, gs)
 }
 
-func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, groups []*inspect.Group) error {
+func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, groups []*inspect.Group, pt *psTrace) error {
 	labels := hasLabels(gs)
 	tbl := newTable(out)
 	header := []any{"COUNT", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY", "GOIDS"}
 	if labels {
 		header = append(header, "LABELS")
+	}
+	if pt != nil {
+		header = append(header, "CALLS", "P50", "P99", "MAX", "IN CALL")
 	}
 	tbl.Header(header...)
 	for _, gr := range groups {
@@ -277,6 +321,9 @@ func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Gorout
 		row := []string{strconv.Itoa(len(gr.Goroutines)), stateText(g), waitRange(gr), fn, loc, createdByFunction(g), goidList(gr, 5)}
 		if labels {
 			row = append(row, formatLabels(g.Labels))
+		}
+		if pt != nil {
+			row = append(row, pt.groupColumns(gr)...)
 		}
 		if err := tbl.Append(row); err != nil {
 			return err
@@ -378,20 +425,42 @@ type groupJSON struct {
 	MaxWaitNS int64                  `json:"max_wait_ns"`
 	Goids     []uint64               `json:"goids"`
 	Goroutine *inspect.JSONGoroutine `json:"goroutine"`
+	// Stuck counts the members that sat in one call for the whole --trace window.
+	Stuck int `json:"stuck,omitempty"`
 }
 
-func groupsJSON(snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool) any {
+func groupsJSON(snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool, pt *psTrace) any {
 	out := struct {
-		PID       int          `json:"pid"`
-		GoVersion string       `json:"go_version"`
-		PauseNS   int64        `json:"pause_ns"`
-		Groups    []*groupJSON `json:"groups"`
+		PID         int          `json:"pid"`
+		GoVersion   string       `json:"go_version"`
+		PauseNS     int64        `json:"pause_ns"`
+		TraceWindow *traceWindow `json:"trace_window,omitempty"`
+		Groups      []*groupJSON `json:"groups"`
 	}{PID: snap.PID, GoVersion: snap.GoVersion, PauseNS: snap.Pause.Nanoseconds()}
+	if pt != nil {
+		out.TraceWindow = &pt.window
+	}
 	for _, gr := range groups {
 		doc := inspect.ToJSON(snap, []*inspect.Goroutine{gr.Representative()}, allFrames)
 		gj := &groupJSON{Count: len(gr.Goroutines), State: gr.State, MinWaitNS: gr.MinWait.Nanoseconds(), MaxWaitNS: gr.MaxWait.Nanoseconds(), Goroutine: doc.Goroutines[0]}
 		for _, g := range gr.Goroutines {
 			gj.Goids = append(gj.Goids, g.ID)
+		}
+		if pt != nil {
+			if l := pt.byGoid[gr.Representative().ID]; l != nil {
+				gl := *l
+				gl.Stuck, gl.InCallNS = false, 0
+				for _, g := range gr.Goroutines {
+					if m := pt.byGoid[g.ID]; m != nil {
+						gl.InCallNS = max(gl.InCallNS, m.InCallNS)
+						if m.Stuck {
+							gj.Stuck++
+						}
+					}
+				}
+				gl.Stuck = gj.Stuck == len(gr.Goroutines)
+				gj.Goroutine.Trace = &gl
+			}
 		}
 		out.Groups = append(out.Groups, gj)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -155,7 +156,21 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		hs.Tick = func() { bw.Flush() }
 		o.interval = 200 * time.Millisecond
 	}
-	res := s.Run(ctx, trace.RunOptions{Duration: o.duration, Interval: o.interval}, hs)
+	ro := trace.RunOptions{Duration: o.duration, Interval: o.interval}
+	if pid != 0 {
+		// Labels are read from the live process, as gi ps reads them.
+		if tgt, err := inspect.Open(pid); err == nil {
+			defer tgt.Close()
+			ro.Labels = func(k trace.GoroutineKey, g uint64) map[string]string {
+				if int(k.PID) != pid {
+					return nil
+				}
+				l, _ := tgt.LabelsOf(g, k.Goid)
+				return l
+			}
+		}
+	}
+	res := s.Run(ctx, ro, hs)
 	if o.stats {
 		stats.Write(bw)
 	}

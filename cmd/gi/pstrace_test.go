@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/internal/targets"
+)
+
+type psTraceDoc struct {
+	TraceWindow struct {
+		StartNS   int64    `json:"start_ns"`
+		EndNS     int64    `json:"end_ns"`
+		Functions []string `json:"functions"`
+		Lost      uint64   `json:"lost"`
+	} `json:"trace_window"`
+	Goroutines []struct {
+		Goid       uint64            `json:"goid"`
+		State      string            `json:"state"`
+		WaitReason string            `json:"wait_reason"`
+		Function   string            `json:"function"`
+		Labels     map[string]string `json:"labels"`
+		CreatedBy  *struct {
+			Function string `json:"function"`
+			File     string `json:"file"`
+			Line     int    `json:"line"`
+			Goid     uint64 `json:"goid"`
+		} `json:"created_by"`
+		Trace *struct {
+			Function string `json:"function"`
+			Calls    uint64 `json:"calls"`
+			P50NS    int64  `json:"p50_ns"`
+			P99NS    int64  `json:"p99_ns"`
+			MaxNS    int64  `json:"max_ns"`
+			InCallNS int64  `json:"in_call_ns"`
+			Stuck    bool   `json:"stuck"`
+		} `json:"trace"`
+	} `json:"goroutines"`
+}
+
+func psTraceJSON(t *testing.T, pid int, d string) psTraceDoc {
+	t.Helper()
+	out, stderr, code := runGi(t, "ps", "--json", "--trace", d, strconv.Itoa(pid))
+	if code != 0 {
+		t.Fatalf("gi ps --trace: %s", stderr)
+	}
+	var doc psTraceDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return doc
+}
+
+func within(got, want, abs int64, rel float64) bool {
+	d := got - want
+	if d < 0 {
+		d = -d
+	}
+	return d <= abs+int64(rel*float64(want))
+}
+
+// TestPsTraceLatencies: the handler's latencies gi ps --trace reports agree
+// with what the target measured itself over the same window.
+func TestPsTraceLatencies(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}))
+	doc := psTraceJSON(t, p.Pid, "2s")
+	targets.CheckNotStopped(t, p.Pid)
+	w := doc.TraceWindow
+	if w.Lost != 0 {
+		t.Errorf("%d events lost", w.Lost)
+	}
+	truth, err := p.Do(fmt.Sprintf("stats %d %d", w.StartNS, w.EndNS), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := func(k string) int64 { v, _ := strconv.ParseInt(truth[k], 10, 64); return v }
+	seen := 0
+	for _, g := range doc.Goroutines {
+		if g.Trace == nil || g.Trace.Function != "main.handle" {
+			continue
+		}
+		seen++
+		tr := g.Trace
+		if !within(int64(tr.Calls), n("calls"), 12, 0.05) {
+			t.Errorf("goroutine %d: %d handle calls in the window, the target counted %d", g.Goid, tr.Calls, n("calls"))
+		}
+		if !within(tr.P50NS, n("p50_ns"), 300_000, 0.25) || !within(tr.MaxNS, n("max_ns"), 2_000_000, 0.25) {
+			t.Errorf("goroutine %d: p50 %v max %v, the target measured p50 %v max %v", g.Goid,
+				time.Duration(tr.P50NS), time.Duration(tr.MaxNS), time.Duration(n("p50_ns")), time.Duration(n("max_ns")))
+		}
+		if tr.Stuck {
+			t.Errorf("goroutine %d marked stuck with no stall", g.Goid)
+		}
+	}
+	t.Logf("target: %v; gi saw %d goroutines in main.handle", truth, seen)
+	if n("calls") < 100 {
+		t.Errorf("only %d calls in the window", n("calls"))
+	}
+}
+
+// TestPsTraceStuck: a lock held for seconds shows as in-call times for the
+// handlers that entered during the window, and as stuck for those blocked
+// before it began.
+func TestPsTraceStuck(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{PIE: true}))
+
+	// The stall begins half a second into a three-second window.
+	cmd := exec.Command(buildGi(t), "ps", "--json", "--trace", "3s", strconv.Itoa(p.Pid))
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	errPipe, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(errPipe)
+	for sc.Scan() && !strings.Contains(sc.Text(), "gi: tracing") {
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := p.Do("stall 5s", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gi ps --trace: %v", err)
+	}
+	var doc psTraceDoc
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	inCall := 0
+	for _, g := range doc.Goroutines {
+		if g.Labels["worker"] == "" {
+			continue
+		}
+		if g.WaitReason != "sync.Mutex.Lock" || g.Trace == nil || g.Trace.Function != "main.handle" {
+			t.Errorf("worker %d: state %q, trace %+v: want blocked in main.handle", g.Goid, g.State, g.Trace)
+			continue
+		}
+		// Entered when the stall began, half a second into the window.
+		if d := time.Duration(g.Trace.InCallNS); d < 1500*time.Millisecond || d > 2600*time.Millisecond || g.Trace.Stuck {
+			t.Errorf("worker %d: in call %v stuck %v, want about 2.5s (entered when the stall began)", g.Goid, d, g.Trace.Stuck)
+		} else {
+			inCall++
+		}
+	}
+	if inCall != 6 {
+		t.Errorf("%d workers with an in-call time, want 6", inCall)
+	}
+	time.Sleep(3 * time.Second) // let the stall end
+
+	// Blocked before the window: stuck, in call since before it.
+	if _, err := p.Do("stall 6s", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	doc = psTraceJSON(t, p.Pid, "2s")
+	stuck := 0
+	for _, g := range doc.Goroutines {
+		if g.Labels["worker"] != "" && g.Trace != nil && g.Trace.Stuck && g.Trace.InCallNS == 0 {
+			stuck++
+		}
+	}
+	if stuck != 6 {
+		t.Errorf("%d workers marked stuck, want 6", stuck)
+	}
+	out, _, code := runGi(t, "ps", "--group", "--trace", "1s", strconv.Itoa(p.Pid))
+	if code != 0 || !regexp.MustCompile(`(?m)^\s*6\s+sync\.Mutex\.Lock .*main\.handle.*stuck >1\.0s`).MatchString(out) {
+		t.Errorf("--group --trace: no group of 6 stuck handlers:\n%s", out)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+}
+
+// TestTraceHeadersMatchPs: the goroutine headers of gi trace name their
+// goroutines as gi ps does: id, created by (function, file:line, parent), labels.
+func TestTraceHeadersMatchPs(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}))
+	out, stderr, code := runGi(t, "ps", "--json", strconv.Itoa(p.Pid))
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var doc psTraceDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(buildGi(t), "trace", "--duration", "500ms", strconv.Itoa(p.Pid), "main.handle")
+	tr, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gi trace: %v", err)
+	}
+	header := regexp.MustCompile(`(?m)^goroutine (\d+) \(created by (\S+) at (\S+):(\d+) in goroutine (\d+)\)(?: \{(.*)\})?$`)
+	matched := 0
+	for _, m := range header.FindAllStringSubmatch(string(tr), -1) {
+		id, _ := strconv.ParseUint(m[1], 10, 64)
+		for _, g := range doc.Goroutines {
+			if g.Goid != id {
+				continue
+			}
+			matched++
+			c := g.CreatedBy
+			line, _ := strconv.Atoi(m[4])
+			parent, _ := strconv.ParseUint(m[5], 10, 64)
+			if c == nil || c.Function != m[2] || filepath.Base(c.File) != m[3] || c.Line != line || c.Goid != parent {
+				t.Errorf("goroutine %d: trace says created by %s at %s:%s in %s; ps says %+v", id, m[2], m[3], m[4], m[5], c)
+			}
+			if want := formatLabelsBraces(g.Labels); want != m[6] {
+				t.Errorf("goroutine %d: trace labels {%s}, ps labels {%s}", id, m[6], want)
+			}
+		}
+	}
+	if matched < 6 {
+		t.Errorf("compared %d trace headers with ps, want the 6 workers:\n%s", matched, tr)
+	}
+}
+
+func formatLabelsBraces(l map[string]string) string {
+	return strings.ReplaceAll(formatLabels(l), ",", ", ")
+}
