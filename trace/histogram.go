@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// subBuckets is the number of linear sub-buckets per power of two: a
+// subBucketBits is log2 of the linear sub-buckets per power of two: a
 // recorded value lands in a bucket at most 1/16 (6.25%) wider than itself.
 const subBucketBits = 4
 

@@ -67,3 +67,44 @@ func BenchmarkPs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTopOverhead measures the lockserver target's throughput (handler
+// calls per second) while gi top runs on it in a terminal, against the same
+// target without gi, in one run. gi top stops the target once a second for
+// a snapshot and keeps probes on the functions its goroutines are in.
+func BenchmarkTopOverhead(b *testing.B) {
+	requirePrivilege(b)
+	gi := buildGi(b)
+	p := targets.Start(b, targets.Build(b, "lockserver", targets.BuildOptions{}), "-workers", "1", "-pause", "0s", "-hold", "0s", "-work", "20000")
+	rate := func(d time.Duration) float64 {
+		count := func() float64 {
+			r, err := p.Do("calls", time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, _ := strconv.ParseFloat(r["calls"], 64)
+			return n
+		}
+		c0, t0 := count(), time.Now()
+		time.Sleep(d)
+		return (count() - c0) / time.Since(t0).Seconds()
+	}
+	var without, with float64
+	for i := 0; i < b.N; i++ {
+		without += rate(5 * time.Second)
+		name := "gibench" + strconv.Itoa(i)
+		if out, err := exec.Command("tmux", "new-session", "-d", "-s", name, "-x", "200", "-y", "50", gi+" top "+strconv.Itoa(p.Pid)).CombinedOutput(); err != nil {
+			b.Fatalf("tmux: %v %s", err, out)
+		}
+		time.Sleep(2 * time.Second) // attached and refreshing
+		with += rate(5 * time.Second)
+		exec.Command("tmux", "send-keys", "-t", name, "q").Run()
+		time.Sleep(500 * time.Millisecond)
+		exec.Command("tmux", "kill-session", "-t", name).Run()
+	}
+	without, with = without/float64(b.N), with/float64(b.N)
+	b.ReportMetric(without, "calls/s-alone")
+	b.ReportMetric(with, "calls/s-under-top")
+	b.ReportMetric(with/without, "throughput-ratio")
+	fmt.Printf("lockserver throughput: %.0f calls/s alone, %.0f calls/s under gi top (%.1f%%)\n", without, with, 100*with/without)
+}

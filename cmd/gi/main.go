@@ -132,6 +132,6 @@ func newRootCommand(a *app) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPsCommand(a), newTraceCommand(a), newFuncsCommand())
+	root.AddCommand(newPsCommand(a), newTraceCommand(a), newFuncsCommand(), newTopCommand(a))
 	return root
 }

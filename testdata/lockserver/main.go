@@ -31,7 +31,10 @@ var (
 	workers = flag.Int("workers", 6, "worker goroutines")
 	hold    = flag.Duration("hold", time.Millisecond, "how long handle holds the lock")
 	pause   = flag.Duration("pause", 5*time.Millisecond, "pause between a worker's calls")
+	work    = flag.Int("work", 0, "with -hold 0: iterations of busy work under the lock instead of a sleep")
 )
+
+var sink int
 
 var mu sync.Mutex
 
@@ -46,7 +49,12 @@ var (
 func handle() {
 	start := time.Now()
 	mu.Lock()
-	time.Sleep(*hold)
+	if *hold > 0 {
+		time.Sleep(*hold)
+	}
+	for i := 0; i < *work; i++ {
+		sink += i * i
+	}
 	mu.Unlock()
 	end := time.Now()
 	recMu.Lock()
@@ -58,7 +66,9 @@ func handle() {
 func worker() {
 	for {
 		handle()
-		time.Sleep(*pause)
+		if *pause > 0 {
+			time.Sleep(*pause)
+		}
 	}
 }
 

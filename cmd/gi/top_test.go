@@ -1,0 +1,157 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/internal/targets"
+)
+
+// tmuxSession drives a real terminal.
+type tmuxSession struct {
+	t    *testing.T
+	name string
+}
+
+func (s *tmuxSession) run(args ...string) string {
+	s.t.Helper()
+	out, err := exec.Command("tmux", args...).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func (s *tmuxSession) keys(keys ...string) {
+	s.t.Helper()
+	s.run(append([]string{"send-keys", "-t", s.name}, keys...)...)
+}
+
+func (s *tmuxSession) screen() string {
+	return s.run("capture-pane", "-p", "-t", s.name)
+}
+
+// waitFor polls the screen until ok accepts it.
+func (s *tmuxSession) waitFor(what string, ok func(string) bool) string {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sc := s.screen()
+		if ok(sc) {
+			return sc
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("screen never showed %s:\n%s", what, sc)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func contains(subs ...string) func(string) bool {
+	return func(s string) bool {
+		for _, sub := range subs {
+			if !strings.Contains(s, sub) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// TestTopInTmux runs gi top in a real terminal (tmux) against the lockserver
+// target, drives sorting, filtering, expanding and quitting with keys, and
+// checks the screen, the terminal afterwards, the target and the probes.
+func TestTopInTmux(t *testing.T) {
+	requirePrivilege(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
+			t.Fatal("tmux is missing (make deps installs it)")
+		}
+		t.Skip("tmux is missing")
+	}
+	gi := buildGi(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}))
+	s := &tmuxSession{t: t, name: "gitop" + strconv.Itoa(os.Getpid())}
+	s.run("new-session", "-d", "-s", s.name, "-x", "200", "-y", "50", "sh")
+	defer exec.Command("tmux", "kill-session", "-t", s.name).Run()
+	s.keys("clear; echo BEFORE-GI-TOP", "Enter")
+	s.waitFor("the shell", contains("BEFORE-GI-TOP"))
+	s.keys(gi+" top "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+
+	sc := s.waitFor("the grouped view with latencies", func(sc string) bool {
+		return strings.Contains(sc, "gi top - pid "+strconv.Itoa(p.Pid)) && strings.Contains(sc, "main.handle") &&
+			strings.Contains(sc, "sort: count") && strings.Contains(sc, "ms ")
+	})
+	for _, want := range []string{"COUNT", "STATE", "MAXWAIT", "P99", "main.worker"} {
+		if !strings.Contains(sc, want) {
+			t.Errorf("screen lacks %q:\n%s", want, sc)
+		}
+	}
+	giPid := findProcess(t, "top "+strconv.Itoa(p.Pid))
+	progs, links := bpfObjectsOf(t, giPid)
+	if len(progs) == 0 {
+		t.Errorf("gi top holds no BPF programs: no trace runs")
+	}
+
+	s.keys("p")
+	s.waitFor("sort by p99", contains("sort: p99"))
+	s.keys("w")
+	s.waitFor("sort by wait", contains("sort: wait"))
+
+	s.keys("/", "h", "a", "n", "d", "l", "e", "Enter")
+	sc = s.waitFor("the filter applied", contains("filter: handle"))
+	if strings.Contains(sc, "main.worker") || !strings.Contains(sc, "main.handle") {
+		t.Errorf("filter 'handle' shows other groups or none:\n%s", sc)
+	}
+
+	s.keys("Enter")
+	sc = s.waitFor("an expanded group", contains("goroutines ", "main.handle(...)", "lockserver/main.go"))
+	if !strings.Contains(sc, "created by main.main") {
+		t.Errorf("expanded stack lacks its creator:\n%s", sc)
+	}
+
+	s.keys("q")
+	sc = s.waitFor("gi exiting", contains("GI-EXIT=0"))
+	if strings.Contains(sc, "gi top - pid") || !strings.Contains(sc, "BEFORE-GI-TOP") {
+		t.Errorf("the terminal was not restored after quitting:\n%s", sc)
+	}
+	checkReleased(t, progs, links)
+	targets.CheckNotStopped(t, p.Pid)
+	if _, err := p.Do("calls", time.Minute); err != nil {
+		t.Errorf("target broken after gi top: %v", err)
+	}
+}
+
+func TestTopWithoutTerminal(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}))
+	_, stderr, code := runGi(t, "top", strconv.Itoa(p.Pid))
+	checkOneLineError(t, stderr, code, `needs a terminal`)
+}
+
+// findProcess returns the pid of the process whose command line contains s.
+func findProcess(t *testing.T, s string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			cmd := strings.ReplaceAll(string(b), "\x00", " ")
+			if strings.Contains(cmd, s) && !strings.Contains(cmd, "sh -c") && !strings.HasPrefix(cmd, "sh") {
+				return pid
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no process with %q in its command line", s)
+	return 0
+}
