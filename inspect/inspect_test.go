@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/targets"
@@ -75,7 +76,12 @@ func TestSnapshotMatchesRuntimeDump(t *testing.T) {
 }
 
 func compareWithDump(t *testing.T, bin string, args ...string) {
-	p := targets.Start(t, bin, args...)
+	compareSnapshot(t, targets.Start(t, bin, args...))
+}
+
+// compareSnapshot compares gi's snapshot of a running psstates target with
+// the dump the target took of itself.
+func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 	tgt, err := inspect.Open(p.Pid)
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -179,6 +185,38 @@ func compareWithDump(t *testing.T, bin string, args ...string) {
 	}
 	if len(snap.Warnings) > 0 {
 		t.Errorf("warnings: %v", snap.Warnings)
+	}
+
+	// Waits: the target ran two collections after its goroutines blocked,
+	// so the runtime recorded g.waitsince for the parked ones (seconds ago).
+	parked, known := 0, 0
+	for _, g := range snap.Goroutines {
+		if loc, ok := g.Location(); ok && loc.Function == "main.parked" {
+			parked++
+			if g.WaitKnown && g.Wait > 0 && g.Wait < time.Minute {
+				known++
+			}
+		}
+	}
+	if parked == 0 || known < parked*9/10 {
+		t.Errorf("%d of %d parked goroutines have a plausible wait (0 < wait < 1m)", known, parked)
+	}
+	return snap
+}
+
+// TestSnapshotInContainer inspects a target in its own PID, mount and time
+// namespaces (chrooted, pid 1 in its namespace, its monotonic clock a day
+// ahead of the host's) from the host, against the target's own dump.
+func TestSnapshotInContainer(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "psstates", targets.BuildOptions{})
+	p := targets.StartInContainer(t, bin, targets.ContainerOptions{MonotonicOffset: 24 * time.Hour}, "-park", "2000", "-depth", "300")
+	if ns, err := targets.NSPid(p.Pid); err != nil || ns != 1 {
+		t.Fatalf("target is pid %d in its namespace (%v), want 1", ns, err)
+	}
+	snap := compareSnapshot(t, p)
+	if snap.NSPid != 1 {
+		t.Errorf("snapshot says namespace pid %d, want 1", snap.NSPid)
 	}
 }
 

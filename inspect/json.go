@@ -7,7 +7,9 @@ import (
 
 // JSONSnapshot is the document `gi ps --json` prints.
 type JSONSnapshot struct {
-	PID       int      `json:"pid"`
+	PID int `json:"pid"`
+	// NSPid is the pid inside the process's own PID namespace.
+	NSPid     int      `json:"ns_pid"`
 	GoVersion string   `json:"go_version"`
 	PauseNS   int64    `json:"pause_ns"`
 	Warnings  []string `json:"warnings,omitempty"`
@@ -60,6 +62,7 @@ type JSONFrame struct {
 func ToJSON(snap *Snapshot, gs []*Goroutine, allFrames bool) *JSONSnapshot {
 	out := &JSONSnapshot{
 		PID:        snap.PID,
+		NSPid:      snap.NSPid,
 		GoVersion:  snap.GoVersion,
 		PauseNS:    snap.Pause.Nanoseconds(),
 		Warnings:   snap.Warnings,

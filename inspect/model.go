@@ -14,7 +14,10 @@ import (
 
 // Snapshot is the decoded state of every goroutine of a process at one instant.
 type Snapshot struct {
-	PID       int
+	PID int
+	// NSPid is the process's pid inside its own PID namespace (a
+	// container's view); equal to PID outside containers.
+	NSPid     int
 	Exe       string // path of the executable as gi opened it
 	GoVersion string
 	// Pause is how long the target was stopped.

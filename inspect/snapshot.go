@@ -43,6 +43,10 @@ type Target struct {
 	Bias uint64
 	Mem  *ptrace.Memory
 
+	// clockOffset is the target's CLOCK_MONOTONIC minus gi's (time
+	// namespaces): g.waitsince is in the target's clock.
+	clockOffset time.Duration
+
 	waitReasons []string
 	statusNames []string
 	sym         *symbolizer
@@ -87,6 +91,9 @@ func (t *Target) init() error {
 		return fmt.Errorf("process %d: runtime layout: %w", t.PID, err)
 	}
 	if t.Bias, err = loadBias(t.PID, t.Binary); err != nil {
+		return fmt.Errorf("process %d: %w", t.PID, err)
+	}
+	if t.clockOffset, err = clockOffset(t.PID); err != nil {
 		return fmt.Errorf("process %d: %w", t.PID, err)
 	}
 	if t.Mem, err = ptrace.OpenMemory(t.PID); err != nil {
@@ -168,7 +175,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stop process %d: %w", t.PID, err)
 	}
-	now := monotonicNow()
+	now := monotonicNow() + int64(t.clockOffset) // the target's clock
 	taken := time.Now()
 	raw, copyErr := func() (raw *rawSnapshot, err error) {
 		defer func() {
@@ -189,8 +196,10 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	if resumeErr != nil {
 		return nil, fmt.Errorf("resume process %d: %w", t.PID, resumeErr)
 	}
+	nsPid, _ := ptrace.NamespacePID(t.PID)
 	snap := &Snapshot{
 		PID:       t.PID,
+		NSPid:     nsPid,
 		Exe:       t.Binary.Path,
 		GoVersion: t.Binary.GoVersion,
 		Pause:     pause,
@@ -202,6 +211,19 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	sort.SliceStable(snap.Goroutines, func(i, j int) bool { return snap.Goroutines[i].ID < snap.Goroutines[j].ID })
 	snap.Total = time.Since(start)
 	return snap, nil
+}
+
+// clockOffset returns how far the target's monotonic clock is ahead of gi's.
+func clockOffset(pid int) (time.Duration, error) {
+	theirs, err := ptrace.MonotonicOffset(pid)
+	if err != nil {
+		return 0, err
+	}
+	ours, err := ptrace.MonotonicOffset(0)
+	if err != nil {
+		return 0, err
+	}
+	return theirs - ours, nil
 }
 
 // monotonicNow returns CLOCK_MONOTONIC, the clock runtime.nanotime reads.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // atEntry is the auxiliary vector tag of the program entry point.
@@ -31,4 +33,55 @@ func EntryPoint(pid int) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("process %d: auxv has no AT_ENTRY", pid)
+}
+
+// MonotonicOffset returns the CLOCK_MONOTONIC offset of the time namespace
+// process pid lives in (0 outside time namespaces, or where the kernel has
+// none): the process's monotonic clock reads the host's plus this. pid 0
+// means gi itself.
+func MonotonicOffset(pid int) (time.Duration, error) {
+	who := "self"
+	if pid != 0 {
+		who = strconv.Itoa(pid)
+	}
+	b, err := os.ReadFile("/proc/" + who + "/timens_offsets")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil // kernel without time namespaces
+		}
+		return 0, fmt.Errorf("process %s: read time namespace offsets: %w", who, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && (f[0] == "monotonic" || f[0] == "1") {
+			sec, err1 := strconv.ParseInt(f[1], 10, 64)
+			nsec, err2 := strconv.ParseInt(f[2], 10, 64)
+			if err1 != nil || err2 != nil {
+				return 0, fmt.Errorf("process %s: bad timens_offsets line %q", who, line)
+			}
+			return time.Duration(sec)*time.Second + time.Duration(nsec), nil
+		}
+	}
+	return 0, nil
+}
+
+// NamespacePID returns the pid of process pid inside its own PID namespace
+// (the last NSpid field of /proc/<pid>/status): the pid a container shows.
+func NamespacePID(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+		}
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				return strconv.Atoi(f[len(f)-1])
+			}
+		}
+	}
+	return pid, nil // kernels before 4.1 have no NSpid
 }

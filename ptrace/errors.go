@@ -13,7 +13,7 @@ var (
 	// ErrNoSuchProcess means the pid names no process.
 	ErrNoSuchProcess = errors.New("no such process")
 	// ErrPermission means the caller may not trace or read the process.
-	ErrPermission = errors.New("permission denied: tracing another user's process needs root or CAP_SYS_PTRACE")
+	ErrPermission = errors.New("permission denied: reading another process needs CAP_SYS_PTRACE (in a container: --cap-add=SYS_PTRACE; in Kubernetes: securityContext.capabilities.add [SYS_PTRACE])")
 	// ErrAlreadyTraced means another tracer (a debugger, strace) is attached.
 	ErrAlreadyTraced = errors.New("already traced by another process")
 	// ErrProcessExited means the process exited while it was being read.

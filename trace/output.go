@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/olekukonko/tablewriter"
@@ -313,15 +314,23 @@ func (s *Stats) Write(w io.Writer) error {
 	return tbl.Render()
 }
 
-// MonotonicNow returns CLOCK_MONOTONIC in nanoseconds, the clock of event
-// timestamps (bpf_ktime_get_ns).
+// MonotonicNow returns the host's CLOCK_MONOTONIC in nanoseconds, the
+// clock of event timestamps (bpf_ktime_get_ns), even when gi runs in a
+// time namespace of its own.
 func MonotonicNow() int64 { return monotonicNow() }
 
-// monotonicNow returns CLOCK_MONOTONIC, the clock bpf_ktime_get_ns reads.
+// selfClockOffset is gi's own time-namespace offset, read once.
+var selfClockOffset = sync.OnceValue(func() int64 {
+	off, _ := ptrace.MonotonicOffset(0)
+	return int64(off)
+})
+
+// monotonicNow returns the host's CLOCK_MONOTONIC, the clock
+// bpf_ktime_get_ns reads: gi's own clock minus its namespace's offset.
 func monotonicNow() int64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
 		return 0
 	}
-	return ts.Nano()
+	return ts.Nano() - selfClockOffset()
 }

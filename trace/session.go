@@ -25,7 +25,7 @@ var (
 	ErrNoBTF         = errors.New("kernel lacks BTF (/sys/kernel/btf/vmlinux): needed to read the thread pointer with CO-RE")
 	ErrNoUprobes     = errors.New("kernel lacks uprobes (no uprobe PMU in /sys/bus/event_source/devices)")
 	ErrNoRingbuf     = errors.New("kernel lacks BPF ring buffers (5.8+)")
-	ErrBPFPermission = errors.New("permission denied loading eBPF programs: gi trace needs root, or CAP_BPF and CAP_PERFMON")
+	ErrBPFPermission = errors.New("permission denied loading eBPF programs: gi trace needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); in a container: --cap-add=BPF --cap-add=PERFMON")
 )
 
 // DefaultRingBytes is the ring buffer size: 16 MiB, 262144 events.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+
+	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +14,9 @@ import (
 // resolvePID turns a pid or a process name into a pid. A name must match
 // exactly one process (by comm or by the base name of argv[0]).
 func resolvePID(arg string) (int, error) {
+	if arg == "" {
+		return 0, fmt.Errorf("no process given: a pid, a process name, or --ns-pid with --in")
+	}
 	if pid, err := strconv.Atoi(arg); err == nil {
 		if pid <= 0 {
 			return 0, fmt.Errorf("invalid pid %d", pid)
@@ -54,4 +59,82 @@ func resolvePID(arg string) (int, error) {
 		ids[i] = strconv.Itoa(p)
 	}
 	return 0, fmt.Errorf("%q is ambiguous: %d processes match (pids %s): give a pid", arg, len(matches), strings.Join(ids, ", "))
+}
+
+// pidText shows a pid with its pid inside the process's own namespace when
+// they differ: "8406 (1 in its PID namespace)".
+func pidText(pid, nsPid int) string {
+	if nsPid == 0 || nsPid == pid {
+		return strconv.Itoa(pid)
+	}
+	return fmt.Sprintf("%d (%d in its PID namespace)", pid, nsPid)
+}
+
+// resolveNSPid finds the pid, as gi sees it, of the process that is nsPid
+// inside the PID namespace of process in (any process of a container).
+func resolveNSPid(nsPid, in int) (int, error) {
+	want, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", in))
+	if err != nil {
+		return 0, fmt.Errorf("--in %d: %w", in, err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("list processes: %w", err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+		if err != nil || ns != want {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(v)
+				if len(f) > 0 && f[len(f)-1] == strconv.Itoa(nsPid) {
+					return pid, nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("no process %d in the PID namespace of process %d", nsPid, in)
+}
+
+// targetFlags are the ways to name a process shared by ps, trace and top.
+type targetFlags struct {
+	nsPid, in int
+}
+
+// resolve returns the pid gi works on: from --ns-pid/--in, else the argument.
+func (f targetFlags) resolve(arg string) (int, error) {
+	if f.nsPid != 0 || f.in != 0 {
+		if f.nsPid == 0 || f.in == 0 {
+			return 0, fmt.Errorf("--ns-pid and --in go together")
+		}
+		if arg != "" {
+			return 0, fmt.Errorf("give either a pid or --ns-pid/--in, not both")
+		}
+		return resolveNSPid(f.nsPid, f.in)
+	}
+	return resolvePID(arg)
+}
+
+// addTargetFlags declares --ns-pid and --in.
+func addTargetFlags(f *pflag.FlagSet, t *targetFlags) {
+	f.IntVar(&t.nsPid, "ns-pid", 0, "the target's pid inside its container's PID namespace (with --in)")
+	f.IntVar(&t.in, "in", 0, "any process of the container whose namespace --ns-pid refers to")
+}
+
+// firstArg returns args[0], or "" if there is none.
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }

@@ -26,18 +26,19 @@ type psOptions struct {
 	minWait                             time.Duration
 	trace                               time.Duration
 	traceDepth                          int
+	target                              targetFlags
 }
 
 func newPsCommand(a *app) *cobra.Command {
 	var o psOptions
 	cmd := &cobra.Command{
-		Use:   "ps <pid|name>",
+		Use:   "ps <pid|name> | --ns-pid N --in PID",
 		Short: "List every goroutine of a live Go process",
 		Long: `ps stops the process for a few milliseconds, copies its goroutines, resumes it,
 and lists them: id, state, how long each has waited, where it is and who created it.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPs(a, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
+			return runPs(a, cmd.OutOrStdout(), cmd.ErrOrStderr(), firstArg(args), o)
 		},
 	}
 	f := cmd.Flags()
@@ -52,6 +53,7 @@ and lists them: id, state, how long each has waited, where it is and who created
 	f.DurationVar(&o.minWait, "min-wait", 0, "only goroutines that have waited at least `DURATION`")
 	f.DurationVar(&o.trace, "trace", 0, "trace the functions the goroutines are in for `D`, then list them with those functions' latencies")
 	f.IntVar(&o.traceDepth, "trace-depth", 1, "with --trace, trace this many code frames of each goroutine")
+	addTargetFlags(f, &o.target)
 	return cmd
 }
 
@@ -66,7 +68,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 			return fmt.Errorf("--match: %w", err)
 		}
 	}
-	pid, err := resolvePID(target)
+	pid, err := o.target.resolve(target)
 	if err != nil {
 		return err
 	}
@@ -406,7 +408,7 @@ func writeFooter(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine)
 		parts[i] = fmt.Sprintf("%d %s", counts[s], s)
 	}
 	fmt.Fprintf(out, "\n%d goroutines: %s\n", len(gs), strings.Join(parts, ", "))
-	fmt.Fprintf(out, "pid %d, %s, paused %s\n", snap.PID, snap.GoVersion, snap.Pause.Round(time.Microsecond))
+	fmt.Fprintf(out, "pid %s, %s, paused %s\n", pidText(snap.PID, snap.NSPid), snap.GoVersion, snap.Pause.Round(time.Microsecond))
 	return writeWarnings(out, snap)
 }
 

@@ -38,19 +38,22 @@ const (
 )
 
 func newTopCommand(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "top <pid|name>",
+	var tf targetFlags
+	cmd := &cobra.Command{
+		Use:   "top <pid|name> | --ns-pid N --in PID",
 		Short: "A live view of a process's goroutines, grouped, with the latency of the functions they are in",
 		Long: `top refreshes every second: goroutines grouped by state and function, how
 many, how long they have waited, and the latency of those functions from a
 trace kept running on them. Keys: c/w/p sort by count, wait, p99; / filter;
 j/k or arrows move; Enter expands a group into its goroutines and stacks;
 q quits (and detaches).`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runTop(a, args[0])
+			return runTop(a, firstArg(args), tf)
 		},
 	}
+	addTargetFlags(cmd.Flags(), &tf)
+	return cmd
 }
 
 // topGroup is one row of the view.
@@ -151,12 +154,12 @@ type topView struct {
 	message   string
 }
 
-func runTop(a *app, target string) error {
+func runTop(a *app, target string, tf targetFlags) error {
 	fd := int(os.Stdout.Fd())
 	if !term.IsTerminal(fd) || !term.IsTerminal(int(os.Stdin.Fd())) {
 		return errors.New("gi top needs a terminal: use gi ps (or gi ps --trace D) for output that is not interactive")
 	}
-	pid, err := resolvePID(target)
+	pid, err := tf.resolve(target)
 	if err != nil {
 		return err
 	}
@@ -374,8 +377,8 @@ func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*topGroup, v *topView
 		}
 	}
 	sortName := map[byte]string{'c': "count", 'w': "wait", 'p': "p99"}[v.sortBy]
-	lines = append(lines, fmt.Sprintf("gi top - pid %d (%s) - %d goroutines - paused %v - %s - sort: %s",
-		snap.PID, snap.GoVersion, total, snap.Pause.Round(10*time.Microsecond), time.Now().Format("15:04:05"), sortName))
+	lines = append(lines, fmt.Sprintf("gi top - pid %s (%s) - %d goroutines - paused %v - %s - sort: %s",
+		pidText(snap.PID, snap.NSPid), snap.GoVersion, total, snap.Pause.Round(10*time.Microsecond), time.Now().Format("15:04:05"), sortName))
 	filter := "filter: " + v.filterSrc
 	if v.editing {
 		filter = "filter: /" + v.input + "_"

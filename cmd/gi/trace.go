@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -26,21 +27,29 @@ type traceOptions struct {
 	goids       []uint
 	json        bool
 	perfEvents  bool
+	target      targetFlags
 }
 
 func newTraceCommand(a *app) *cobra.Command {
 	var o traceOptions
 	cmd := &cobra.Command{
-		Use:   "trace <pid|name|binary> PATTERN...",
+		Use:   "trace <pid|name|binary> PATTERN... | --ns-pid N --in PID PATTERN...",
 		Short: "Print per-goroutine call trees and latencies of functions, through eBPF uprobes",
 		Long: `trace attaches uprobes at the entry and at every RET of the functions the
 patterns match (shell wildcards over function names: 'main.*', 'net/http.(*conn).*')
 and prints, per goroutine, the call tree of each root call as it returns, until
 Ctrl-C or --duration. Given a binary path instead of a pid, it traces every
 process running that binary.`,
-		Args: cobra.MinimumNArgs(2),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runTrace(a, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1:], o)
+			target, patterns := "", args
+			if o.target.nsPid == 0 && o.target.in == 0 {
+				target, patterns = args[0], args[1:]
+			}
+			if len(patterns) == 0 {
+				return fmt.Errorf("no pattern: say which functions to trace, e.g. 'main.*'")
+			}
+			return runTrace(a, cmd.OutOrStdout(), cmd.ErrOrStderr(), target, patterns, o)
 		},
 	}
 	f := cmd.Flags()
@@ -53,6 +62,7 @@ process running that binary.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON line per completed call and a final summary")
 	f.BoolVar(&o.perfEvents, "perf-events", false, "attach one perf event per probe instead of uprobe_multi links")
 	f.MarkHidden("perf-events")
+	addTargetFlags(f, &o.target)
 	return cmd
 }
 
@@ -96,15 +106,20 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	if o.interval > 0 && !o.stats {
 		return errors.New("--interval needs --stats")
 	}
-	pid, path, err := traceTarget(target)
+	var pid int
+	var path string
+	if target == "" {
+		pid, err = o.target.resolve("")
+	} else {
+		pid, path, err = traceTarget(target)
+	}
 	if err != nil {
 		return err
 	}
-	if os.Geteuid() != 0 {
-		// Loading would fail with EPERM anyway; say what is needed first.
-		if _, err := os.Stat("/proc/self"); err == nil && !hasBPFCaps() {
-			return trace.ErrBPFPermission
-		}
+	// Loading would fail with EPERM anyway; say what is needed first (root
+	// in a container often lacks these capabilities).
+	if !hasBPFCaps() {
+		return trace.ErrBPFPermission
 	}
 	s, err := trace.Open(trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents})
 	if err != nil {
@@ -119,7 +134,8 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	for _, w := range s.Warnings {
 		fmt.Fprintf(stderr, "gi: warning: %s\n", w)
 	}
-	what := fmt.Sprintf("pid %d", pid)
+	nsPid, _ := ptrace.NamespacePID(pid)
+	what := "pid " + pidText(pid, nsPid)
 	if pid == 0 {
 		what = "every process running " + path
 	}

@@ -227,6 +227,11 @@ func dumper() {
 	// Let every goroutine reach its blocking call, then keep the garbage
 	// collector from changing anything between the dump and gi's snapshot.
 	time.Sleep(300 * time.Millisecond)
+	// Two collections: the runtime records g.waitsince (what the dump's
+	// "N minutes" and gi's WAIT come from) at the first GC that sees a
+	// goroutine blocked, with the start time of the previous GC, which is
+	// 0 before any GC has finished.
+	runtime.GC()
 	runtime.GC()
 	debug.SetGCPercent(-1)
 

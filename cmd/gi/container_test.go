@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/internal/targets"
+)
+
+// TestContainerFromHost: gi on the host, the target in its own PID, mount
+// and time namespaces (chrooted, pid 1 inside): gi ps by host pid and by
+// --ns-pid/--in shows both pids; gi trace attaches through /proc/<pid>/exe.
+func TestContainerFromHost(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.StartInContainer(t, targets.Build(t, "tracee", targets.BuildOptions{}), targets.ContainerOptions{MonotonicOffset: 48 * time.Hour})
+	host := strconv.Itoa(p.Pid)
+
+	out, stderr, code := runGi(t, "ps", host)
+	if code != 0 {
+		t.Fatalf("gi ps: %s", stderr)
+	}
+	if !strings.Contains(out, "pid "+host+" (1 in its PID namespace)") {
+		t.Errorf("footer does not give both pids:\n%s", out)
+	}
+	// --in names any process of the container: here the target itself.
+	out2, stderr, code := runGi(t, "ps", "--json", "--ns-pid", "1", "--in", host)
+	if code != 0 {
+		t.Fatalf("gi ps --ns-pid 1 --in %s: %s", host, stderr)
+	}
+	var doc struct {
+		PID   int `json:"pid"`
+		NSPid int `json:"ns_pid"`
+	}
+	if err := json.Unmarshal([]byte(out2), &doc); err != nil || doc.PID != p.Pid || doc.NSPid != 1 {
+		t.Errorf("--ns-pid: pid %d ns_pid %d (%v), want %d and 1", doc.PID, doc.NSPid, err, p.Pid)
+	}
+
+	g := startGiTrace(t, "--json", host, "main.chain*")
+	if !strings.Contains(g.stderr.String(), "(1 in its PID namespace)") {
+		t.Errorf("trace does not name the namespace pid: %s", g.stderr)
+	}
+	if _, err := p.Do("chain 3", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	g.stop(t, syscall.SIGINT)
+	if n := strings.Count(g.stdout.String(), `"function":"main.chainA"`); n != 3 {
+		t.Errorf("%d chainA calls traced in the container, want 3:\n%s", n, g.stdout)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+}
+
+// TestSidecar: gi runs inside the target's PID namespace but in a mount
+// namespace of its own (a sidecar container sharing the process namespace):
+// it sees the target as pid 1 and lists and traces it.
+func TestSidecar(t *testing.T) {
+	requirePrivilege(t)
+	gi := buildGi(t)
+	p := targets.StartInContainer(t, targets.Build(t, "tracee", targets.BuildOptions{}), targets.ContainerOptions{})
+	sidecar := func(args ...string) *exec.Cmd {
+		return exec.Command("nsenter", append([]string{"--target", strconv.Itoa(p.Pid), "--pid", "--",
+			"unshare", "--mount", "--fork", "--kill-child", "--mount-proc", gi}, args...)...)
+	}
+	out, err := sidecar("ps", "--json", "1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gi ps in the sidecar: %v\n%s", err, out)
+	}
+	var doc struct {
+		PID        int `json:"pid"`
+		Goroutines []struct {
+			Function string `json:"function"`
+		} `json:"goroutines"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if doc.PID != 1 || len(doc.Goroutines) == 0 || doc.Goroutines[0].Function != "main.main" {
+		t.Errorf("sidecar view: pid %d, %d goroutines: %+v", doc.PID, len(doc.Goroutines), doc.Goroutines)
+	}
+
+	cmd := sidecar("trace", "--duration", "3s", "--json", "1", "main.chainA")
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	errPipe, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, _ := errPipe.Read(buf) // the "tracing" line
+	if !strings.Contains(string(buf[:n]), "gi: tracing") {
+		t.Fatalf("gi trace in the sidecar: %s", buf[:n])
+	}
+	if _, err := p.Do("chain 2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			if _, err := errPipe.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gi trace in the sidecar: %v", err)
+	}
+	if c := strings.Count(stdout.String(), `"function":"main.chainA"`); c != 2 {
+		t.Errorf("%d chainA calls seen from the sidecar, want 2:\n%s", c, stdout.String())
+	}
+}
+
+// TestMissingCapabilities: root without CAP_SYS_PTRACE, or without CAP_BPF
+// and CAP_PERFMON (a container started without --cap-add), gets an error
+// that names the capability to add.
+func TestMissingCapabilities(t *testing.T) {
+	requirePrivilege(t)
+	gi := buildGi(t)
+	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
+	run := func(drop string, args ...string) (string, int) {
+		cmd := exec.Command("setpriv", append([]string{"--inh-caps=" + drop, "--bounding-set=" + drop, gi}, args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		cmd.Run()
+		return stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	stderr, code := run("-sys_ptrace", "ps", strconv.Itoa(p.Pid))
+	checkOneLineError(t, stderr, code, `CAP_SYS_PTRACE`)
+	stderr, code = run("-bpf,-perfmon,-sys_admin", "trace", strconv.Itoa(p.Pid), "main.chainA")
+	checkOneLineError(t, stderr, code, `CAP_BPF and CAP_PERFMON`)
+	targets.CheckNotStopped(t, p.Pid)
+}
