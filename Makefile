@@ -5,7 +5,7 @@ GI        := $(BIN)/gi
 DEMO      := $(BIN)/demo
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all build deps demo test test-short lint bench generate check-generate clean
+.PHONY: all build deps demo test test-short lint bench generate generate-tables check-generate clean
 
 all: build
 
@@ -59,6 +59,12 @@ bench:
 # Rebuild the committed bpf2go output from bpf/gi.bpf.c.
 generate: deps
 	$(GO) generate ./bpf/
+
+# Rebuild dwarfx's table of runtime layouts for stripped binaries: builds a
+# probe program with every supported Go release (toolchains through the
+# module proxy) for amd64 and arm64 and reads its DWARF.
+generate-tables:
+	cd dwarfx && $(GO) generate ./
 
 # Fail if the committed bpf2go output is not what gi.bpf.c compiles to.
 check-generate: deps

@@ -75,6 +75,22 @@ func TestSnapshotMatchesRuntimeDump(t *testing.T) {
 	}
 }
 
+// TestSnapshotStripped does the same for binaries linked with -s -w: no
+// symbols, no DWARF; layouts from the generated table, allgs found in code.
+func TestSnapshotStripped(t *testing.T) {
+	requirePrivilege(t)
+	for _, tc := range targets.Toolchains() {
+		for _, pie := range []bool{false, true} {
+			opts := targets.BuildOptions{Toolchain: tc, PIE: pie, Stripped: true}
+			t.Run(opts.String(), func(t *testing.T) {
+				t.Parallel()
+				bin := targets.Build(t, "psstates", opts)
+				compareWithDump(t, bin, "-park", "2000", "-depth", "300")
+			})
+		}
+	}
+}
+
 func compareWithDump(t *testing.T, bin string, args ...string) {
 	compareSnapshot(t, targets.Start(t, bin, args...))
 }

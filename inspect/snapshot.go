@@ -79,14 +79,9 @@ func Open(pid int) (*Target, error) {
 }
 
 func (t *Target) init() error {
-	dbg, err := dwarfx.LoadDebug(t.Binary.File)
-	if err != nil {
-		if errors.Is(err, dwarfx.ErrNoDWARF) {
-			return fmt.Errorf("process %d: %s has no DWARF (stripped with -ldflags=-w or -s): runtime layouts unavailable", t.PID, t.Binary.GoVersion)
-		}
-		return fmt.Errorf("process %d: %w", t.PID, err)
-	}
-	t.Layout, err = dwarfx.LayoutFromDWARF(dbg)
+	var table *dwarfx.VersionLayout
+	var err error
+	t.Layout, table, err = dwarfx.LoadRuntimeLayout(t.Binary)
 	if err != nil {
 		return fmt.Errorf("process %d: runtime layout: %w", t.PID, err)
 	}
@@ -98,6 +93,12 @@ func (t *Target) init() error {
 	}
 	if t.Mem, err = ptrace.OpenMemory(t.PID); err != nil {
 		return fmt.Errorf("process %d: %w", t.PID, err)
+	}
+	if table != nil {
+		// Stripped: the strings of the same Go release, generated.
+		t.waitReasons, t.statusNames = table.WaitReasons, table.GStatuses
+		t.sym = newSymbolizer(t.Binary, t.Bias)
+		return nil
 	}
 	// Static tables: read from the live process (relocations applied).
 	if t.waitReasons, err = t.readStringArray(t.Layout.WaitReasonStrings, t.Layout.WaitReasonCount); err != nil {

@@ -316,11 +316,7 @@ func boolByte(b bool) uint8 {
 
 // goroutineLayout returns the offsets the BPF programs need.
 func goroutineLayout(bin *dwarfx.Binary) (*dwarfx.RuntimeLayout, error) {
-	dbg, err := dwarfx.LoadDebug(bin.File)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: runtime.g layout unavailable", bin.Path, err)
-	}
-	l, err := dwarfx.LayoutFromDWARF(dbg)
+	l, _, err := dwarfx.LoadRuntimeLayout(bin)
 	if err != nil {
 		return nil, fmt.Errorf("%s: runtime layout: %w", bin.Path, err)
 	}

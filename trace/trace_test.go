@@ -132,8 +132,9 @@ func atoi(t *testing.T, s string) int {
 func TestTraceWorkloads(t *testing.T) {
 	requirePrivilege(t)
 	for _, tc := range targets.Toolchains() {
-		for _, pie := range []bool{false, true} {
-			opts := targets.BuildOptions{Toolchain: tc, PIE: pie}
+		for _, o := range []targets.BuildOptions{{}, {PIE: true}, {Stripped: true}, {PIE: true, Stripped: true}} {
+			opts := o
+			opts.Toolchain = tc
 			t.Run(opts.String(), func(t *testing.T) {
 				checkWorkloads(t, targets.Build(t, "tracee", opts))
 			})

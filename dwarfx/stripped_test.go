@@ -1,0 +1,39 @@
+package dwarfx
+
+import (
+	"os/exec"
+	"testing"
+)
+
+// TestFindAllgsWithoutSymbols finds runtime.allgs and runtime.allglen through
+// the code of runtime.allgadd, as for a stripped binary, and checks the
+// result against the symbol table, for every Go release in the table, PIE
+// and not.
+func TestFindAllgsWithoutSymbols(t *testing.T) {
+	for _, tc := range []string{"go1.20.14", "go1.21.13", "go1.22.12", "go1.23.12", "go1.24.13", "go1.25.5", "go1.26.8"} {
+		for _, pie := range []string{"", "-buildmode=pie"} {
+			dir := t.TempDir()
+			args := []string{"build", "-o", dir + "/b"}
+			if pie != "" {
+				args = append(args, pie)
+			}
+			cmd := exec.Command("go", append(args, ".")...)
+			cmd.Dir = "testdata/layoutprobe"
+			cmd.Env = append(cmd.Environ(), "GOTOOLCHAIN="+tc, "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatal(string(out))
+			}
+			b, err := Open(dir + "/b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, l, err := b.findAllgs()
+			sg, _ := b.Symbol("runtime.allgs")
+			sl, _ := b.Symbol("runtime.allglen")
+			b.Close()
+			if err != nil || g != sg.Addr || l != sl.Addr || g == 0 {
+				t.Errorf("%s %s: found allgs %#x allglen %#x (%v), symbols say %#x %#x", tc, pie, g, l, err, sg.Addr, sl.Addr)
+			}
+		}
+	}
+}

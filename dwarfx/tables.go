@@ -1,0 +1,135 @@
+package dwarfx
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// VersionLayout is the runtime layout of one Go release on one
+// architecture, as its DWARF describes it, with the static string tables
+// the runtime prints. It stands in for the DWARF of stripped binaries.
+// Addresses (allgs and the like) are binary-specific and left zero.
+type VersionLayout struct {
+	Go, Arch    string // "go1.21", "amd64"
+	Toolchain   string // the release it was generated from: "go1.21.13"
+	Layout      RuntimeLayout
+	WaitReasons []string // runtime.waitReasonStrings
+	GStatuses   []string // runtime.gStatusStrings, nil before it existed
+}
+
+//go:generate go run ./internal/gentables -o layouts_generated.go
+
+// goMinorOf parses "go1.21.13" or "go1.26rc1" into 21, 26.
+func goMinorOf(v string) (int, bool) {
+	v = strings.TrimPrefix(v, "go1.")
+	end := 0
+	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
+		end++
+	}
+	n, err := strconv.Atoi(v[:end])
+	return n, err == nil
+}
+
+// ErrNoTable means a stripped binary's Go release is outside the table.
+var ErrNoTable = fmt.Errorf("no generated runtime layout")
+
+// TableLayout returns the generated layout for a Go version and GOARCH.
+func TableLayout(goVersion, arch string) (*VersionLayout, error) {
+	minor, ok := goMinorOf(goVersion)
+	if !ok {
+		return nil, fmt.Errorf("%w: cannot parse Go version %q", ErrNoTable, goVersion)
+	}
+	key := "go1." + strconv.Itoa(minor)
+	var lo, hi string
+	for i := range generatedLayouts {
+		v := &generatedLayouts[i]
+		if v.Arch != arch {
+			continue
+		}
+		if v.Go == key {
+			return v, nil
+		}
+		if lo == "" || less(v.Go, lo) {
+			lo = v.Go
+		}
+		if hi == "" || less(hi, v.Go) {
+			hi = v.Go
+		}
+	}
+	if hi != "" && less(hi, key) {
+		return nil, fmt.Errorf("%w: the binary is stripped and built with %s, newer than gi's table of runtime layouts (%s to %s on %s): a newer gi knows it", ErrNoTable, goVersion, lo, hi, arch)
+	}
+	return nil, fmt.Errorf("%w for %s on %s (gi's table covers %s to %s)", ErrNoTable, goVersion, arch, lo, hi)
+}
+
+func less(a, b string) bool {
+	x, _ := goMinorOf(a)
+	y, _ := goMinorOf(b)
+	return x < y
+}
+
+// LayoutOfProbe reads the runtime layout and string tables of a
+// (non-stripped, non-PIE) binary built with toolchain: a table entry.
+func LayoutOfProbe(path, toolchain string) (*VersionLayout, error) {
+	bin, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer bin.Close()
+	dbg, err := LoadDebug(bin.File)
+	if err != nil {
+		return nil, err
+	}
+	l, err := LayoutFromDWARF(dbg)
+	if err != nil {
+		return nil, err
+	}
+	v := &VersionLayout{Arch: bin.Arch, Toolchain: toolchain}
+	minor, _ := goMinorOf(bin.GoVersion)
+	v.Go = "go1." + strconv.Itoa(minor)
+	if v.WaitReasons, err = bin.staticStrings(l.WaitReasonStrings, l.WaitReasonCount); err != nil {
+		return nil, fmt.Errorf("runtime.waitReasonStrings: %w", err)
+	}
+	if l.GStatusStrings != 0 {
+		if v.GStatuses, err = bin.staticStrings(l.GStatusStrings, l.GStatusCount); err != nil {
+			return nil, fmt.Errorf("runtime.gStatusStrings: %w", err)
+		}
+	}
+	l.AllGs, l.AllGLen, l.WaitReasonStrings, l.GStatusStrings = 0, 0, 0, 0
+	v.Layout = *l
+	return v, nil
+}
+
+// staticStrings reads a [n]string array from the file's initialized data.
+func (b *Binary) staticStrings(addr uint64, n int64) ([]string, error) {
+	if n <= 0 || n > 4096 {
+		return nil, fmt.Errorf("implausible length %d", n)
+	}
+	hdr := make([]byte, n*16)
+	if _, err := b.ReadAt(hdr, addr); err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for i := range out {
+		p := b.File.ByteOrder.Uint64(hdr[i*16:])
+		l := b.File.ByteOrder.Uint64(hdr[i*16+8:])
+		if l == 0 {
+			continue
+		}
+		if l > 1<<12 {
+			return nil, fmt.Errorf("string %d has length %d", i, l)
+		}
+		s := make([]byte, l)
+		if _, err := b.ReadAt(s, p); err != nil {
+			return nil, fmt.Errorf("string %d: %w", i, err)
+		}
+		out[i] = string(s)
+	}
+	return out, nil
+}
+
+// GeneratedLayouts returns a copy of the generated table.
+func GeneratedLayouts() []VersionLayout {
+	return append([]VersionLayout(nil), generatedLayouts...)
+}

@@ -1,0 +1,60 @@
+package dwarfx_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gi-debug/gi/dwarfx"
+)
+
+// TestGeneratedLayoutsMatchDWARF rebuilds the probe program with the
+// toolchain of every entry of the generated table and checks that its
+// DWARF says exactly what the table says.
+func TestGeneratedLayoutsMatchDWARF(t *testing.T) {
+	entries := dwarfx.GeneratedLayouts()
+	if len(entries) < 14 {
+		t.Fatalf("the table has %d entries, want Go 1.20 to 1.26 on amd64 and arm64", len(entries))
+	}
+	dir := t.TempDir()
+	for _, want := range entries {
+		t.Run(want.Toolchain+"/"+want.Arch, func(t *testing.T) {
+			t.Parallel()
+			bin := filepath.Join(dir, want.Toolchain+"-"+want.Arch)
+			cmd := exec.Command("go", "build", "-o", bin, ".")
+			cmd.Dir = "testdata/layoutprobe"
+			cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+want.Toolchain, "GOARCH="+want.Arch, "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOWORK=off")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("build: %v\n%s", err, out)
+			}
+			got, err := dwarfx.LayoutOfProbe(bin, want.Toolchain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*got, want) {
+				t.Errorf("DWARF of %s/%s differs from the generated table:\nDWARF: %+v\ntable: %+v", want.Toolchain, want.Arch, *got, want)
+			}
+		})
+	}
+}
+
+func TestTableLayoutVersions(t *testing.T) {
+	for _, v := range []string{"go1.20.3", "go1.21.13", "go1.26.8", "go1.26rc1"} {
+		for _, arch := range []string{"amd64", "arm64"} {
+			if _, err := dwarfx.TableLayout(v, arch); err != nil {
+				t.Errorf("%s/%s: %v", v, arch, err)
+			}
+		}
+	}
+	_, err := dwarfx.TableLayout("go1.99.1", "amd64")
+	if !errors.Is(err, dwarfx.ErrNoTable) || !strings.Contains(err.Error(), "newer than gi's table") {
+		t.Errorf("a future release: %v", err)
+	}
+	if _, err := dwarfx.TableLayout("go1.18", "amd64"); !errors.Is(err, dwarfx.ErrNoTable) {
+		t.Errorf("an old release: %v", err)
+	}
+}

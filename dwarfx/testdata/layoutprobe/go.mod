@@ -1,0 +1,3 @@
+module layoutprobe
+
+go 1.20
