@@ -5,7 +5,7 @@ GI        := $(BIN)/gi
 DEMO      := $(BIN)/demo
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all build deps demo test test-short lint bench generate generate-tables check-generate clean
+.PHONY: all build deps demo test test-matrix test-short lint bench generate generate-tables check-generate clean
 
 all: build
 
@@ -42,6 +42,17 @@ demo: build
 # The whole test suite, privileged tests included: a skipped privileged test fails.
 test: deps
 	GI_REQUIRE_PRIVILEGED=1 $(GO) test -count=1 -timeout 40m ./...
+
+# Go 1.20 to 1.26 × default, PIE, cgo (external linking), stripped, trimpath:
+# gi ps and gi trace on each of the 35 cells, with the grids printed.
+test-matrix: deps
+	@mkdir -p $(BIN)
+	@echo "matrix: 7 Go releases x 5 builds, gi ps and gi trace; log in $(BIN)/matrix.log"
+	@GI_REQUIRE_PRIVILEGED=1 GI_TEST_MATRIX=1 $(GO) test -count=1 -timeout 80m -run TestMatrix -v ./inspect/ ./trace/ > $(BIN)/matrix.log 2>&1; \
+	status=$$?; \
+	grep -E 'Go release|^ {12}|^(go1\.[0-9.]+|local) |^(ok|FAIL)\s' $(BIN)/matrix.log; \
+	grep -E -A12 '^\s+--- FAIL' $(BIN)/matrix.log | head -200; \
+	exit $$status
 
 test-short:
 	$(GO) test -count=1 -short ./...

@@ -28,19 +28,19 @@ func WriteDump(w io.Writer, snap *Snapshot, gs []*Goroutine, allFrames bool) err
 			bw.WriteByte('\n')
 		}
 		writeHeader(bw, g)
-		frames := g.Frames
-		if !allFrames {
-			visible = visible[:0]
-			for _, f := range g.Frames {
-				if !f.Elided {
-					visible = append(visible, f)
-				}
-			}
-			frames = visible
-		}
 		if minor != 0 && minor < 21 {
-			writeFrames120(bw, frames)
+			writeFrames120(bw, g.Frames, allFrames)
 		} else {
+			frames := g.Frames
+			if !allFrames {
+				visible = visible[:0]
+				for _, f := range g.Frames {
+					if !f.Elided {
+						visible = append(visible, f)
+					}
+				}
+				frames = visible
+			}
 			writeFrames121(bw, frames)
 		}
 		if g.Truncated && g.Problem != "" && allFrames {
@@ -117,18 +117,27 @@ func writeFrames121(w *bufio.Writer, frames []Frame) {
 	}
 }
 
-// writeFrames120 prints the first 100 frames and a marker, as Go ≤1.20 does.
-func writeFrames120(w *bufio.Writer, frames []Frame) {
-	if len(frames) < tracebackMaxFrames {
-		for _, f := range frames {
-			writeFrame(w, f)
+// writeFrames120 prints frames as Go ≤1.20 does: the walk stops after 100
+// physical frames (the hidden runtime frames count), prints the visible
+// ones among them (inlined frames included), and adds the marker only if
+// exactly 100 were printed.
+func writeFrames120(w *bufio.Writer, frames []Frame, allFrames bool) {
+	physical, printed := 0, 0
+	for _, f := range frames {
+		if physical >= tracebackMaxFrames {
+			break
 		}
-		return
+		if allFrames || !f.Elided {
+			writeFrame(w, f)
+			printed++
+		}
+		if !f.Inlined {
+			physical++
+		}
 	}
-	for _, f := range frames[:tracebackMaxFrames] {
-		writeFrame(w, f)
+	if printed == tracebackMaxFrames {
+		w.WriteString("...additional frames elided...\n")
 	}
-	w.WriteString("...additional frames elided...\n")
 }
 
 // printName mirrors runtime.printFuncName: gopanic prints as panic and type

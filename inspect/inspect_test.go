@@ -252,3 +252,26 @@ func head(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestMatrixPs runs the ground-truth comparison on every cell of the
+// compatibility matrix (GI_TEST_MATRIX=1, `make test-matrix`) and prints
+// the grid.
+func TestMatrixPs(t *testing.T) {
+	if !targets.MatrixEnabled() {
+		t.Skip("the compatibility matrix runs with GI_TEST_MATRIX=1 (make test-matrix)")
+	}
+	requirePrivilege(t)
+	targets.PrebuildMatrix(t, "psstates")
+	var grid targets.Grid
+	t.Cleanup(func() { grid.Print(os.Stdout, "gi ps against the runtime's own dump (Go release × build)") })
+	for _, c := range targets.MatrixCells() {
+		c := c
+		t.Run(c.Opts.String(), func(t *testing.T) {
+			grid.Set(c, "FAIL")
+			compareWithDump(t, targets.Build(t, "psstates", c.Opts), "-park", "2000", "-depth", "300")
+			if !t.Failed() {
+				grid.Set(c, "ok")
+			}
+		})
+	}
+}

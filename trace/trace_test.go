@@ -429,3 +429,26 @@ func TestTraceGFromTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestMatrixTrace runs the traced workloads on every cell of the
+// compatibility matrix (GI_TEST_MATRIX=1, `make test-matrix`) and prints
+// the grid.
+func TestMatrixTrace(t *testing.T) {
+	if !targets.MatrixEnabled() {
+		t.Skip("the compatibility matrix runs with GI_TEST_MATRIX=1 (make test-matrix)")
+	}
+	requirePrivilege(t)
+	targets.PrebuildMatrix(t, "tracee")
+	var grid targets.Grid
+	t.Cleanup(func() { grid.Print(os.Stdout, "gi trace: call trees and counts (Go release × build)") })
+	for _, c := range targets.MatrixCells() {
+		c := c
+		t.Run(c.Opts.String(), func(t *testing.T) {
+			grid.Set(c, "FAIL")
+			checkWorkloads(t, targets.Build(t, "tracee", c.Opts))
+			if !t.Failed() {
+				grid.Set(c, "ok")
+			}
+		})
+	}
+}
