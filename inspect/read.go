@@ -23,6 +23,7 @@ type rawG struct {
 	// next instruction to execute (registers of a running thread), false
 	// when it is a return address.
 	pc, sp uint64
+	lr     uint64 // link register (arm64), for a frameless innermost function
 	trap   bool
 	tid    int
 
@@ -147,7 +148,7 @@ func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers) (*rawSnapshot, error
 		if s == syscall || (s != running && t.u64(gb, L.G.SchedSP) == 0) {
 			rg.pc, rg.sp = t.u64(gb, L.G.SyscallPC), t.u64(gb, L.G.SyscallSP)
 		} else {
-			rg.pc, rg.sp = t.u64(gb, L.G.SchedPC), t.u64(gb, L.G.SchedSP)
+			rg.pc, rg.sp, rg.lr = t.u64(gb, L.G.SchedPC), t.u64(gb, L.G.SchedSP), t.u64(gb, L.G.SchedLR)
 		}
 		if m := t.u64(gb, L.G.M); m != 0 && (s == running || s == syscall) {
 			mRanges = append(mRanges, ptrace.Range{Addr: m, Len: int(L.M.Size)})
@@ -189,7 +190,7 @@ func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers) (*rawSnapshot, error
 				continue
 			}
 			if regs.SP >= rg.stackLo && regs.SP < rg.stackHi && t.sym.isGoCode(regs.PC) {
-				rg.pc, rg.sp, rg.trap = regs.PC, regs.SP, true
+				rg.pc, rg.sp, rg.lr, rg.trap = regs.PC, regs.SP, regs.LR, true
 			}
 			// Otherwise the thread runs on a system stack (systemstack,
 			// signal handler, vDSO or C code): g.sched holds where the

@@ -1,7 +1,6 @@
 package inspect
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -232,12 +231,11 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 			g.Truncated, g.Problem = true, fmt.Sprintf("frame size of %s at %#x: %v", f.Name, pc, err)
 			break
 		}
-		fp := sp + uint64(delta) + 8 // amd64: the return address sits just below the caller's SP
-		if delta < 0 || fp-8 < base || fp-base > uint64(len(rg.stack)) {
+		lr, fp, ok := callerFrame(rg.stack, base, sp, delta, n == 0, rg.lr)
+		if !ok {
 			g.Truncated, g.Problem = true, fmt.Sprintf("frame of %s leaves the copied stack (sp %#x, size %d)", f.Name, sp, delta)
 			break
 		}
-		lr := binary.LittleEndian.Uint64(rg.stack[fp-8-base:])
 		if lr == 0 {
 			break
 		}

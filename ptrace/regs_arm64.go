@@ -12,7 +12,7 @@ func getRegs(tid int) (Regs, error) {
 	if err := unix.PtraceGetRegSetArm64(tid, unix.NT_PRSTATUS, &r); err != nil {
 		return Regs{}, err
 	}
-	out := Regs{PC: r.Pc, SP: r.Sp, BP: r.Regs[29], G: r.Regs[28]}
+	out := Regs{PC: r.Pc, SP: r.Sp, BP: r.Regs[29], LR: r.Regs[30], G: r.Regs[28]}
 	// TPIDR_EL0 lives in its own register set.
 	var tls uint64
 	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&tls)), Len: 8}

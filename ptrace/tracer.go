@@ -113,6 +113,8 @@ func (t *Tracer) ResumeAll() {
 // Regs are the registers of a stopped thread that goroutine inspection needs.
 type Regs struct {
 	PC, SP, BP uint64
+	// LR is the link register (arm64 x30); 0 on amd64.
+	LR uint64
 	// FSBase is the thread pointer (amd64 fs base, arm64 TPIDR_EL0).
 	FSBase uint64
 	// G is the register that holds the current g in Go code (r14, x28).
