@@ -94,15 +94,8 @@ func (m *Memory) ReadBatch(ranges []Range, dst []byte) error {
 	if readers <= 1 {
 		return m.readInOrder(ranges, dst)
 	}
-	total := 0
-	for _, r := range ranges {
-		if r.Len < 0 {
-			return fmt.Errorf("negative range length %d", r.Len)
-		}
-		total += r.Len
-	}
-	if total > len(dst) {
-		return fmt.Errorf("batch of %d bytes into a %d-byte buffer", total, len(dst))
+	if err := checkBatch(ranges, dst); err != nil {
+		return err
 	}
 	errs := make([]error, readers)
 	var wg sync.WaitGroup
@@ -155,15 +148,8 @@ func (m *Memory) ReadBatch(ranges []Range, dst []byte) error {
 // readInOrder reads ranges into dst back to back with as few system calls
 // as the kernel allows, falling back to pread range by range.
 func (m *Memory) readInOrder(ranges []Range, dst []byte) error {
-	total := 0
-	for _, r := range ranges {
-		if r.Len < 0 {
-			return fmt.Errorf("negative range length %d", r.Len)
-		}
-		total += r.Len
-	}
-	if total > len(dst) {
-		return fmt.Errorf("batch of %d bytes into a %d-byte buffer", total, len(dst))
+	if err := checkBatch(ranges, dst); err != nil {
+		return err
 	}
 	var failed []int
 	var first error
@@ -248,4 +234,19 @@ func (m *Memory) readv(ranges []Range, i int, dst []byte) int {
 		i = k
 	}
 	return i
+}
+
+// checkBatch validates a batch: no negative length, room for all of it.
+func checkBatch(ranges []Range, dst []byte) error {
+	total := 0
+	for _, r := range ranges {
+		if r.Len < 0 {
+			return fmt.Errorf("negative range length %d", r.Len)
+		}
+		total += r.Len
+	}
+	if total > len(dst) {
+		return fmt.Errorf("batch of %d bytes into a %d-byte buffer", total, len(dst))
+	}
+	return nil
 }

@@ -185,11 +185,12 @@ func (p *TreePrinter) printCall(pid uint32, c *Call) {
 		ret := p.Symbols.ResolveLink(c.ReturnSite, false)
 		where = fmt.Sprintf("%s:%d", filepath.Base(ret.File), ret.Line)
 	}
-	fmt.Fprintf(p.W, "%s  %10s  %-50s  %s\n", p.Clock.Wall(c.End).Format(treeTimeLayout), formatDuration(time.Duration(c.Duration())), closing, where)
+	fmt.Fprintf(p.W, "%s  %10s  %-50s  %s\n", p.Clock.Wall(c.End).Format(treeTimeLayout), FormatDuration(time.Duration(c.Duration())), closing, where)
 }
 
-// formatDuration prints a latency with 3 significant decimals in a fitting unit.
-func formatDuration(d time.Duration) string {
+// FormatDuration prints a latency with 3 decimals in a fitting unit:
+// 850ns, 12.345µs, 3.456ms, 1.234s.
+func FormatDuration(d time.Duration) string {
 	switch {
 	case d < time.Microsecond:
 		return fmt.Sprintf("%dns", d.Nanoseconds())
@@ -306,8 +307,8 @@ func (s *Stats) Write(w io.Writer) error {
 	tbl.Header("FUNCTION", "CALLS", "MIN", "P50", "P90", "P99", "MAX", "TOTAL")
 	for _, f := range fns {
 		h := s.byFunc[f]
-		if err := tbl.Append([]string{f.Name, fmt.Sprint(h.Count()), formatDuration(h.Min()), formatDuration(h.Quantile(0.5)),
-			formatDuration(h.Quantile(0.9)), formatDuration(h.Quantile(0.99)), formatDuration(h.Max()), formatDuration(h.Total())}); err != nil {
+		if err := tbl.Append([]string{f.Name, fmt.Sprint(h.Count()), FormatDuration(h.Min()), FormatDuration(h.Quantile(0.5)),
+			FormatDuration(h.Quantile(0.9)), FormatDuration(h.Quantile(0.99)), FormatDuration(h.Max()), FormatDuration(h.Total())}); err != nil {
 			return err
 		}
 	}

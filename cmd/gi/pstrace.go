@@ -200,7 +200,7 @@ func (pt *psTrace) columns(g *inspect.Goroutine) []string {
 	if l.Calls == 0 {
 		return []string{"0", "", "", "", pt.inCallText(l)}
 	}
-	return []string{fmt.Sprint(l.Calls), formatLatency(l.P50NS), formatLatency(l.P99NS), formatLatency(l.MaxNS), pt.inCallText(l)}
+	return []string{fmt.Sprint(l.Calls), trace.FormatDuration(time.Duration(l.P50NS)), trace.FormatDuration(time.Duration(l.P99NS)), trace.FormatDuration(time.Duration(l.MaxNS)), pt.inCallText(l)}
 }
 
 // groupColumns renders the same for a group: the function's statistics,
@@ -226,19 +226,6 @@ func (pt *psTrace) groupColumns(gr *inspect.Group) []string {
 		cols[4] = "max " + formatWait(time.Duration(longest), true)
 	}
 	return cols
-}
-
-func formatLatency(ns int64) string {
-	d := time.Duration(ns)
-	switch {
-	case d < time.Microsecond:
-		return fmt.Sprintf("%dns", ns)
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.1fµs", float64(d)/1e3)
-	case d < time.Second:
-		return fmt.Sprintf("%.1fms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.2fs", d.Seconds())
 }
 
 // monotonicNow is CLOCK_MONOTONIC, the clock of BPF timestamps.

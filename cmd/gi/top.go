@@ -397,7 +397,7 @@ func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*topGroup, v *topView
 		calls, p50s, p99s := "", "", ""
 		if r.h != nil {
 			calls = strconv.FormatUint(r.h.Count(), 10)
-			p50s, p99s = formatLatency(int64(r.h.Quantile(0.5))), formatLatency(int64(r.h.Quantile(0.99)))
+			p50s, p99s = trace.FormatDuration(r.h.Quantile(0.5)), trace.FormatDuration(r.h.Quantile(0.99))
 		}
 		line := fmt.Sprintf("%6d  %-22s %8s %8s %9s %9s  %s", len(r.g.goroutines), clip(r.g.state, 22),
 			formatWait(r.g.maxWait, r.g.maxWait > 0), calls, p50s, p99s, r.g.location)
