@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -132,4 +134,35 @@ func TestMissingCapabilities(t *testing.T) {
 	stderr, code = run("-bpf,-perfmon,-sys_admin", "trace", strconv.Itoa(p.Pid), "main.chainA")
 	checkOneLineError(t, stderr, code, `CAP_BPF and CAP_PERFMON`)
 	targets.CheckNotStopped(t, p.Pid)
+}
+
+// TestDeletedBinary: the target's executable was deleted (or replaced by a
+// deploy) after it started; gi reads it through /proc/<pid>/exe, for gi ps
+// and for the probes of gi trace.
+func TestDeletedBinary(t *testing.T) {
+	requirePrivilege(t)
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "tracee")
+	copyFile(t, targets.Build(t, "tracee", targets.BuildOptions{PIE: true}), exe)
+	p := targets.Start(t, exe)
+	// Replace the file, as a deploy would: the path now names another file.
+	if err := os.Remove(exe); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho not the program\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runGi(t, "ps", strconv.Itoa(p.Pid))
+	if code != 0 || !strings.Contains(out, "main.main") {
+		t.Fatalf("gi ps on a process whose binary was replaced: %s\n%s", stderr, out)
+	}
+	g := startGiTrace(t, "--json", strconv.Itoa(p.Pid), "main.chainA")
+	if _, err := p.Do("chain 2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	g.stop(t, syscall.SIGINT)
+	if n := strings.Count(g.stdout.String(), `"function":"main.chainA"`); n != 2 {
+		t.Errorf("%d chainA calls traced on the replaced binary, want 2", n)
+	}
 }
