@@ -53,6 +53,10 @@ type Options struct {
 	Empty bool
 	// MaxProbes, if set, keeps only the first functions whose probes fit.
 	MaxProbes int
+	// EntryOnly attaches the entry probes only: calls are seen but never
+	// complete. It exists to measure the event transport without the cost
+	// of return probes (the kernel single-steps RET).
+	EntryOnly bool
 	// GFromTLS makes the programs read the g pointer from thread-local
 	// storage (thread pointer via CO-RE, plus the binary's g offset)
 	// instead of the register Go's ABI keeps it in.
@@ -146,6 +150,9 @@ func (s *Session) open() error {
 		entries = append(entries, len(s.probes))
 		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite})
 		for _, r := range fn.Returns {
+			if s.Opts.EntryOnly {
+				break
+			}
 			returns = append(returns, len(s.probes))
 			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r})
 		}

@@ -11,6 +11,7 @@
 //	tiny N         N calls of main.tiny; prints the ns per call it measured
 //	goexit N       N goroutines calling main.exiter, which calls runtime.Goexit
 //	tinypar G N    G goroutines, each N calls of main.tiny; prints the wall time
+//	framedpar G N  the same with main.framed, whose entry is PUSHQ BP
 //
 // It prints READY at start and runs until killed.
 package main
@@ -117,6 +118,12 @@ func churnWork(i int) int { return i + 1 }
 
 //go:noinline
 func tiny(i int) int { return i ^ 0x5a }
+
+// framed has a frame (it calls tiny), so its entry probe sits on PUSHQ BP,
+// an instruction the kernel emulates instead of single-stepping.
+//
+//go:noinline
+func framed(i int) int { return tiny(i) + 1 }
 
 //go:noinline
 func exiter() {
@@ -235,6 +242,23 @@ func main() {
 			}
 			wg.Wait()
 			fmt.Printf("DONE tinypar calls=%d wall_ns=%d\n", g*n, time.Since(start).Nanoseconds())
+		case "framedpar":
+			g, n := arg(1), arg(2)
+			var wg sync.WaitGroup
+			start := time.Now()
+			for j := 0; j < g; j++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s := 0
+					for i := 0; i < n; i++ {
+						s += framed(i)
+					}
+					sink.Add(int64(s))
+				}()
+			}
+			wg.Wait()
+			fmt.Printf("DONE framedpar calls=%d wall_ns=%d\n", g*n, time.Since(start).Nanoseconds())
 		case "goexit":
 			n := arg(1)
 			var wg sync.WaitGroup
