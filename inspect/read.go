@@ -291,8 +291,12 @@ func (b *buffers) newG() *rawG {
 	return g
 }
 
-// Estimated bytes of used stack per goroutine, for pre-allocating.
-const stackEstimate = 512
+// Estimated bytes of used stack per goroutine, for pre-allocating, and
+// the most memory reserved ahead of a snapshot.
+const (
+	stackEstimate = 512
+	maxPrefault   = 1 << 30
+)
 
 // prepareBuffers sizes buffers from a racy read of runtime.allglen.
 func (t *Target) prepareBuffers() *buffers {
@@ -302,6 +306,9 @@ func (t *Target) prepareBuffers() *buffers {
 		return b
 	}
 	n += n/8 + 64
+	if n*(uint64(t.Layout.G.Size)+stackEstimate+uint64(unsafe.Sizeof(rawG{}))+8) > maxPrefault {
+		return b // too many to reserve ahead: allocate while copying
+	}
 	b.g = b.huge(int(n) * int(t.Layout.G.Size))
 	b.stacks = b.huge(int(n) * stackEstimate)
 	gs := make([]rawG, n)
