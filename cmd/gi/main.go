@@ -25,7 +25,15 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// memoryLimit is gi's soft memory limit (unless GOMEMLIMIT says otherwise):
+// a snapshot of 100k goroutines decodes into a few hundred MB of short-lived
+// objects, and a collector paced only by GOGC lets the heap double first.
+const memoryLimit = 192 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	// GI_CPUPROFILE=file profiles gi itself (for working on its speed).
 	if path := os.Getenv("GI_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
