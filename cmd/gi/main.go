@@ -44,7 +44,19 @@ func main() {
 			os.Exit(code)
 		}
 	}
-	os.Exit(run(os.Args[1:]))
+	code := run(os.Args[1:])
+	// GI_PEAK_RSS=1 reports gi's own peak memory (for make bench: the
+	// rusage of a child counts its parent's memory at fork time).
+	if os.Getenv("GI_PEAK_RSS") == "1" {
+		if b, err := os.ReadFile("/proc/self/status"); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "VmHWM:") {
+					fmt.Fprintf(os.Stderr, "gi: peak RSS %s\n", strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")))
+				}
+			}
+		}
+	}
+	os.Exit(code)
 }
 
 // run executes the command line and returns the exit status. Every failure
