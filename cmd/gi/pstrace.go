@@ -27,8 +27,10 @@ type latency struct {
 
 // traceWindow describes the trace `gi ps --trace` ran.
 type traceWindow struct {
-	StartNS     int64    `json:"start_ns"` // Unix ns: probes attached
-	EndNS       int64    `json:"end_ns"`   // Unix ns: last events read
+	// The window, Unix ns: the statistics count the calls that began and
+	// ended within it.
+	StartNS     int64    `json:"start_ns"`
+	EndNS       int64    `json:"end_ns"`
 	Functions   []string `json:"functions"`
 	Probes      int      `json:"probes"`
 	Events      uint64   `json:"events"`
@@ -79,7 +81,6 @@ func runPsTrace(a *app, t *inspect.Target, first *inspect.Snapshot, gs []*inspec
 	}
 	defer s.Close()
 	pt := &psTrace{byGoid: map[uint64]*latency{}, d: d}
-	pt.window.StartNS = time.Now().UnixNano()
 	fmt.Fprintf(errOut, "gi: tracing %d functions (%d probes) of %d goroutines for %v\n", len(s.Selection.Functions), s.Probes, len(gs), d)
 	pt.window.Probes = s.Probes
 	for _, f := range s.Selection.Functions {
@@ -93,8 +94,17 @@ func runPsTrace(a *app, t *inspect.Target, first *inspect.Snapshot, gs []*inspec
 	touched := map[trace.GoroutineKey]map[*trace.Function]bool{}
 	ctx, stop := a.traceContext()
 	defer stop()
+	// The window is exactly [start, start+d] on both clocks, so that what
+	// gi counts can be compared with what anyone measured over it.
+	wallStart, monoStart := time.Now(), uint64(monotonicNow())
+	monoEnd := monoStart + uint64(d)
+	pt.window.StartNS, pt.window.EndNS = wallStart.UnixNano(), wallStart.Add(d).UnixNano()
 	res := s.Run(ctx, trace.RunOptions{Duration: d}, trace.Handlers{
-		Call: func(_ trace.Header, c *trace.Call) { stats.Add(c) },
+		Call: func(_ trace.Header, c *trace.Call) {
+			if c.Start >= monoStart && c.End <= monoEnd {
+				stats.Add(c)
+			}
+		},
 		Event: func(ev *trace.Event) {
 			if ev.Func == nil {
 				return
@@ -108,7 +118,6 @@ func runPsTrace(a *app, t *inspect.Target, first *inspect.Snapshot, gs []*inspec
 			m[ev.Func] = true
 		},
 	})
-	pt.window.EndNS = time.Now().UnixNano()
 	pt.window.Events, pt.window.Lost = res.Events, res.Lost
 	if res.Err != nil {
 		return nil, nil, res.Err
@@ -116,7 +125,7 @@ func runPsTrace(a *app, t *inspect.Target, first *inspect.Snapshot, gs []*inspec
 	if ctx.Err() != nil {
 		return nil, nil, errors.New("interrupted")
 	}
-	monoEnd := monotonicNow()
+	monoNow := monotonicNow()
 	s.Close()
 
 	second, err := t.Snapshot(a.tracer)
@@ -159,8 +168,8 @@ func runPsTrace(a *app, t *inspect.Target, first *inspect.Snapshot, gs []*inspec
 			l.P50NS, l.P99NS, l.MaxNS = int64(h.Quantile(0.5)), int64(h.Quantile(0.99)), int64(h.Max())
 		}
 		k := trace.GoroutineKey{PID: uint32(t.PID), Goid: g.ID}
-		if oc, ok := open[k][fn]; ok && uint64(monoEnd) > oc.Start {
-			l.InCallNS = int64(uint64(monoEnd) - oc.Start)
+		if oc, ok := open[k][fn]; ok && uint64(monoNow) > oc.Start {
+			l.InCallNS = int64(uint64(monoNow) - oc.Start)
 		} else if prev := before[g.ID]; prev != nil && !touched[k][fn] && inFunction(prev, fn.Name) {
 			l.Stuck = true
 		}

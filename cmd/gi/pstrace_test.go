@@ -91,10 +91,13 @@ func TestPsTraceLatencies(t *testing.T) {
 		}
 		seen++
 		tr := g.Trace
-		if !within(int64(tr.Calls), n("calls"), 12, 0.05) {
+		t.Logf("goroutine %d: gi counted %d calls, p50 %v, max %v", g.Goid, tr.Calls, time.Duration(tr.P50NS), time.Duration(tr.MaxNS))
+		if !within(int64(tr.Calls), n("calls"), 3, 0.01) {
 			t.Errorf("goroutine %d: %d handle calls in the window, the target counted %d", g.Goid, tr.Calls, n("calls"))
 		}
-		if !within(tr.P50NS, n("p50_ns"), 300_000, 0.25) || !within(tr.MaxNS, n("max_ns"), 2_000_000, 0.25) {
+		// p50 comes from a log-linear histogram (buckets 6.25% wide); the
+		// max is exact.
+		if !within(tr.P50NS, n("p50_ns"), 100_000, 0.1) || !within(tr.MaxNS, n("max_ns"), 500_000, 0.05) {
 			t.Errorf("goroutine %d: p50 %v max %v, the target measured p50 %v max %v", g.Goid,
 				time.Duration(tr.P50NS), time.Duration(tr.MaxNS), time.Duration(n("p50_ns")), time.Duration(n("max_ns")))
 		}
