@@ -189,7 +189,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	resumeErr := stopped.Resume()
 	pause := stopped.Pause()
 	if copyErr != nil {
-		if !processAlive(t.PID) {
+		if !ptrace.Alive(t.PID) {
 			return nil, fmt.Errorf("process %d: %w", t.PID, ptrace.ErrProcessExited)
 		}
 		return nil, fmt.Errorf("process %d: %w", t.PID, copyErr)
@@ -234,20 +234,6 @@ func monotonicNow() int64 {
 		return 0
 	}
 	return ts.Nano()
-}
-
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// State is the field after the parenthesised comm.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
 // comm returns the process's command name, for error messages.

@@ -85,3 +85,18 @@ func NamespacePID(pid int) (int, error) {
 	}
 	return pid, nil // kernels before 4.1 have no NSpid
 }
+
+// Alive reports whether process pid exists and is neither a zombie nor dead
+// (the state after the parenthesised command name in /proc/<pid>/stat).
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
+}

@@ -453,21 +453,3 @@ func (s *Session) Close() error {
 var ErrTargetExited = errors.New("traced process exited")
 
 func errTargetExited(pid int) error { return fmt.Errorf("process %d: %w", pid, ErrTargetExited) }
-
-func processAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytesLastIndex(b, ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
-}
-
-func bytesLastIndex(b []byte, c byte) int {
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == c {
-			return i
-		}
-	}
-	return -1
-}

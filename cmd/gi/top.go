@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -231,7 +232,7 @@ func runTop(a *app, target string, tf targetFlags) error {
 		case <-tick.C:
 			s, err := t.Snapshot(a.tracer)
 			if err != nil {
-				if !processAlive(pid) {
+				if !ptrace.Alive(pid) {
 					restore()
 					return fmt.Errorf("process %d exited", pid)
 				}
@@ -459,9 +460,4 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n]
-}
-
-func processAlive(pid int) bool {
-	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-	return err == nil
 }

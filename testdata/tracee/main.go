@@ -130,6 +130,26 @@ func exiter() {
 	runtime.Goexit()
 }
 
+// callInParallel runs g goroutines, each calling f n times, and returns
+// the wall time they took together.
+func callInParallel(g, n int, f func(int) int) time.Duration {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for j := 0; j < g; j++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := 0
+			for i := 0; i < n; i++ {
+				s += f(i)
+			}
+			sink.Add(int64(s))
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
 func goid() int64 {
 	var b [64]byte
 	n := runtime.Stack(b[:], false)
@@ -227,38 +247,10 @@ func main() {
 			fmt.Printf("DONE tiny calls=%d ns_per_call=%d\n", n, el.Nanoseconds()/int64(n))
 		case "tinypar":
 			g, n := arg(1), arg(2)
-			var wg sync.WaitGroup
-			start := time.Now()
-			for j := 0; j < g; j++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					s := 0
-					for i := 0; i < n; i++ {
-						s += tiny(i)
-					}
-					sink.Add(int64(s))
-				}()
-			}
-			wg.Wait()
-			fmt.Printf("DONE tinypar calls=%d wall_ns=%d\n", g*n, time.Since(start).Nanoseconds())
+			fmt.Printf("DONE tinypar calls=%d wall_ns=%d\n", g*n, callInParallel(g, n, tiny).Nanoseconds())
 		case "framedpar":
 			g, n := arg(1), arg(2)
-			var wg sync.WaitGroup
-			start := time.Now()
-			for j := 0; j < g; j++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					s := 0
-					for i := 0; i < n; i++ {
-						s += framed(i)
-					}
-					sink.Add(int64(s))
-				}()
-			}
-			wg.Wait()
-			fmt.Printf("DONE framedpar calls=%d wall_ns=%d\n", g*n, time.Since(start).Nanoseconds())
+			fmt.Printf("DONE framedpar calls=%d wall_ns=%d\n", g*n, callInParallel(g, n, framed).Nanoseconds())
 		case "goexit":
 			n := arg(1)
 			var wg sync.WaitGroup
