@@ -43,6 +43,16 @@ type MLayout struct {
 	CurG   int64
 }
 
+// ModuleLayout holds the offsets in runtime.moduledata that the pclntab
+// decoder reads in stripped binaries: where function entries are counted
+// from, where funcdata (inline trees) lives, and the end of the pclntab,
+// which validates the other two.
+type ModuleLayout struct {
+	Text     int64 // moduledata.text
+	GoFunc   int64 // moduledata.gofunc: the address of go:func.*
+	EPclntab int64 // moduledata.epclntab (Go 1.24+), or Missing
+}
+
 // LabelsKind tells how g.labels is represented in a Go release.
 type LabelsKind int
 
@@ -73,6 +83,7 @@ type RuntimeLayout struct {
 	PtrSize int64
 	G       GLayout
 	M       MLayout
+	Module  ModuleLayout
 	// Status maps runtime status names ("_Grunning", ...) to their values.
 	Status map[string]uint32
 	// ScanBit is the value of runtime._Gscan.
@@ -166,6 +177,25 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 		off, _, err := FieldOffset(m, f.name)
 		if err != nil {
 			return nil, fmt.Errorf("runtime.m: %w", err)
+		}
+		*f.dst = off
+	}
+
+	md, err := d.Struct("runtime.moduledata")
+	if err != nil {
+		return nil, fmt.Errorf("runtime.moduledata layout: %w", err)
+	}
+	for _, f := range []struct {
+		dst      *int64
+		name     string
+		optional bool
+	}{{&l.Module.Text, "text", false}, {&l.Module.GoFunc, "gofunc", false}, {&l.Module.EPclntab, "epclntab", true}} {
+		off, _, err := FieldOffset(md, f.name)
+		if err != nil {
+			if !f.optional {
+				return nil, fmt.Errorf("runtime.moduledata: %w", err)
+			}
+			off = Missing
 		}
 		*f.dst = off
 	}

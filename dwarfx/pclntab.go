@@ -1,9 +1,11 @@
 package dwarfx
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -145,6 +147,28 @@ func parsePCHeader(data []byte, order binary.ByteOrder) (*pcHeader, error) {
 	return h, nil
 }
 
+// moduleLayouts returns the moduledata layouts to try: the generated
+// table's for the binary's Go release or, for a release the table does not
+// know, every distinct one in the table that can be checked by its
+// epclntab, newest first.
+func (b *Binary) moduleLayouts(h *pcHeader) []ModuleLayout {
+	if h.magic == go118Magic {
+		// Go 1.18 and 1.19, older than the table: no covctrs, ecovctrs.
+		return []ModuleLayout{{Text: 22 * 8, GoFunc: 38 * 8, EPclntab: Missing}}
+	}
+	if v, err := TableLayout(b.GoVersion, b.Arch); err == nil {
+		return []ModuleLayout{v.Layout.Module}
+	}
+	var out []ModuleLayout
+	for i := len(generatedLayouts) - 1; i >= 0; i-- {
+		ml := generatedLayouts[i].Layout.Module
+		if ml.EPclntab > 0 && !slices.Contains(out, ml) {
+			out = append(out, ml)
+		}
+	}
+	return out
+}
+
 // table returns header table i, up to the next table or the end of data.
 func (h *pcHeader) table(data []byte, i int) []byte {
 	start, end := h.offs[i], uint64(len(data))
@@ -172,7 +196,7 @@ func (b *Binary) loadLineTable() (*LineTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read pclntab header at %#x: %w", addr, err)
 	}
-	md, mdErr := b.findModuledata(addr, h)
+	md, mdErr := b.findModuledata(addr, h, uint64(len(data)))
 
 	t := &LineTable{order: b.order, magic: h.magic, quantum: uint64(h.quantum)}
 	switch {
@@ -218,26 +242,45 @@ func (b *Binary) loadLineTable() (*LineTable, error) {
 
 // findModuledata locates runtime.firstmoduledata by its first field, the
 // address of the pcHeader, and checks it against the header's tables. The
-// field offsets are those of runtime.moduledata (runtime/symtab.go), stable
-// from Go 1.18 to 1.26 except covctrs/ecovctrs, added in Go 1.20.
-func (b *Binary) findModuledata(pcln uint64, h *pcHeader) (moduleInfo, error) {
+// offsets of moduledata's text, gofunc and epclntab fields come from the
+// generated table of the binary's Go release (they moved in Go 1.27). A
+// layout counts only if its text falls in executable code, its gofunc in
+// file-backed data and, where moduledata has it, its epclntab at the end of
+// the pclntab. A release outside the table is tried only with the layouts
+// that have epclntab: without that check a wrong layout could pass.
+func (b *Binary) findModuledata(pcln uint64, h *pcHeader, pclnLen uint64) (moduleInfo, error) {
 	const ptr = 8
-	textWord, gofuncWord := 22, 40
-	if h.magic == go118Magic {
-		gofuncWord = 38 // no covctrs, ecovctrs
+	layouts := b.moduleLayouts(h)
+	size := uint64(18 * ptr) // the words checked below
+	for _, ml := range layouts {
+		size = max(size, uint64(max(ml.Text, ml.GoFunc, ml.EPclntab)+ptr)) // Missing is -1
 	}
-	size := uint64((gofuncWord + 1) * ptr)
 	check := func(r region, addr uint64) (moduleInfo, bool) {
 		if addr < r.addr || addr+size > r.addr+uint64(len(r.data)) {
 			return moduleInfo{}, false
 		}
-		w := func(i int) uint64 { return b.pointerAt(r.data, r.addr, addr+uint64(i*ptr)) }
+		w := func(off int64) uint64 { return b.pointerAt(r.data, r.addr, addr+uint64(off)) }
 		n := func(i int) uint64 { return b.order.Uint64(r.data[addr-r.addr+uint64(i*ptr):]) }
-		if w(0) != pcln || w(1) != pcln+h.offs[0] || w(13) != pcln+h.offs[4] ||
-			w(16) != pcln+h.offs[4] || n(17) != h.nfunc+1 {
+		if w(0) != pcln || w(1*ptr) != pcln+h.offs[0] || w(13*ptr) != pcln+h.offs[4] ||
+			w(16*ptr) != pcln+h.offs[4] || n(17) != h.nfunc+1 {
 			return moduleInfo{}, false
 		}
-		return moduleInfo{addr: addr, text: w(textWord), gofunc: w(gofuncWord)}, true
+		for _, ml := range layouts {
+			text, gofunc := w(ml.Text), w(ml.GoFunc)
+			if ml.EPclntab != Missing {
+				if end := w(ml.EPclntab); end <= pcln+h.offs[4] || end > pcln+pclnLen {
+					continue
+				}
+			}
+			if seg := b.segment(text); seg == nil || seg.Flags&elf.PF_X == 0 {
+				continue
+			}
+			if seg := b.segment(gofunc); seg == nil || gofunc >= seg.Vaddr+seg.Filesz {
+				continue
+			}
+			return moduleInfo{addr: addr, text: text, gofunc: gofunc}, true
+		}
+		return moduleInfo{}, false
 	}
 	regions, err := b.moduleCandidates()
 	if err != nil {

@@ -42,7 +42,8 @@ const stackguard0Offset = 16
 
 // FindProbeSites decodes code, the bytes of one function starting at address
 // entry, strictly from its first instruction to its end, for machine
-// (elf.EM_X86_64 or elf.EM_AARCH64).
+// (elf.EM_X86_64 or elf.EM_AARCH64). A function without a RET gives
+// ErrNoReturn together with its sites (Entry set, no Returns).
 func FindProbeSites(machine elf.Machine, code []byte, entry uint64) (ProbeSites, error) {
 	switch machine {
 	case elf.EM_X86_64:
@@ -84,7 +85,7 @@ func probeSitesX86(code []byte, entry uint64) (ProbeSites, error) {
 		}
 	}
 	if len(sites.Returns) == 0 {
-		return ProbeSites{}, ErrNoReturn
+		return sites, ErrNoReturn // the entry site is still valid
 	}
 	return sites, nil
 }
@@ -159,7 +160,7 @@ func probeSitesARM64(code []byte, entry uint64) (ProbeSites, error) {
 		return ProbeSites{}, fmt.Errorf("%d of %d words at %#x are not instructions: %w", unknown, words, entry, ErrDecode)
 	}
 	if len(sites.Returns) == 0 {
-		return ProbeSites{}, ErrNoReturn
+		return sites, ErrNoReturn // the entry site is still valid
 	}
 	return sites, nil
 }

@@ -10,7 +10,7 @@ import (
 // result against the symbol table, for every Go release in the table, PIE
 // and not.
 func TestFindAllgsWithoutSymbols(t *testing.T) {
-	for _, tc := range []string{"go1.20.14", "go1.21.13", "go1.22.12", "go1.23.12", "go1.24.13", "go1.25.5", "go1.26.8"} {
+	for _, tc := range TableToolchains() {
 		for _, pie := range []string{"", "-buildmode=pie"} {
 			dir := t.TempDir()
 			args := []string{"build", "-o", dir + "/b"}

@@ -2,6 +2,8 @@ package dwarfx
 
 import (
 	"fmt"
+	"go/version"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -127,6 +129,20 @@ func (b *Binary) staticStrings(addr uint64, n int64) ([]string, error) {
 		out[i] = string(s)
 	}
 	return out, nil
+}
+
+// TableToolchains returns the Go releases the generated table was made
+// from, oldest first ("go1.20.14", ...): the newest patch of each minor
+// release the module proxy served when the table was generated.
+func TableToolchains() []string {
+	var out []string
+	for _, v := range generatedLayouts {
+		if !slices.Contains(out, v.Toolchain) {
+			out = append(out, v.Toolchain)
+		}
+	}
+	slices.SortFunc(out, version.Compare)
+	return out
 }
 
 // GeneratedLayouts returns a copy of the generated table.

@@ -17,8 +17,8 @@ import (
 // DWARF says exactly what the table says.
 func TestGeneratedLayoutsMatchDWARF(t *testing.T) {
 	entries := dwarfx.GeneratedLayouts()
-	if len(entries) < 14 {
-		t.Fatalf("the table has %d entries, want Go 1.20 to 1.26 on amd64 and arm64", len(entries))
+	if len(entries) < 16 {
+		t.Fatalf("the table has %d entries, want Go 1.20 to 1.27 on amd64 and arm64", len(entries))
 	}
 	dir := t.TempDir()
 	for _, want := range entries {
@@ -43,7 +43,7 @@ func TestGeneratedLayoutsMatchDWARF(t *testing.T) {
 }
 
 func TestTableLayoutVersions(t *testing.T) {
-	for _, v := range []string{"go1.20.3", "go1.21.13", "go1.26.8", "go1.26rc1"} {
+	for _, v := range []string{"go1.20.3", "go1.21.13", "go1.26.8", "go1.26rc1", "go1.27.4"} {
 		for _, arch := range []string{"amd64", "arm64"} {
 			if _, err := dwarfx.TableLayout(v, arch); err != nil {
 				t.Errorf("%s/%s: %v", v, arch, err)

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gi-debug/gi/dwarfx"
 )
 
 // MatrixToolchains are the Go releases of the compatibility matrix
-// (`make test-matrix`): the newest patch of each supported minor release,
-// "local" being the installed Go.
-var MatrixToolchains = []string{"go1.20.14", "go1.21.13", "go1.22.12", "go1.23.12", "go1.24.13", "go1.25.5", "local"}
+// (`make test-matrix`): those of dwarfx's generated table, the newest patch
+// of each supported minor release.
+var MatrixToolchains = dwarfx.TableToolchains()
 
 // MatrixBuilds are the build variants of the matrix.
 var MatrixBuilds = []BuildOptions{{}, {PIE: true}, {CgoExternal: true}, {Stripped: true}, {Trimpath: true}}

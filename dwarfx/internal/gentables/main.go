@@ -2,7 +2,8 @@
 // release gi supports, for amd64 and arm64, reads each binary's runtime
 // layout from its DWARF, and writes the table dwarfx uses for stripped
 // binaries (layouts_generated.go). Run it through `go generate ./dwarfx`;
-// toolchains come through the module proxy (GOTOOLCHAIN).
+// the releases are the newest patch of each minor release the module proxy
+// serves, and their toolchains come through it too (GOTOOLCHAIN).
 package main
 
 import (
@@ -18,11 +19,8 @@ import (
 	"sync"
 
 	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/internal/goreleases"
 )
-
-// Toolchains are the Go releases in the table: the newest patch release of
-// each minor version gi supports.
-var Toolchains = []string{"go1.20.14", "go1.21.13", "go1.22.12", "go1.23.12", "go1.24.13", "go1.25.5", "go1.26.8"}
 
 // Arches are the architectures in the table.
 var Arches = []string{"amd64", "arm64"}
@@ -36,9 +34,14 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
+	toolchains, err := goreleases.Newest()
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("Go releases: %v", toolchains)
 	type job struct{ tc, arch string }
 	var jobs []job
-	for _, tc := range Toolchains {
+	for _, tc := range toolchains {
 		for _, arch := range Arches {
 			jobs = append(jobs, job{tc, arch})
 		}
