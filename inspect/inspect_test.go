@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,6 +179,16 @@ func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 			}
 		}
 	}
+	// The dumper prints READY and then exits: gi may still catch it on its
+	// way out, inside main.dumper (writing READY) or in the runtime's
+	// goroutine exit.
+	if g, ok := gotByID[p.DumperGoid]; ok {
+		delete(gotByID, p.DumperGoid)
+		exiting := len(g.Frames) > 0 && strings.HasPrefix(g.Frames[0].Function, "runtime.goexit")
+		if !exiting && !slices.ContainsFunc(g.Frames, func(f targets.Frame) bool { return f.Function == "main.dumper" }) {
+			t.Errorf("goroutine %d, the dumper, is listed [%s] outside main.dumper:\n\t%s", g.ID, g.State, strings.Join(frameKeys(g.Frames), "\n\t"))
+		}
+	}
 	for id, g := range gotByID {
 		t.Errorf("goroutine %d [%s] is in gi's listing but not in the runtime's dump", id, g.State)
 	}
@@ -233,6 +244,33 @@ func TestSnapshotInContainer(t *testing.T) {
 	snap := compareSnapshot(t, p)
 	if snap.NSPid != 1 {
 		t.Errorf("snapshot says namespace pid %d, want 1", snap.NSPid)
+	}
+	checkRunningInNamespace(t, p.Pid, snap)
+}
+
+// checkRunningInNamespace checks the running goroutines of a psstates
+// target in its own PID namespace: m.procid is the thread id inside the
+// namespace, so gi must map it to a host thread to find the registers, and
+// shows both ids.
+func checkRunningInNamespace(t *testing.T, pid int, snap *inspect.Snapshot) {
+	t.Helper()
+	located := 0
+	for _, g := range snap.Goroutines {
+		if g.Status != "running" || g.System {
+			continue
+		}
+		if g.HostThreadID == 0 || g.ThreadID == 0 || g.HostThreadID == g.ThreadID {
+			t.Errorf("running goroutine %d: thread %d, host thread %d: want both, different", g.ID, g.ThreadID, g.HostThreadID)
+		} else if ns, err := targets.NSTid(pid, g.HostThreadID); err != nil || ns != g.ThreadID {
+			t.Errorf("running goroutine %d: host thread %d is thread %d in the namespace (%v), gi says %d", g.ID, g.HostThreadID, ns, err, g.ThreadID)
+		}
+		if loc, ok := g.Location(); ok && loc.Function == "main.spin" {
+			located++
+		}
+	}
+	// Two Ps, three spinners: at least one spins on a CPU at any instant.
+	if located == 0 {
+		t.Errorf("no running goroutine located in main.spin (a running goroutine's registers come from its thread)")
 	}
 }
 

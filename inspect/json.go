@@ -31,6 +31,7 @@ type JSONGoroutine struct {
 	CreatedBy      *JSONCreatedBy    `json:"created_by"`
 	Labels         map[string]string `json:"labels"`
 	ThreadID       int               `json:"thread_id"`
+	HostThreadID   int               `json:"host_thread_id,omitempty"`
 	LockedToThread bool              `json:"locked_to_thread"`
 	System         bool              `json:"system"`
 	Frames         []JSONFrame       `json:"frames"`
@@ -76,6 +77,7 @@ func ToJSON(snap *Snapshot, gs []*Goroutine, allFrames bool) *JSONSnapshot {
 			StartFunction:  g.StartFunction,
 			Labels:         g.Labels,
 			ThreadID:       g.ThreadID,
+			HostThreadID:   g.HostThreadID,
 			LockedToThread: g.LockedToThread,
 			System:         g.System,
 			Truncated:      g.Truncated,

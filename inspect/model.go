@@ -60,8 +60,12 @@ type Goroutine struct {
 	WaitKnown bool
 	// LockedToThread is true after runtime.LockOSThread.
 	LockedToThread bool
-	// ThreadID is the OS thread running the goroutine (running or syscall), 0 if none.
+	// ThreadID is the OS thread running the goroutine (running or syscall),
+	// as the target's PID namespace numbers it (m.procid), 0 if none.
 	ThreadID int
+	// HostThreadID is the same thread as gi's PID namespace numbers it,
+	// when that differs from ThreadID (a target in a container); else 0.
+	HostThreadID int
 	// System marks goroutines the runtime hides from its dumps.
 	System bool
 	// Labels are the pprof labels, nil if none.

@@ -25,7 +25,10 @@ type rawG struct {
 	pc, sp uint64
 	lr     uint64 // link register (arm64), for a frameless innermost function
 	trap   bool
-	tid    int
+	tid    int // m.procid: the thread id in the target's PID namespace
+	// hostTID is the same thread's id in gi's PID namespace, where it
+	// differs (0 otherwise).
+	hostTID int
 
 	stackLo, stackHi uint64
 	stack            []byte // copy of [sp, sp+len(stack))
@@ -63,8 +66,9 @@ func (t *Target) readWord(addr uint64) (uint64, error) {
 
 // copyRaw copies every live g, the used part of its stack, the registers of
 // the threads running goroutines and the pprof labels. It runs while the
-// process is stopped, so it does nothing but copy.
-func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers) (*rawSnapshot, error) {
+// process is stopped, so it does nothing but copy. nsTIDs maps thread ids
+// in the target's PID namespace to gi's (nil when they agree).
+func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers, nsTIDs map[int]int) (*rawSnapshot, error) {
 	L := t.Layout
 	out := &rawSnapshot{gs: bufs.ptrs}
 
@@ -182,10 +186,21 @@ func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers) (*rawSnapshot, error
 			}
 			tid := int(t.u64(mb, L.M.ProcID))
 			rg.tid = tid
+			if nsTIDs != nil {
+				if _, known := nsTIDs[tid]; !known {
+					t.mapNewThreads(st, nsTIDs)
+				}
+				if host, ok := nsTIDs[tid]; ok && host != tid {
+					rg.hostTID = host
+				}
+			}
 			if rg.state&^L.ScanBit != running {
 				continue
 			}
 			regs, ok := threads[tid]
+			if rg.hostTID != 0 {
+				regs, ok = threads[rg.hostTID]
+			}
 			if !ok {
 				continue
 			}
@@ -240,6 +255,29 @@ func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers) (*rawSnapshot, error
 		}
 	}
 	return out, nil
+}
+
+// mapNewThreads adds to nsTIDs the stopped threads it lacks: threads
+// created after the map was made, before the stop. It runs at most once per
+// unknown id, and only for a target in another PID namespace.
+func (t *Target) mapNewThreads(st *ptrace.Stopped, nsTIDs map[int]int) {
+	hosts := make(map[int]bool, len(nsTIDs))
+	for _, h := range nsTIDs {
+		hosts[h] = true
+	}
+	var missing []int
+	for _, th := range st.Threads {
+		if !hosts[th.TID] {
+			missing = append(missing, th.TID)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	more, _ := ptrace.NamespaceTIDs(t.PID, missing)
+	for ns, host := range more {
+		nsTIDs[ns] = host
+	}
 }
 
 // buffers are allocated and touched before the process is stopped: on this

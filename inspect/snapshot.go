@@ -169,6 +169,12 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	start := time.Now()
 	bufs := t.prepareBuffers()
 	defer bufs.release()
+	// Thread ids as the target's namespace numbers them (m.procid) to gi's,
+	// mapped before the stop: only for a target in another PID namespace.
+	nsTIDs, err := ptrace.NamespaceTIDs(t.PID, nil)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", t.PID, err)
+	}
 	// No garbage collection while the target waits: a cycle started by the
 	// copy's allocations would compete for the CPUs.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
@@ -184,7 +190,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 				err = fmt.Errorf("panic while copying target memory: %v", r)
 			}
 		}()
-		return t.copyRaw(stopped, bufs)
+		return t.copyRaw(stopped, bufs, nsTIDs)
 	}()
 	resumeErr := stopped.Resume()
 	pause := stopped.Pause()

@@ -117,6 +117,7 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 			Status:         t.statusName(status),
 			LockedToThread: t.u64(rg.g, L.G.LockedM) != 0,
 			ThreadID:       rg.tid,
+			HostThreadID:   rg.hostTID,
 			Labels:         rg.labels,
 		}
 		if L.G.ParentGoid != dwarfx.Missing {

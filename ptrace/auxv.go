@@ -65,27 +65,6 @@ func MonotonicOffset(pid int) (time.Duration, error) {
 	return 0, nil
 }
 
-// NamespacePID returns the pid of process pid inside its own PID namespace
-// (the last NSpid field of /proc/<pid>/status): the pid a container shows.
-func NamespacePID(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return 0, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
-		}
-		return 0, fmt.Errorf("process %d: %w", pid, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				return strconv.Atoi(f[len(f)-1])
-			}
-		}
-	}
-	return pid, nil // kernels before 4.1 have no NSpid
-}
-
 // Alive reports whether process pid exists and is neither a zombie nor dead
 // (the state after the parenthesised command name in /proc/<pid>/stat).
 func Alive(pid int) bool {

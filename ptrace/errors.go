@@ -24,17 +24,9 @@ var (
 
 // tracerOf returns the TracerPid of a thread, or 0.
 func tracerOf(pid, tid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	v, _ := statusField(pid, tid, "TracerPid")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // alreadyTraced builds the error for a thread another tracer holds.

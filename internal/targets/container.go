@@ -71,17 +71,23 @@ func childOf(pid int) (int, error) {
 	return strconv.Atoi(f[0])
 }
 
-// NSPid returns the pid of process pid inside its own PID namespace.
-func NSPid(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// NSTid returns the id of thread tid of process pid in the process's own
+// PID namespace (the last NSpid field of its task status).
+func NSTid(pid, tid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
 			f := strings.Fields(v)
-			return strconv.Atoi(f[len(f)-1])
+			if len(f) > 0 {
+				return strconv.Atoi(f[len(f)-1])
+			}
 		}
 	}
-	return 0, fmt.Errorf("no NSpid for %d", pid)
+	return 0, fmt.Errorf("no NSpid in /proc/%d/task/%d/status", pid, tid)
 }
+
+// NSPid returns the pid of process pid inside its own PID namespace.
+func NSPid(pid int) (int, error) { return NSTid(pid, pid) }
