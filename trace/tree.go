@@ -59,6 +59,8 @@ type goroutineState struct {
 // or runtime.Goexit left without returning are popped and marked unwound.
 type Builder struct {
 	gs map[GoroutineKey]*goroutineState
+	// maxGoroutines bounds gs (maxGoroutineStates; lowered by tests).
+	maxGoroutines int
 	// OnCall is called for every completed call (returned or unwound),
 	// innermost first.
 	OnCall func(GoroutineKey, *Call)
@@ -73,7 +75,7 @@ type Builder struct {
 
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder {
-	return &Builder{gs: make(map[GoroutineKey]*goroutineState)}
+	return &Builder{gs: make(map[GoroutineKey]*goroutineState), maxGoroutines: maxGoroutineStates}
 }
 
 // Open returns the number of goroutines with open calls.
@@ -82,7 +84,7 @@ func (b *Builder) Open() int { return len(b.gs) }
 func (b *Builder) state(k GoroutineKey, g uint64) *goroutineState {
 	st := b.gs[k]
 	if st == nil {
-		if len(b.gs) >= maxGoroutineStates {
+		if len(b.gs) >= b.maxGoroutines {
 			return nil
 		}
 		st = &goroutineState{key: k, g: g}
@@ -102,6 +104,14 @@ func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, c
 	// open one is gone without returning.
 	for len(st.stack) > 0 && st.stack[len(st.stack)-1].frameKey >= frameKey {
 		b.unwindTop(st, now)
+		if len(st.stack) == 0 {
+			// Unwinding the root freed the goroutine's state: the new
+			// call starts a fresh one.
+			if st = b.state(k, g); st == nil {
+				b.Overflow++
+				return
+			}
+		}
 	}
 	if len(st.stack) >= maxOpenFrames {
 		b.Overflow++
