@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gi-debug/gi/internal/goreleases"
 )
 
 // BuildOptions selects how a target is built.
@@ -64,7 +66,8 @@ func (o BuildOptions) toolchain() string {
 }
 
 // DefaultToolchains are the toolchains tests build targets with unless
-// GI_TEST_TOOLCHAINS (comma-separated) says otherwise.
+// GI_TEST_TOOLCHAINS (comma-separated) says otherwise; there "newest" stands
+// for the newest Go release the module proxy serves (make test-newest).
 var DefaultToolchains = []string{"local", "go1.20.14", "go1.21.13", "go1.24.13", "go1.27.4"}
 
 // Toolchains returns the toolchains under test.
@@ -72,7 +75,10 @@ func Toolchains() []string {
 	if v := strings.TrimSpace(os.Getenv("GI_TEST_TOOLCHAINS")); v != "" {
 		var out []string
 		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
+			if s = strings.TrimSpace(s); s == "newest" {
+				s = newestRelease()
+			}
+			if s != "" {
 				out = append(out, s)
 			}
 		}
@@ -80,6 +86,18 @@ func Toolchains() []string {
 	}
 	return DefaultToolchains
 }
+
+// newestRelease asks the module proxy for the newest Go release, once.
+var newestRelease = sync.OnceValue(func() string {
+	rs, err := goreleases.Newest()
+	if err != nil || len(rs) == 0 {
+		// The build then fails, naming the toolchain it could not get.
+		fmt.Fprintf(os.Stderr, "GI_TEST_TOOLCHAINS=newest: no release from the module proxy: %v\n", err)
+		return "newest-release-unknown"
+	}
+	fmt.Fprintf(os.Stderr, "GI_TEST_TOOLCHAINS=newest: %s\n", rs[len(rs)-1])
+	return rs[len(rs)-1]
+})
 
 // Dir returns the testdata directory (the target programs' module).
 func Dir() string {
