@@ -39,6 +39,9 @@ type Binary struct {
 	// GoVersion is the toolchain version from the build info, such as
 	// "go1.26.8", or "" if the binary has no readable build info.
 	GoVersion string
+	// MainModule is the path of the main module from the build info
+	// ("github.com/acme/server", "command-line-arguments"), or "".
+	MainModule string
 	// PIE reports whether the binary is position independent (ET_DYN).
 	PIE bool
 	// Stripped reports whether the binary has no .symtab (-ldflags=-s).
@@ -119,7 +122,10 @@ func newBinary(f *os.File, path string) (*Binary, error) {
 	}
 	sort.Slice(b.loads, func(i, j int) bool { return b.loads[i].Vaddr < b.loads[j].Vaddr })
 	if bi, err := buildinfo.Read(f); err == nil {
-		b.GoVersion = bi.GoVersion
+		b.GoVersion, b.MainModule = bi.GoVersion, bi.Main.Path
+		if b.MainModule == "" {
+			b.MainModule = bi.Path // go run and builds without a module
+		}
 	}
 	if b.Lines, err = b.loadLineTable(); err != nil {
 		return nil, err

@@ -52,7 +52,7 @@ and lists them: id, state, how long each has waited, where it is and who created
 	f.StringVar(&o.match, "match", "", "only goroutines with a frame whose function matches `REGEXP`")
 	f.DurationVar(&o.minWait, "min-wait", 0, "only goroutines that have waited at least `DURATION`")
 	f.DurationVar(&o.trace, "trace", 0, "trace the functions the goroutines are in for `D`, then list them with those functions' latencies")
-	f.IntVar(&o.traceDepth, "trace-depth", 1, "with --trace, trace this many code frames of each goroutine")
+	f.IntVar(&o.traceDepth, "trace-depth", 1, "with --trace, trace this many code frames of each goroutine: the one its row shows (the innermost of the program's own code that can be traced) and those above it")
 	addTargetFlags(f, &o.target)
 	return cmd
 }
@@ -288,7 +288,7 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 	}
 	tbl.Header(header...)
 	for _, g := range gs {
-		fn, loc := location(g)
+		fn, loc := pt.location(g)
 		row := []string{strconv.FormatUint(g.ID, 10), stateText(g), formatWait(g.Wait, g.WaitKnown), fn, loc, createdBy(g)}
 		if labels {
 			row = append(row, formatLabels(g.Labels))
@@ -319,7 +319,7 @@ func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Gorout
 	tbl.Header(header...)
 	for _, gr := range groups {
 		g := gr.Representative()
-		fn, loc := location(g)
+		fn, loc := pt.location(g)
 		row := []string{strconv.Itoa(len(gr.Goroutines)), stateText(g), waitRange(gr), fn, loc, createdByFunction(g), goidList(gr, 5)}
 		if labels {
 			row = append(row, formatLabels(g.Labels))

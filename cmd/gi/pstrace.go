@@ -7,13 +7,19 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/link"
 	"github.com/gi-debug/gi/trace"
 )
 
 // latency is what `gi ps --trace` learns about one goroutine's current
 // function during the trace window.
 type latency struct {
+	// Function is the measured function: the goroutine's frame chosen by
+	// link.Program.MeasuredFrames, always on its stack; File and Line
+	// locate that frame.
 	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
 	Calls    uint64 `json:"calls"`
 	P50NS    int64  `json:"p50_ns"`
 	P99NS    int64  `json:"p99_ns"`
@@ -45,16 +51,13 @@ type psTrace struct {
 	d      time.Duration
 }
 
-// traceFunctions returns the functions the goroutines are in: up to depth
-// code frames of each.
-func traceFunctions(gs []*inspect.Goroutine, depth int) []string {
+// traceFunctions returns the functions the goroutines are in: the measured
+// frame of each and up to depth-1 traceable frames above it.
+func traceFunctions(prog link.Program, gs []*inspect.Goroutine, depth int) []string {
 	seen := map[string]bool{}
 	var names []string
 	for _, g := range gs {
-		for i, f := range g.CodeFrames() {
-			if i >= depth {
-				break
-			}
+		for _, f := range prog.MeasuredFrames(g, depth) {
 			if !seen[f.Function] {
 				seen[f.Function] = true
 				names = append(names, f.Function)
@@ -67,7 +70,8 @@ func traceFunctions(gs []*inspect.Goroutine, depth int) []string {
 // runPsTrace traces, for d, the functions the goroutines of the first
 // snapshot are in, then takes a second snapshot and relates the two.
 func runPsTrace(a *app, t *inspect.Target, first *inspect.Snapshot, gs []*inspect.Goroutine, d time.Duration, depth int, errOut io.Writer) (*inspect.Snapshot, *psTrace, error) {
-	names := traceFunctions(gs, depth)
+	prog := link.ProgramOf(t.Binary)
+	names := traceFunctions(prog, gs, depth)
 	if len(names) == 0 {
 		return nil, nil, errors.New("--trace: the goroutines are in no traceable function")
 	}
@@ -154,15 +158,17 @@ func runPsTrace(a *app, t *inspect.Target, first *inspect.Snapshot, gs []*inspec
 	}
 	for _, g := range second.Goroutines {
 		var fn *trace.Function
-		for _, f := range g.CodeFrames() {
+		var at inspect.Frame
+		for _, f := range prog.MeasuredFrames(g, depth) {
 			if fn = byName[f.Function]; fn != nil {
+				at = f
 				break
 			}
 		}
 		if fn == nil {
 			continue
 		}
-		l := &latency{Function: fn.Name}
+		l := &latency{Function: fn.Name, File: at.File, Line: at.Line}
 		if h := stats.Of(fn); h != nil {
 			l.Calls = h.Count()
 			l.P50NS, l.P99NS, l.MaxNS = int64(h.Quantile(0.5)), int64(h.Quantile(0.99)), int64(h.Max())
@@ -170,7 +176,9 @@ func runPsTrace(a *app, t *inspect.Target, first *inspect.Snapshot, gs []*inspec
 		k := trace.GoroutineKey{PID: uint32(t.PID), Goid: g.ID}
 		if oc, ok := open[k][fn]; ok && uint64(monoNow) > oc.Start {
 			l.InCallNS = int64(uint64(monoNow) - oc.Start)
-		} else if prev := before[g.ID]; prev != nil && !touched[k][fn] && inFunction(prev, fn.Name) {
+		} else if prev := before[g.ID]; prev != nil && len(fn.Returns) > 0 && !touched[k][fn] && inFunction(prev, fn.Name) {
+			// A function that never returns (a worker loop) is always
+			// in the same call: that is not being stuck.
 			l.Stuck = true
 		}
 		pt.byGoid[g.ID] = l
@@ -185,6 +193,17 @@ func inFunction(g *inspect.Goroutine, name string) bool {
 		}
 	}
 	return false
+}
+
+// location renders the FUNCTION and LOCATION columns of a goroutine's row:
+// with a trace, the measured function, whose latency the row gives.
+func (pt *psTrace) location(g *inspect.Goroutine) (fn, loc string) {
+	if pt != nil {
+		if l := pt.byGoid[g.ID]; l != nil {
+			return l.Function, fmt.Sprintf("%s:%d", shortFile(l.File), l.Line)
+		}
+	}
+	return location(g)
 }
 
 // inCallText renders the IN CALL column.

@@ -29,7 +29,10 @@ type psTraceDoc struct {
 		WaitReason string            `json:"wait_reason"`
 		Function   string            `json:"function"`
 		Labels     map[string]string `json:"labels"`
-		CreatedBy  *struct {
+		Frames     []struct {
+			Function string `json:"function"`
+		} `json:"frames"`
+		CreatedBy *struct {
 			Function string `json:"function"`
 			File     string `json:"file"`
 			Line     int    `json:"line"`
@@ -37,6 +40,8 @@ type psTraceDoc struct {
 		} `json:"created_by"`
 		Trace *struct {
 			Function string `json:"function"`
+			File     string `json:"file"`
+			Line     int    `json:"line"`
 			Calls    uint64 `json:"calls"`
 			P50NS    int64  `json:"p50_ns"`
 			P99NS    int64  `json:"p99_ns"`
@@ -57,6 +62,23 @@ func psTraceJSON(t *testing.T, pid int, d string) psTraceDoc {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	measured := 0
+	for _, g := range doc.Goroutines {
+		if g.Trace == nil {
+			continue
+		}
+		measured++
+		onStack := false
+		for _, f := range g.Frames {
+			onStack = onStack || f.Function == g.Trace.Function
+		}
+		if !onStack || g.Trace.File == "" || g.Trace.Line == 0 {
+			t.Errorf("goroutine %d: trace.function %s (%s:%d) is not a frame of its stack %+v", g.Goid, g.Trace.Function, g.Trace.File, g.Trace.Line, g.Frames)
+		}
+	}
+	if measured == 0 {
+		t.Errorf("gi ps --trace measured no goroutine:\n%s", out)
+	}
 	return doc
 }
 
@@ -72,7 +94,9 @@ func within(got, want, abs int64, rel float64) bool {
 // with what the target measured itself over the same window.
 func TestPsTraceLatencies(t *testing.T) {
 	requirePrivilege(t)
-	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}))
+	// No pause between a worker's calls: each worker is in main.handle
+	// (waiting for the lock or holding it) nearly all the time.
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-pause", "0")
 	doc := psTraceJSON(t, p.Pid, "2s")
 	targets.CheckNotStopped(t, p.Pid)
 	w := doc.TraceWindow
@@ -108,6 +132,9 @@ func TestPsTraceLatencies(t *testing.T) {
 	t.Logf("target: %v; gi saw %d goroutines in main.handle", truth, seen)
 	if n("calls") < 100 {
 		t.Errorf("only %d calls in the window", n("calls"))
+	}
+	if seen < 3 {
+		t.Errorf("%d of 6 workers measured in main.handle, want at least 3 (they are in it nearly all the time)", seen)
 	}
 }
 
@@ -177,6 +204,20 @@ func TestPsTraceStuck(t *testing.T) {
 	}
 	if stuck != 6 {
 		t.Errorf("%d workers marked stuck, want 6", stuck)
+	}
+	// The janitor holding the lock sleeps in time.Sleep, a runtime
+	// function: its row measures and names its caller, main.janitor.
+	janitor := 0
+	for _, g := range doc.Goroutines {
+		if len(g.Frames) > 1 && g.Frames[0].Function == "time.Sleep" && g.Frames[1].Function == "main.janitor" {
+			janitor++
+			if g.Trace == nil || g.Trace.Function != "main.janitor" || !g.Trace.Stuck {
+				t.Errorf("janitor %d asleep in time.Sleep: trace %+v, want main.janitor, stuck", g.Goid, g.Trace)
+			}
+		}
+	}
+	if janitor != 1 {
+		t.Errorf("%d janitors asleep in time.Sleep, want 1", janitor)
 	}
 	out, _, code := runGi(t, "ps", "--group", "--trace", "1s", strconv.Itoa(p.Pid))
 	if code != 0 || !regexp.MustCompile(`(?m)^\s*6\s+sync\.Mutex\.Lock .*main\.handle.*stuck >1\.0s`).MatchString(out) {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/link"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/trace"
 )
@@ -207,12 +208,13 @@ func runTop(a *app, target string, tf targetFlags) error {
 		}
 	}()
 
+	prog := link.ProgramOf(t.Binary)
 	v := &topView{sortBy: 'c'}
 	tick := time.NewTicker(topRefresh)
 	defer tick.Stop()
 	var groups []*topGroup
 	refresh := func() {
-		groups = groupForTop(snap.Goroutines)
+		groups = groupForTop(prog, snap.Goroutines)
 		var names []string
 		for _, g := range groups {
 			if g.function != "" {
@@ -313,8 +315,10 @@ func runTop(a *app, target string, tf targetFlags) error {
 	}
 }
 
-// groupForTop folds goroutines by state and the function they are in.
-func groupForTop(gs []*inspect.Goroutine) []*topGroup {
+// groupForTop folds goroutines by state and the function they are in: the
+// measured one (link.Program.MeasuredFrames), traced and shown, or where
+// no frame can be traced, the goroutine's location.
+func groupForTop(prog link.Program, gs []*inspect.Goroutine) []*topGroup {
 	index := map[string]*topGroup{}
 	var out []*topGroup
 	for _, g := range gs {
@@ -323,8 +327,8 @@ func groupForTop(gs []*inspect.Goroutine) []*topGroup {
 		}
 		fn, loc := location(g)
 		traced := ""
-		if cf := g.CodeFrames(); len(cf) > 0 {
-			traced = cf[0].Function
+		if m := prog.MeasuredFrames(g, 1); len(m) > 0 {
+			traced, fn, loc = m[0].Function, m[0].Function, fmt.Sprintf("%s:%d", shortFile(m[0].File), m[0].Line)
 		}
 		key := g.State + "\x00" + fn
 		tg := index[key]

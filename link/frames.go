@@ -1,0 +1,85 @@
+// Package link relates a goroutine snapshot to a trace of the functions its
+// goroutines are in: which frame of each goroutine is measured, so that the
+// latency printed beside a goroutine is always that of a function on its
+// stack, and the row names it.
+package link
+
+import (
+	"strings"
+
+	"github.com/gi-debug/gi/inspect"
+)
+
+// Program says which functions belong to the program's own code and which
+// can be traced.
+type Program struct {
+	// MainModule is the main module's path from the build info; functions
+	// of package main and of packages under this path are the program's own.
+	MainModule string
+	// Traceable reports whether a function can carry probes (nil: all).
+	Traceable func(function string) bool
+}
+
+// Own reports whether function belongs to the program's main module.
+func (p Program) Own(function string) bool {
+	pkg := packageOf(function)
+	if pkg == "main" {
+		return true
+	}
+	m := p.MainModule
+	return m != "" && m != "command-line-arguments" && (pkg == m || strings.HasPrefix(pkg, m+"/"))
+}
+
+func (p Program) traceable(function string) bool {
+	return p.Traceable == nil || p.Traceable(function)
+}
+
+// MeasuredFrames returns the frames of g whose functions are traced,
+// innermost first: the measured frame, the innermost code frame of the
+// program's own code (its main module) that can be traced, or else the
+// innermost traceable code frame, never a runtime internal (its caller is
+// taken instead), followed by up to depth-1 traceable code frames above it.
+// Code frames are the goroutine's visible, non-inlined frames outside the
+// runtime's plumbing: an inlined call has no code of its own to probe, so
+// its physical function stands for it. Empty when no frame can be traced.
+func (p Program) MeasuredFrames(g *inspect.Goroutine, depth int) []inspect.Frame {
+	code := g.CodeFrames()
+	first := -1
+	for i, f := range code {
+		if p.Own(f.Function) && p.traceable(f.Function) {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		for i, f := range code {
+			if p.traceable(f.Function) {
+				first = i
+				break
+			}
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	out := []inspect.Frame{code[first]}
+	for _, f := range code[first+1:] {
+		if len(out) >= depth {
+			break
+		}
+		if p.traceable(f.Function) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// packageOf returns the import path of a qualified function name
+// ("net/http.(*conn).serve" → "net/http").
+func packageOf(name string) string {
+	slash := strings.LastIndexByte(name, '/')
+	if i := strings.IndexByte(name[slash+1:], '.'); i >= 0 {
+		return name[:slash+1+i]
+	}
+	return name
+}

@@ -1,0 +1,101 @@
+package link
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gi-debug/gi/inspect"
+)
+
+// stack builds a goroutine from innermost-first function names; a name
+// ending in " inlined" is an inlined frame, " elided" one the runtime hides.
+func stack(names ...string) *inspect.Goroutine {
+	g := &inspect.Goroutine{}
+	for _, n := range names {
+		f := inspect.Frame{Function: n}
+		if fn, ok := strings.CutSuffix(n, " inlined"); ok {
+			f.Function, f.Inlined = fn, true
+		}
+		if fn, ok := strings.CutSuffix(n, " elided"); ok {
+			f.Function, f.Elided = fn, true
+		}
+		g.Frames = append(g.Frames, f)
+	}
+	return g
+}
+
+func functions(fs []inspect.Frame) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Function
+	}
+	return out
+}
+
+// notRuntime stands for trace.Select's refusal of runtime internals.
+func notRuntime(fn string) bool { return !strings.HasPrefix(fn, "runtime.") }
+
+func TestMeasuredFrames(t *testing.T) {
+	httpMain := stack("runtime.gopark elided", "runtime.netpollblock elided", "internal/poll.runtime_pollWait",
+		"internal/poll.(*pollDesc).wait", "internal/poll.(*pollDesc).waitRead inlined", "internal/poll.(*FD).Accept",
+		"net.(*netFD).accept", "net.(*TCPListener).accept", "net.(*TCPListener).Accept",
+		"net/http.(*Server).Serve", "net/http.ListenAndServe inlined", "main.main", "runtime.main elided")
+	sleeper := stack("runtime.gopark elided", "time.Sleep", "main.traceC", "main.worker", "runtime.goexit elided")
+	library := stack("runtime.gopark elided", "internal/poll.runtime_pollWait", "internal/poll.(*pollDesc).wait",
+		"internal/poll.(*FD).Read", "net.(*netFD).Read", "net.(*conn).Read", "bufio.(*Reader).fill",
+		"net/http.(*conn).serve", "runtime.goexit elided")
+	inlined := stack("runtime.gopark elided", "runtime.chanrecv elided", "runtime.chanrecv1", "main.waitOn inlined", "main.withInlined", "main.main.func3")
+	module := stack("sync.runtime_SemacquireMutex", "sync.(*Mutex).lockSlow", "github.com/acme/srvlib/pool.(*P).Get",
+		"github.com/acme/srv/internal/db.(*Store).Query", "github.com/acme/srv/api.handle")
+	onlyRuntime := stack("runtime.gopark", "runtime.bgsweep", "runtime.gcenable.gowrap1")
+
+	for _, c := range []struct {
+		name      string
+		g         *inspect.Goroutine
+		module    string
+		traceable func(string) bool
+		depth     int
+		want      []string
+	}{
+		{"server main, not net.(*netFD).accept", httpMain, "example.com/srv", notRuntime, 1, []string{"main.main"}},
+		{"server main, depth 3: nothing above main.main", httpMain, "example.com/srv", notRuntime, 3, []string{"main.main"}},
+		{"asleep in time.Sleep: its caller", sleeper, "", notRuntime, 1, []string{"main.traceC"}},
+		{"asleep, depth 2", sleeper, "", notRuntime, 2, []string{"main.traceC", "main.worker"}},
+		{"no own code: innermost traceable", library, "example.com/srv", notRuntime, 1, []string{"net.(*netFD).Read"}},
+		{"no own code, depth 2", library, "example.com/srv", notRuntime, 2, []string{"net.(*netFD).Read", "net.(*conn).Read"}},
+		{"inlined call: its physical function", inlined, "", notRuntime, 1, []string{"main.withInlined"}},
+		{"main module by path, not a similar prefix", module, "github.com/acme/srv", notRuntime, 1, []string{"github.com/acme/srv/internal/db.(*Store).Query"}},
+		{"untraceable own frame: the next own one", module, "github.com/acme/srv", func(fn string) bool { return !strings.Contains(fn, "Store") }, 2,
+			[]string{"github.com/acme/srv/api.handle"}},
+		{"nothing traceable", onlyRuntime, "", notRuntime, 1, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := functions(Program{MainModule: c.module, Traceable: c.traceable}.MeasuredFrames(c.g, c.depth))
+			if !slices.Equal(got, c.want) && !(len(got) == 0 && len(c.want) == 0) {
+				t.Errorf("MeasuredFrames = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestOwn(t *testing.T) {
+	p := Program{MainModule: "github.com/acme/srv"}
+	for fn, want := range map[string]bool{
+		"main.main":                              true,
+		"main.(*server).handle.func1":            true,
+		"github.com/acme/srv.Run":                true,
+		"github.com/acme/srv/api.(*H).Serve":     true,
+		"github.com/acme/srvlib.F":               false,
+		"github.com/acme/other/srv.F":            false,
+		"net/http.(*conn).serve":                 false,
+		"github.com/acme/srv/vendor/x.(*T).M-fm": true,
+	} {
+		if got := p.Own(fn); got != want {
+			t.Errorf("Own(%q) = %v, want %v", fn, got, want)
+		}
+	}
+	if (Program{MainModule: "command-line-arguments"}).Own("command-line-arguments.F") {
+		t.Error("command-line-arguments is not a module path to match by prefix")
+	}
+}
