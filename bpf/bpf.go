@@ -35,6 +35,8 @@ const (
 	ConstFilterGoids   = "filter_goids"
 	ConstGoPCOffset    = "gopc_offset"
 	ConstParentOffset  = "parent_goid_offset"
+	ConstPidnsDev      = "pidns_dev"
+	ConstPidnsIno      = "pidns_ino"
 )
 
 // Spec returns the collection of programs and maps built for the host

@@ -82,8 +82,8 @@ struct event {
 	__u64 gopc;     // entry: g.gopc, the go statement that created it
 	__u64 parent;   // entry: g.parentGoid (Go 1.21+), else 0
 	__u32 cookie;   // index into gi's probe table
-	__u32 pid;      // tgid
-	__u32 tid;
+	__u32 pid;      // tgid, in gi's PID namespace when pidns_ino is set
+	__u32 tid;      // likewise
 	__u8 kind;      // GI_EVENT_*
 	__u8 pad[3];
 };
@@ -98,6 +98,11 @@ volatile const __s64 g_tls_offset = -8;
 volatile const __u64 gopc_offset = 0;        // 0: do not read
 volatile const __u64 parent_goid_offset = 0; // 0: absent (Go < 1.21)
 volatile const __u8 filter_goids = 0;
+// gi's PID namespace (st_dev and st_ino of /proc/self/ns/pid): process and
+// thread ids are reported as gi sees them, also when gi runs inside a
+// container's namespace. 0: report the kernel's (initial namespace) ids.
+volatile const __u64 pidns_dev = 0;
+volatile const __u64 pidns_ino = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -147,6 +152,16 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind)
 		return 0;
 	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	if (pidns_ino) {
+		struct bpf_pidns_info ns = {};
+		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) == 0) {
+			pid = ns.tgid;
+			tid = ns.pid;
+		} else {
+			pid = tid = 0; // not visible from gi's namespace
+		}
+	}
 	e->ts = bpf_ktime_get_ns();
 	e->goid = goid;
 	e->g = g;
@@ -171,8 +186,8 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind)
 #endif
 	}
 	e->cookie = (__u32)cookie;
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
+	e->pid = pid;
+	e->tid = tid;
 	e->kind = kind;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;

@@ -46,6 +46,8 @@ const (
 	giVarGoidOffset       = "goid_offset"
 	giVarGopcOffset       = "gopc_offset"
 	giVarParentGoidOffset = "parent_goid_offset"
+	giVarPidnsDev         = "pidns_dev"
+	giVarPidnsIno         = "pidns_ino"
 	giVarStackHiOffset    = "stack_hi_offset"
 	giVarUnusedEvent      = "unused_event"
 )
@@ -116,6 +118,8 @@ type giVariableSpecs struct {
 	GoidOffset       *ebpf.VariableSpec `ebpf:"goid_offset"`
 	GopcOffset       *ebpf.VariableSpec `ebpf:"gopc_offset"`
 	ParentGoidOffset *ebpf.VariableSpec `ebpf:"parent_goid_offset"`
+	PidnsDev         *ebpf.VariableSpec `ebpf:"pidns_dev"`
+	PidnsIno         *ebpf.VariableSpec `ebpf:"pidns_ino"`
 	StackHiOffset    *ebpf.VariableSpec `ebpf:"stack_hi_offset"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
 }
@@ -162,6 +166,8 @@ type giVariables struct {
 	GoidOffset       *ebpf.Variable `ebpf:"goid_offset"`
 	GopcOffset       *ebpf.Variable `ebpf:"gopc_offset"`
 	ParentGoidOffset *ebpf.Variable `ebpf:"parent_goid_offset"`
+	PidnsDev         *ebpf.Variable `ebpf:"pidns_dev"`
+	PidnsIno         *ebpf.Variable `ebpf:"pidns_ino"`
 	StackHiOffset    *ebpf.Variable `ebpf:"stack_hi_offset"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
 }

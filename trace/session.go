@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/dwarfx"
@@ -172,6 +173,13 @@ func (s *Session) open() error {
 	if layout.G.ParentGoid != dwarfx.Missing {
 		parentOff = uint64(layout.G.ParentGoid)
 	}
+	// Events carry pids as gi's own PID namespace numbers them, so that
+	// inside a container (kubectl debug --target, a sidecar) they match the
+	// pid gi was given.
+	var ns unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &ns); err != nil {
+		return fmt.Errorf("gi's PID namespace: %w", err)
+	}
 	for name, v := range map[string]any{
 		bpf.ConstGoPCOffset:    uint64(layout.G.GoPC),
 		bpf.ConstParentOffset:  parentOff,
@@ -179,6 +187,8 @@ func (s *Session) open() error {
 		bpf.ConstStackHiOffset: uint64(layout.G.StackHi),
 		bpf.ConstFilterGoids:   boolByte(len(s.Opts.Goids) > 0),
 		bpf.ConstGTLSOffset:    s.Binary.GTLSOffset(),
+		bpf.ConstPidnsDev:      uint64(ns.Dev),
+		bpf.ConstPidnsIno:      ns.Ino,
 	} {
 		vs, ok := spec.Variables[name]
 		if !ok {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -113,6 +115,105 @@ func TestSidecar(t *testing.T) {
 	if c := strings.Count(stdout.String(), `"function":"main.chainA"`); c != 2 {
 		t.Errorf("%d chainA calls seen from the sidecar, want 2:\n%s", c, stdout.String())
 	}
+}
+
+// TestSidecarPIE: gi inside the PID namespace of a PIE target (kubectl
+// debug --target, a sidecar) traces it as it lists it. The probes report
+// pids as gi's namespace numbers them, so the load bias, labels and the
+// open calls of the right process are found: callers resolve to functions,
+// headers carry labels, and gi ps --trace and gi top see the calls flowing.
+func TestSidecarPIE(t *testing.T) {
+	requirePrivilege(t)
+	gi := buildGi(t)
+	p := targets.StartInContainer(t, targets.Build(t, "lockserver", targets.BuildOptions{PIE: true}),
+		targets.ContainerOptions{SharedRoot: true}, "-pause", "0")
+	inside := []string{"nsenter", "--target", strconv.Itoa(p.Pid), "--pid", "--mount", "--", gi}
+	sidecar := func(args ...string) (string, error) {
+		var stdout, stderr strings.Builder
+		cmd := exec.Command(inside[0], append(inside[1:], args...)...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err != nil {
+			err = fmt.Errorf("%v: %s", err, stderr.String())
+		}
+		return stdout.String(), err
+	}
+
+	// gi trace: every call's caller is main.worker, resolved with the load
+	// bias of pid 1 (a raw 0x... address if the pid were the host's).
+	out, err := sidecar("trace", "--duration", "1s", "--json", "1", "main.handle")
+	if err != nil {
+		t.Fatalf("gi trace in the namespace: %v", err)
+	}
+	calls := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var c struct {
+			CallerFunction string `json:"caller_function"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if strings.Contains(line, `"function":"main.handle"`) {
+			calls++
+			if c.CallerFunction != "main.worker" {
+				t.Errorf("caller %q, want main.worker: %s", c.CallerFunction, line)
+				break
+			}
+		}
+	}
+	if calls < 100 {
+		t.Errorf("%d main.handle calls traced in a second from inside, want hundreds", calls)
+	}
+	// The tree's headers carry the workers' labels, read from pid 1.
+	out, err = sidecar("trace", "--duration", "500ms", "1", "main.handle")
+	if err != nil {
+		t.Fatalf("gi trace in the namespace: %v", err)
+	}
+	if !regexp.MustCompile(`(?m)^goroutine \d+ .*worker=w\d`).MatchString(out) {
+		t.Errorf("no tree header with the worker label:\n%.2000s", out)
+	}
+
+	// gi ps --trace: the workers are in main.handle with calls, none stuck.
+	out, err = sidecar("ps", "--json", "--trace", "1s", "1")
+	if err != nil {
+		t.Fatalf("gi ps --trace in the namespace: %v", err)
+	}
+	var doc psTraceDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	measured := 0
+	for _, g := range doc.Goroutines {
+		if g.Labels["worker"] == "" || g.Trace == nil {
+			continue
+		}
+		if g.Trace.Stuck {
+			t.Errorf("worker %d marked stuck while calls flow: %+v", g.Goid, g.Trace)
+		}
+		if g.Trace.Function == "main.handle" && g.Trace.Calls > 0 {
+			measured++
+		}
+	}
+	if measured < 3 {
+		t.Errorf("%d of 6 workers measured in main.handle with calls, want at least 3:\n%s", measured, out)
+	}
+
+	// gi top in a terminal inside the namespace: the main.handle row has calls.
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is missing (make deps installs it)")
+	}
+	s := &tmuxSession{t: t, name: "gisidecar" + strconv.Itoa(os.Getpid())}
+	s.run("new-session", "-d", "-s", s.name, "-x", "200", "-y", "50", "sh")
+	defer exec.Command("tmux", "kill-session", "-t", s.name).Run()
+	s.keys(strings.Join(inside, " ")+" top 1; echo GI-EXIT=$?", "Enter")
+	row := regexp.MustCompile(`(?m)^\s*\d+\s+.*\s(\d+)\s+\S+\s+\S+\s+main\.handle `)
+	s.waitFor("a main.handle row with calls", func(sc string) bool {
+		m := row.FindStringSubmatch(sc)
+		return m != nil && m[1] != "0"
+	})
+	s.keys("q")
+	s.waitFor("gi exiting", contains("GI-EXIT=0"))
+	targets.CheckNotStopped(t, p.Pid)
 }
 
 // TestMissingCapabilities: root without CAP_SYS_PTRACE, or without CAP_BPF

@@ -15,33 +15,41 @@ type ContainerOptions struct {
 	// MonotonicOffset gives the target a time namespace whose monotonic
 	// clock runs this far ahead of the host's (whole seconds).
 	MonotonicOffset time.Duration
+	// SharedRoot keeps the host's root directory instead of a chroot
+	// holding only the binary: a PIE target needs the host's dynamic loader.
+	SharedRoot bool
 }
 
 // StartInContainer runs bin the way a container runtime would: in new PID
 // and mount namespaces (it is pid 1 there, with its own /proc), chrooted
-// into a directory holding only the binary, optionally with its own time
+// into a directory holding only the binary (unless SharedRoot), optionally with its own time
 // namespace. Process.Pid is the target's pid as the host sees it; paths it
 // prints (DUMP) are mapped to the host.
 func StartInContainer(tb testing.TB, bin string, co ContainerOptions, args ...string) *Process {
 	tb.Helper()
-	root := tb.TempDir()
-	for _, d := range []string{"proc", "tmp"} {
-		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "target"), b, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	unshare := []string{"--pid", "--mount", "--fork", "--kill-child", "--root=" + root, "--mount-proc"}
+	unshare := []string{"--pid", "--mount", "--fork", "--kill-child", "--mount-proc"}
 	if co.MonotonicOffset != 0 {
 		unshare = append(unshare, "--time", "--monotonic", strconv.FormatInt(int64(co.MonotonicOffset/time.Second), 10))
 	}
-	unshare = append(unshare, "/target")
+	root := "/"
+	if co.SharedRoot {
+		unshare = append(unshare, bin)
+	} else {
+		root = tb.TempDir()
+		for _, d := range []string{"proc", "tmp"} {
+			if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "target"), b, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		unshare = append(unshare, "--root="+root, "/target")
+	}
 	p, err := StartProcess("unshare", append(unshare, args...)...)
 	if err != nil {
 		tb.Fatalf("start %s in a container: %v", bin, err)
