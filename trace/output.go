@@ -154,7 +154,9 @@ func (c Clock) Wall(mono uint64) time.Time {
 
 const treeTimeLayout = "15:04:05.000000"
 
-// Print writes one root call's tree under its goroutine header.
+// Print writes one root call's tree under its goroutine header. A call
+// still running when the trace ended (Call.Running) closes with its time so
+// far and says so.
 func (p *TreePrinter) Print(h Header, root *Call) {
 	if p.ShowPID {
 		fmt.Fprintf(p.W, "pid %d ", h.PID)
@@ -179,9 +181,12 @@ func (p *TreePrinter) printCall(pid uint32, c *Call) {
 	}
 	closing := fmt.Sprintf("%s} %s", indent, c.Func.Name)
 	where := ""
-	if c.Unwound {
+	switch {
+	case c.Running:
+		where = "still running at exit (time so far)"
+	case c.Unwound:
 		where = "unwound (panic, recover or Goexit)"
-	} else if c.ReturnSite != 0 {
+	case c.ReturnSite != 0:
 		ret := p.Symbols.ResolveLink(c.ReturnSite, false)
 		where = fmt.Sprintf("%s:%d", filepath.Base(ret.File), ret.Line)
 	}
@@ -217,6 +222,9 @@ type JSONCall struct {
 	StartNS        int64  `json:"start_ns"`
 	DurationNS     int64  `json:"duration_ns"`
 	Unwound        bool   `json:"unwound"`
+	// Running marks a call still open when the trace ended: DurationNS is
+	// its time so far.
+	Running bool `json:"running"`
 }
 
 // Summary is the last line of `gi trace --json`.
@@ -247,7 +255,20 @@ func (j *JSONWriter) Call(k GoroutineKey, c *Call) error {
 		Goid: k.Goid, PID: k.PID, Function: c.Func.Name, File: c.Func.File, Line: c.Func.Line,
 		CallerFunction: caller.Function, CallerFile: caller.File, CallerLine: caller.Line,
 		Depth: c.Depth, StartNS: j.Clock.Wall(c.Start).UnixNano(), DurationNS: int64(c.Duration()), Unwound: c.Unwound,
+		Running: c.Running,
 	})
+}
+
+// Running writes the calls of one goroutine still open when the trace
+// ended (as Handlers.Running gives them, outermost first), innermost first
+// like completed calls.
+func (j *JSONWriter) Running(k GoroutineKey, open []*Call) error {
+	for i := len(open) - 1; i >= 0; i-- {
+		if err := j.Call(k, open[i]); err != nil {
+			return fmt.Errorf("write running call %s: %w", open[i].Func.Name, err)
+		}
+	}
+	return nil
 }
 
 // Summary writes the final summary line.

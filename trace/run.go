@@ -21,6 +21,12 @@ type Handlers struct {
 	Tick func()
 	// Event sees every event before the call trees do.
 	Event func(*Event)
+	// Running is called when the run ends, once per goroutine with calls
+	// still open (ordered by goroutine), with those calls outermost first:
+	// open[0] is a root call with its tree so far. Each open call has
+	// Running set and End at the end of the run, so its Duration is its
+	// time so far (a worker loop, a function that never returns).
+	Running func(h Header, open []*Call)
 }
 
 // RunOptions bound a run.
@@ -130,7 +136,13 @@ loop:
 	if err := s.Drain(handle); err != nil && res.Err == nil {
 		res.Err = err
 	}
-	res.Running = len(b.Flush(0))
+	running := b.Flush(uint64(monotonicNow()))
+	res.Running = len(running)
+	if hs.Running != nil {
+		for _, r := range running {
+			hs.Running(headers.Header(r.Goroutine), r.Calls)
+		}
+	}
 	res.Open = b.OpenCalls()
 	res.OpenGoroutines = b.Open()
 	res.Events, res.Lost = s.Events, s.Lost()

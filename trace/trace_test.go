@@ -26,9 +26,16 @@ func requirePrivilege(t testing.TB) {
 
 // recorded is what a trace produced, collected by the handlers.
 type recorded struct {
-	mu    sync.Mutex
-	calls []call
-	roots []root
+	mu      sync.Mutex
+	calls   []call
+	roots   []root
+	running []running
+}
+
+// running is what Handlers.Running reported: a goroutine's open calls.
+type running struct {
+	h    trace.Header
+	open []*trace.Call
 }
 
 type call struct {
@@ -85,6 +92,11 @@ func startTrace(t *testing.T, opts trace.Options) (*trace.Session, *recorded, fu
 			Root: func(h trace.Header, c *trace.Call) {
 				rec.mu.Lock()
 				rec.roots = append(rec.roots, root{h, c})
+				rec.mu.Unlock()
+			},
+			Running: func(h trace.Header, open []*trace.Call) {
+				rec.mu.Lock()
+				rec.running = append(rec.running, running{h, open})
 				rec.mu.Unlock()
 			},
 		})

@@ -1,5 +1,7 @@
 package trace
 
+import "sort"
+
 // Bounds on the state kept per event stream, so that memory stays bounded
 // whatever the target does.
 const (
@@ -21,6 +23,10 @@ type Call struct {
 	ReturnSite uint64
 	// Unwound marks a call left without a RET (panic, recover, Goexit).
 	Unwound bool
+	// Running marks a call still open when the trace ended (see
+	// Builder.Flush): End is then the end of the trace, and Duration its
+	// time so far.
+	Running bool
 	// Children are the traced calls made by this call, in order; at most
 	// maxTreeNodes per root are kept, the rest only counted in Dropped.
 	Children []*Call
@@ -174,18 +180,37 @@ func (b *Builder) GoroutineExit(k GoroutineKey, now uint64) {
 	delete(b.gs, k)
 }
 
-// Flush unwinds every open call of every goroutine (at the end of a trace)
-// without marking them: callers see calls still running with End = now.
-func (b *Builder) Flush(now uint64) []*Call {
-	var open []*Call
-	for _, st := range b.gs {
-		for _, c := range st.stack {
-			if c.Depth == 0 {
-				open = append(open, c)
-			}
+// RunningStack is what one goroutine was in when a trace ended.
+type RunningStack struct {
+	Goroutine GoroutineKey
+	// Calls are the goroutine's open calls, outermost first: Calls[0] is a
+	// root call, whose tree holds the others (unless the tree was full).
+	Calls []*Call
+}
+
+// Flush ends the trace at time now: every open call gets End = now and
+// Running set, without completing (no OnCall, no OnRoot), and the open
+// calls are returned per goroutine, ordered by goroutine. The state stays:
+// OpenCalls still lists them.
+func (b *Builder) Flush(now uint64) []RunningStack {
+	out := make([]RunningStack, 0, len(b.gs))
+	for k, st := range b.gs {
+		if len(st.stack) == 0 {
+			continue
 		}
+		for _, c := range st.stack {
+			c.End, c.Running = now, true
+		}
+		out = append(out, RunningStack{Goroutine: k, Calls: append([]*Call(nil), st.stack...)})
 	}
-	return open
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Goroutine, out[j].Goroutine
+		if a.PID != b.PID {
+			return a.PID < b.PID
+		}
+		return a.Goid < b.Goid
+	})
+	return out
 }
 
 func (b *Builder) unwindTop(st *goroutineState, now uint64) {

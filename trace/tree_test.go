@@ -222,16 +222,86 @@ func TestBuilderOpenCallsAndFlush(t *testing.T) {
 	if fmt.Sprint(oc) != fmt.Sprint(want) {
 		t.Errorf("open calls\n got  %v\n want %v", oc, want)
 	}
-	roots := b.Flush(500)
-	var names []string
-	for _, r := range roots {
-		names = append(names, r.Func.Name)
+	running := b.Flush(500)
+	// Ordered by goroutine; outermost first; every open call ends at 500,
+	// marked running, without being reported as completed.
+	if len(running) != 2 || running[0].Goroutine != g1 || running[1].Goroutine != g2 {
+		t.Fatalf("Flush returned %+v, want goroutines %v then %v", running, g1, g2)
 	}
-	sort.Strings(names)
-	if strings.Join(names, ",") != "main.a,main.c" {
-		t.Errorf("Flush returned roots %v, want main.a and main.c", names)
+	s1, s2 := running[0].Calls, running[1].Calls
+	if len(s1) != 2 || s1[0].Func != fnA || s1[1].Func != fnB || len(s2) != 1 || s2[0].Func != fnC {
+		t.Fatalf("open stacks %v and %v", s1, s2)
 	}
-	if len(l.calls) != 0 {
+	for _, c := range append(s1, s2...) {
+		if !c.Running || c.Unwound || c.End != 500 {
+			t.Errorf("%s after Flush: running %v unwound %v end %d", c.Func.Name, c.Running, c.Unwound, c.End)
+		}
+	}
+	if s1[0].Duration() != 400 || s1[1].Duration() != 390 || s2[0].Duration() != 380 {
+		t.Errorf("time so far: %d %d %d, want 400 390 380", s1[0].Duration(), s1[1].Duration(), s2[0].Duration())
+	}
+	if len(s1[0].Children) != 1 || s1[0].Children[0] != s1[1] || s1[0].Depth != 0 {
+		t.Errorf("the open root's tree does not hold the open child")
+	}
+	if len(l.calls) != 0 || len(l.roots) != 0 {
+		t.Errorf("Flush completed calls: %v", l.calls)
+	}
+	if len(b.OpenCalls()) != 3 || b.Open() != 2 {
+		t.Errorf("after Flush: %d open calls, %d goroutines; want 3 and 2", len(b.OpenCalls()), b.Open())
+	}
+}
+
+// TestBuilderEntryOnly: a function without a RET (a worker loop) is only
+// ever entered. Its children complete under it; it ends when the goroutine
+// exits (Goexit), or is still running at the end.
+func TestBuilderEntryOnly(t *testing.T) {
+	loop := &Function{Name: "main.workerLoop", EntryOnly: true}
+	doomed := &Function{Name: "main.doomed", EntryOnly: true}
+	g2 := GoroutineKey{PID: 10, Goid: 2}
+	g3 := GoroutineKey{PID: 10, Goid: 3}
+	b, l := newLoggedBuilder()
+	b.Entry(g1, 1, loop, 100, 0x100, 0x4010)
+	for i := uint64(0); i < 3; i++ {
+		b.Entry(g1, 1, fnB, 110+10*i, 0x180, 0x4020)
+		b.Return(g1, fnB, 115+10*i, 0x180, 0x5002)
+	}
+	l.want(t, "1:main.b@110-115", "1:main.b@120-125", "1:main.b@130-135")
+	if len(l.roots) != 0 {
+		t.Fatalf("children of the open loop were reported as roots: %v", l.roots)
+	}
+
+	// An always-panicking callee of a traced caller that recovers:
+	// unwound when the caller returns.
+	b.Entry(g2, 2, fnA, 200, 0x100, 0)
+	b.Entry(g2, 2, doomed, 210, 0x180, 0)
+	b.Return(g2, fnA, 250, 0x100, 0x5001)
+	// An always-panicking root whose panic an untraced caller recovers:
+	// unwound by the next call at its frame; the last one stays open.
+	b.Entry(g2, 2, doomed, 300, 0x100, 0)
+	b.Entry(g2, 2, doomed, 310, 0x100, 0)
+	// A loop whose goroutine exits (runtime.Goexit) is unwound.
+	b.Entry(g3, 3, loop, 400, 0x100, 0)
+	b.GoroutineExit(g3, 450)
+	l.want(t, "1:main.b@110-115", "1:main.b@120-125", "1:main.b@130-135",
+		"2:main.doomed@210-250 U", "2:main.a@200-250", "2:main.doomed@300-310 U", "3:main.workerLoop@400-450 U")
+
+	running := b.Flush(1000)
+	if len(running) != 2 || len(running[0].Calls) != 1 || len(running[1].Calls) != 1 {
+		t.Fatalf("running %+v", running)
+	}
+	w := running[0].Calls[0]
+	if w.Func != loop || !w.Running || w.Unwound || w.Duration() != 900 || len(w.Children) != 3 {
+		t.Errorf("loop: running %v duration %d children %d", w.Running, w.Duration(), len(w.Children))
+	}
+	for _, c := range w.Children {
+		if c.Running || c.Unwound || c.Duration() != 5 || c.Depth != 1 {
+			t.Errorf("child %+v", c)
+		}
+	}
+	if d := running[1].Calls[0]; d.Func != doomed || d.Start != 310 || !d.Running || d.Duration() != 690 {
+		t.Errorf("last doomed call: %+v", d)
+	}
+	if len(l.calls) != 7 {
 		t.Errorf("Flush completed calls: %v", l.calls)
 	}
 }

@@ -56,10 +56,15 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string) error {
 	}
 	tbl := newTable(out)
 	tbl.Header("FUNCTION", "ENTRY", "RETURNS", "LOCATION", "NOTE")
-	probes := 0
+	probes, entryOnly := 0, 0
 	for _, f := range sel.Functions {
 		probes += 1 + len(f.Returns)
-		tbl.Append([]string{f.Name, fmt.Sprintf("%#x", f.EntrySite), strconv.Itoa(len(f.Returns)), fmt.Sprintf("%s:%d", shortFile(f.File), f.Line), ""})
+		note := ""
+		if f.EntryOnly {
+			entryOnly++
+			note = "entry only: no RET"
+		}
+		tbl.Append([]string{f.Name, fmt.Sprintf("%#x", f.EntrySite), strconv.Itoa(len(f.Returns)), fmt.Sprintf("%s:%d", shortFile(f.File), f.Line), note})
 	}
 	for _, u := range sel.Untraceable {
 		tbl.Append([]string{u.Name, "-", "-", "", "cannot trace: " + u.Reason})
@@ -67,6 +72,10 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string) error {
 	if err := tbl.Render(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n%d traceable functions (%d probes), %d not traceable\n", len(sel.Functions), probes, len(sel.Untraceable))
+	only := ""
+	if entryOnly > 0 {
+		only = fmt.Sprintf("; %d at entry only (no RET)", entryOnly)
+	}
+	fmt.Fprintf(out, "\n%d traceable functions (%d probes), %d not traceable%s\n", len(sel.Functions), probes, len(sel.Untraceable), only)
 	return nil
 }

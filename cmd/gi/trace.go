@@ -38,8 +38,11 @@ func newTraceCommand(a *app) *cobra.Command {
 		Long: `trace attaches uprobes at the entry and at every RET of the functions the
 patterns match (shell wildcards over function names: 'main.*', 'net/http.(*conn).*')
 and prints, per goroutine, the call tree of each root call as it returns, until
-Ctrl-C or --duration. Given a binary path instead of a pid, it traces every
-process running that binary.`,
+Ctrl-C or --duration. Functions without a RET (worker loops, functions that
+always panic) are traced at entry only: their calls end when a panic or
+Goexit unwinds them, or are printed at exit as still running, with their
+time so far. Given a binary path instead of a pid, it traces every process
+running that binary.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, patterns := "", args
@@ -59,7 +62,7 @@ process running that binary.`,
 	f.DurationVar(&o.interval, "interval", 0, "with --stats, also print the table every `D`")
 	f.DurationVar(&o.minDuration, "min-duration", 0, "print a root call's tree only if it took at least `D`")
 	f.UintSliceVar(&o.goids, "goid", nil, "only these goroutines (repeatable; filtered in the kernel)")
-	f.BoolVar(&o.json, "json", false, "print one JSON line per completed call and a final summary")
+	f.BoolVar(&o.json, "json", false, "print one JSON line per completed call, one per call still running at exit, and a final summary")
 	f.BoolVar(&o.perfEvents, "perf-events", false, "attach one perf event per probe instead of uprobe_multi links")
 	f.MarkHidden("perf-events")
 	addTargetFlags(f, &o.target)
@@ -139,6 +142,15 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	if pid == 0 {
 		what = "every process running " + path
 	}
+	var entryOnly []string
+	for _, f := range s.Selection.Functions {
+		if f.EntryOnly {
+			entryOnly = append(entryOnly, f.Name)
+		}
+	}
+	if len(entryOnly) > 0 {
+		fmt.Fprintf(stderr, "gi: entry only (no RET): %s: calls end when unwound, or are shown still running at exit\n", strings.Join(entryOnly, ", "))
+	}
 	fmt.Fprintf(stderr, "gi: tracing %d functions (%d probes) in %s, attached in %v; Ctrl-C to stop\n",
 		len(s.Selection.Functions), s.Probes, what, s.AttachTime.Round(time.Microsecond))
 
@@ -153,6 +165,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	case o.json:
 		jw = trace.NewJSONWriter(bw, sym, clock)
 		hs.Call = func(h trace.Header, c *trace.Call) { jw.Call(trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, c) }
+		hs.Running = func(h trace.Header, open []*trace.Call) {
+			jw.Running(trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, open)
+		}
 	case o.stats:
 		hs.Call = func(_ trace.Header, c *trace.Call) { stats.Add(c) }
 		hs.Tick = func() {
@@ -169,6 +184,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 			}
 			tp.Print(h, root)
 		}
+		// At exit, the trees of calls still running (worker loops,
+		// functions that never return), with their time so far.
+		hs.Running = func(h trace.Header, open []*trace.Call) { hs.Root(h, open[0]) }
 		hs.Tick = func() { bw.Flush() }
 		o.interval = 200 * time.Millisecond
 	}

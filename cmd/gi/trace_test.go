@@ -336,3 +336,218 @@ func TestTraceTargetExitsCLI(t *testing.T) {
 	}
 	checkReleased(t, progs, links)
 }
+
+// TestTraceNeverReturnsCLI: gi funcs lists functions without a RET as
+// entry only; gi trace traces them. A worker loop's tasks nest under it and
+// the loop is printed at exit as still running, with its time so far, in the
+// tree and in --json; an always-panicking function is shown unwound. All is
+// compared with what the target reports.
+func TestTraceNeverReturnsCLI(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "tracee", targets.BuildOptions{})
+	out, stderr, code := runGi(t, "funcs", bin, "main.worker*", "main.doom*")
+	if code != 0 {
+		t.Fatalf("gi funcs: %s", stderr)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && strings.HasPrefix(f[0], "main.") {
+			rows[f[0]] = f
+		}
+	}
+	for _, name := range []string{"main.workerLoop", "main.doomed"} {
+		f := rows[name]
+		if len(f) < 8 || f[2] != "0" || strings.Join(f[4:], " ") != "entry only: no RET" {
+			t.Errorf("gi funcs row of %s: %q, want 0 returns and \"entry only: no RET\"\n%s", name, f, out)
+		}
+	}
+	for _, name := range []string{"main.workerTask", "main.doomCatcher"} {
+		if f := rows[name]; len(f) != 4 || f[2] == "0" {
+			t.Errorf("gi funcs row of %s: %q, want return probes and no note", name, f)
+		}
+	}
+	if !strings.Contains(out, "not traceable; 2 at entry only (no RET)") || strings.Contains(out, "cannot trace") {
+		t.Errorf("gi funcs summary:\n%s", out)
+	}
+
+	p := targets.Start(t, bin)
+	// The tree: doomCatcher trees as they return, the worker's at exit.
+	g := startGiTrace(t, strconv.Itoa(p.Pid), "main.worker*", "main.doomCatcher", "main.doomed")
+	if !strings.Contains(g.stderr.String(), "gi: entry only (no RET): main.workerLoop, main.doomed") &&
+		!strings.Contains(g.stderr.String(), "gi: entry only (no RET): main.doomed, main.workerLoop") {
+		t.Errorf("no note of the entry-only functions: %s", g.stderr)
+	}
+	worker, err := p.Do("worker 4", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doom, err := p.Do("doom 3", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAt := time.Now()
+	if code := g.stop(t, syscall.SIGINT); code != 0 {
+		t.Errorf("gi trace exit code %d: %s", code, g.stderr)
+	}
+	exitedAt := time.Now()
+	start := time.Unix(0, int64(atoiT(t, worker["start_unix_ns"])))
+	var loopBlock, doomBlocks []string
+	for _, block := range strings.Split(strings.TrimSpace(g.stdout.String()), "\n\n") {
+		lines := strings.Split(block, "\n")
+		switch {
+		case strings.Contains(lines[1], "main.workerLoop() {"):
+			loopBlock = lines
+		case strings.Contains(lines[1], "main.doomCatcher() {"):
+			doomBlocks = append(doomBlocks, block)
+			if len(lines) != 5 || !strings.Contains(lines[2], "  main.doomed() {") || !strings.Contains(lines[3], "  } main.doomed") ||
+				!strings.HasSuffix(lines[3], "unwound (panic, recover or Goexit)") || !strings.Contains(lines[4], "} main.doomCatcher") ||
+				strings.Contains(lines[4], "unwound") || !strings.HasPrefix(lines[0], "goroutine "+doom["goid"]+" ") {
+				t.Errorf("doom tree:\n%s", block)
+			}
+		}
+	}
+	if len(doomBlocks) != atoiT(t, doom["calls"]) {
+		t.Errorf("%d doomCatcher trees, the target made %s calls:\n%s", len(doomBlocks), doom["calls"], g.stdout)
+	}
+	if loopBlock == nil {
+		t.Fatalf("no tree of main.workerLoop:\n%s", g.stdout)
+	}
+	if !strings.HasPrefix(loopBlock[0], "goroutine "+worker["goid"]+" (created by main.main") {
+		t.Errorf("worker tree header %q, the worker is goroutine %s", loopBlock[0], worker["goid"])
+	}
+	tasks := atoiT(t, worker["calls"])
+	if len(loopBlock) != 3+2*tasks || strings.Count(strings.Join(loopBlock, "\n"), "  main.workerTask() {") != tasks {
+		t.Fatalf("worker tree has %d lines, want %d task calls nested under the loop:\n%s", len(loopBlock), tasks, strings.Join(loopBlock, "\n"))
+	}
+	for i := 0; i < tasks; i++ {
+		if closing := loopBlock[3+2*i]; !strings.Contains(closing, "  } main.workerTask") || !strings.Contains(closing, "main.go:") {
+			t.Errorf("task %d does not return through a RET: %q", i, closing)
+		}
+	}
+	// Entered when the target says the loop began (the tree prints the
+	// time of day to the microsecond).
+	entered, err := time.ParseInLocation("15:04:05.000000", strings.Fields(loopBlock[1])[0], time.Local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, m, d := start.Date()
+	entered = time.Date(y, m, d, entered.Hour(), entered.Minute(), entered.Second(), entered.Nanosecond(), time.Local)
+	if diff := entered.Sub(start); diff > time.Millisecond || diff < -20*time.Millisecond {
+		t.Errorf("loop printed as entered at %v, the target says %v", entered, start)
+	}
+	last := loopBlock[len(loopBlock)-1]
+	if !strings.Contains(last, "} main.workerLoop") || !strings.HasSuffix(last, "still running at exit (time so far)") {
+		t.Fatalf("the loop's closing line %q does not say it is still running", last)
+	}
+	soFar, err := time.ParseDuration(strings.Fields(last)[1])
+	if err != nil {
+		t.Fatalf("closing line %q: %v", last, err)
+	}
+	// Printed with 3 decimals: allow 1ms of rounding either way.
+	if lo, hi := stopAt.Sub(start)-time.Millisecond, exitedAt.Sub(start)+time.Millisecond; soFar < lo || soFar > hi {
+		t.Errorf("loop running for %v at exit, the target began it %v before Ctrl-C and %v before gi exited", soFar, lo, hi)
+	}
+	if !strings.Contains(g.stderr.String(), " 1 calls still running") {
+		t.Errorf("stderr does not count the running loop: %s", g.stderr)
+	}
+
+	// --json: one line per completed call, then the running loop.
+	g = startGiTrace(t, "--json", strconv.Itoa(p.Pid), "main.worker*", "main.doomCatcher", "main.doomed")
+	worker, err = p.Do("worker 3", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doom, err = p.Do("doom 2", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAt = time.Now()
+	g.stop(t, syscall.SIGTERM)
+	exitedAt = time.Now()
+	start = time.Unix(0, int64(atoiT(t, worker["start_unix_ns"])))
+	type jsonLine struct {
+		Goid           uint64 `json:"goid"`
+		Function       string `json:"function"`
+		CallerFunction string `json:"caller_function"`
+		Depth          int    `json:"depth"`
+		StartNS        int64  `json:"start_ns"`
+		DurationNS     int64  `json:"duration_ns"`
+		Unwound        *bool  `json:"unwound"`
+		Running        *bool  `json:"running"`
+		Summary        *struct {
+			Events, Lost float64
+		} `json:"summary"`
+	}
+	var lines []jsonLine
+	dec := json.NewDecoder(strings.NewReader(g.stdout.String()))
+	for {
+		var l jsonLine
+		if err := dec.Decode(&l); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("bad JSON line: %v\n%s", err, g.stdout)
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) < 2 || lines[len(lines)-1].Summary == nil {
+		t.Fatalf("no summary:\n%s", g.stdout)
+	}
+	sum := lines[len(lines)-1].Summary
+	calls := lines[:len(lines)-1]
+	counts := map[string]int{}
+	for i, l := range calls {
+		if l.Running == nil || l.Unwound == nil {
+			t.Fatalf("JSON line lacks running or unwound: %+v", l)
+		}
+		counts[l.Function]++
+		switch l.Function {
+		case "main.workerTask":
+			if strconv.FormatUint(l.Goid, 10) != worker["goid"] || l.Depth != 1 || l.CallerFunction != "main.workerLoop" || *l.Running || *l.Unwound || l.DurationNS < 1e6 {
+				t.Errorf("task line %+v", l)
+			}
+		case "main.doomed":
+			if strconv.FormatUint(l.Goid, 10) != doom["goid"] || l.Depth != 1 || l.CallerFunction != "main.doomCatcher" || *l.Running || !*l.Unwound {
+				t.Errorf("doomed line %+v", l)
+			}
+		case "main.doomCatcher":
+			if l.Depth != 0 || *l.Running || *l.Unwound {
+				t.Errorf("doomCatcher line %+v", l)
+			}
+		case "main.workerLoop":
+			if i != len(calls)-1 {
+				t.Errorf("the running loop is not the last call line")
+			}
+			if strconv.FormatUint(l.Goid, 10) != worker["goid"] || l.Depth != 0 || !*l.Running || *l.Unwound {
+				t.Errorf("loop line %+v", l)
+			}
+			if diff := time.Duration(l.StartNS - start.UnixNano()); diff > time.Millisecond || diff < -20*time.Millisecond {
+				t.Errorf("loop start_ns %d, the target says %d (%v apart)", l.StartNS, start.UnixNano(), diff)
+			}
+			soFar := time.Duration(l.DurationNS)
+			if lo, hi := stopAt.Sub(start), exitedAt.Sub(start); soFar < lo || soFar > hi {
+				t.Errorf("loop duration_ns %v, the target began it %v before SIGTERM and %v before gi exited", soFar, lo, hi)
+			}
+		default:
+			t.Errorf("unexpected call %+v", l)
+		}
+	}
+	want := map[string]int{"main.workerTask": atoiT(t, worker["calls"]), "main.workerLoop": 1,
+		"main.doomCatcher": atoiT(t, doom["calls"]), "main.doomed": atoiT(t, doom["calls"])}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("JSON lines per function %v, want %v", counts, want)
+	}
+	// Events: the loop's entry, an entry and a return per task, and per
+	// doom call two entries and doomCatcher's return.
+	if wantEvents := 1 + 2*want["main.workerTask"] + 3*want["main.doomCatcher"]; sum.Lost != 0 || sum.Events != float64(wantEvents) {
+		t.Errorf("summary %+v, want %d events and none lost", *sum, wantEvents)
+	}
+}
+
+func atoiT(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("bad number %q", s)
+	}
+	return n
+}

@@ -12,6 +12,11 @@
 //	goexit N       N goroutines calling main.exiter, which calls runtime.Goexit
 //	tinypar G N    G goroutines, each N calls of main.tiny; prints the wall time
 //	framedpar G N  the same with main.framed, whose entry is PUSHQ BP
+//	worker N       starts a goroutine in main.workerLoop, which never returns,
+//	               and hands it N jobs, each a call of main.workerTask; prints
+//	               when the loop began (wall clock) and the tasks' mean time
+//	doom N         N calls of main.doomCatcher → main.doomed, which always
+//	               panics (it has no RET)
 //
 // It prints READY at start and runs until killed.
 package main
@@ -128,6 +133,49 @@ func framed(i int) int { return tiny(i) + 1 }
 //go:noinline
 func exiter() {
 	runtime.Goexit()
+}
+
+//go:noinline
+func workerTask(j int) int {
+	time.Sleep(time.Millisecond)
+	return j * 2
+}
+
+// workerLoop is a worker that never returns: it has no RET instruction.
+// It reports its goroutine and when it began on started, then serves jobs,
+// answering each with the time main.workerTask took.
+//
+//go:noinline
+func workerLoop(jobs <-chan int, poke <-chan struct{}, done chan<- time.Duration, started chan<- [2]int64) {
+	started <- [2]int64{goid(), time.Now().UnixNano()}
+	for {
+		select {
+		case j := <-jobs:
+			t := time.Now()
+			sink.Add(int64(workerTask(j)))
+			done <- time.Since(t)
+		case <-poke:
+			sink.Add(1)
+		}
+	}
+}
+
+// doomed always panics: it has no RET instruction.
+//
+//go:noinline
+func doomed(i int) {
+	panic(fmt.Sprintf("doomed %d", i))
+}
+
+//go:noinline
+func doomCatcher(i int) (recovered bool) {
+	defer func() {
+		if recover() != nil {
+			recovered = true
+		}
+	}()
+	doomed(i)
+	return false
 }
 
 // callInParallel runs g goroutines, each calling f n times, and returns
@@ -263,6 +311,30 @@ func main() {
 			}
 			wg.Wait()
 			fmt.Printf("DONE goexit calls=%d\n", n)
+		case "worker":
+			n := arg(1)
+			jobs, done := make(chan int), make(chan time.Duration)
+			started := make(chan [2]int64)
+			go workerLoop(jobs, nil, done, started)
+			st := <-started
+			var total time.Duration
+			for i := 0; i < n; i++ {
+				jobs <- i
+				total += <-done
+			}
+			avg := int64(0)
+			if n > 0 {
+				avg = int64(total) / int64(n)
+			}
+			fmt.Printf("DONE worker goid=%d calls=%d start_unix_ns=%d avg_ns=%d\n", st[0], n, st[1], avg)
+		case "doom":
+			n, rec := arg(1), 0
+			for i := 0; i < n; i++ {
+				if doomCatcher(i) {
+					rec++
+				}
+			}
+			fmt.Printf("DONE doom calls=%d recovered=%d goid=%d\n", n, rec, goid())
 		default:
 			fmt.Printf("DONE error unknown command %q\n", f[0])
 		}
