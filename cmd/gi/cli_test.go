@@ -302,7 +302,7 @@ func TestKillGiMidSnapshot(t *testing.T) {
 	gi := buildGi(t)
 	bin := targets.Build(t, "psstates", targets.BuildOptions{})
 	p := targets.Start(t, bin, "-park", "20000")
-	killedDuring := 0
+	killedDuring, inStop, aimed := 0, 0, 0
 	signals := []syscall.Signal{syscall.SIGKILL, syscall.SIGKILL, syscall.SIGINT, syscall.SIGKILL, syscall.SIGKILL, syscall.SIGTERM}
 	for i := 0; i < 150; i++ {
 		sig := signals[i%len(signals)]
@@ -310,7 +310,16 @@ func TestKillGiMidSnapshot(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(rand.Intn(60000)) * time.Microsecond)
+		if i%2 == 0 {
+			// Aimed: signal gi the moment it holds the target's threads
+			// (TracerPid set), i.e. during the stop and the copy.
+			aimed++
+			if waitTraced(p.Pid, cmd.Process.Pid, 5*time.Second) {
+				inStop++
+			}
+		} else {
+			time.Sleep(time.Duration(rand.Intn(60000)) * time.Microsecond)
+		}
 		if cmd.Process.Signal(sig) == nil {
 			killedDuring++
 		}
@@ -334,7 +343,29 @@ func TestKillGiMidSnapshot(t *testing.T) {
 	if out, stderr, code := runGi(t, "ps", strconv.Itoa(p.Pid)); code != 0 || !strings.Contains(out, "chan receive") {
 		t.Fatalf("gi ps after the kill loop: %d %s", code, stderr)
 	}
-	t.Logf("gi signalled %d times while running", killedDuring)
+	t.Logf("gi signalled %d times while running, %d of %d aimed signals while it held the target", killedDuring, inStop, aimed)
+	if inStop < aimed*9/10 {
+		t.Errorf("only %d of %d aimed signals landed while gi held the target's threads", inStop, aimed)
+	}
+}
+
+// waitTraced waits until process pid is traced (TracerPid, which names the
+// tracing thread of gi, not gi's pid), polling as fast as /proc allows;
+// false if the tracer process exits or time runs out.
+func waitTraced(pid, tracer int, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err != nil {
+			return false
+		}
+		if !strings.Contains(string(b), "\nTracerPid:\t0\n") {
+			return true
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(tracer) + "/status"); err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 func running(pid int) bool {
