@@ -861,6 +861,9 @@ func testPclntabStrippedMatchesSymbols(t *testing.T, pb *pclnBuilder) {
 // binary is stripped), and runtime.text is not the start of .text.
 func testPclntabExternalLinking(t *testing.T, pb *pclnBuilder) {
 	if _, err := exec.LookPath("gcc"); err != nil {
+		if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
+			t.Fatal("no gcc for external linking (make deps installs it); GI_REQUIRE_PRIVILEGED=1 forbids skipping")
+		}
 		t.Skip("no gcc for external linking")
 	}
 	for _, tc := range []string{"local", "go1.21.13"} {
@@ -1078,9 +1081,10 @@ func testPclntabOpenGoCommand(t *testing.T, pb *pclnBuilder) {
 		b.Close()
 	}
 	d := time.Since(start) / n
+	// Only reported: its speed is measured by BenchmarkOpenGoCommand.
 	t.Logf("Open(%s): %v, %d functions", path, d, len(b.Lines.Funcs()))
-	if d > time.Second {
-		t.Errorf("Open took %v", d)
+	if len(b.Lines.Funcs()) < 1000 {
+		t.Errorf("the go command has only %d functions", len(b.Lines.Funcs()))
 	}
 }
 

@@ -82,6 +82,10 @@ type Session struct {
 	AttachTime, DetachTime time.Duration
 	// Warnings are things the user should know (fallbacks taken).
 	Warnings []string
+	// UprobeMulti reports whether the probes are attached through
+	// uprobe_multi links; false means one perf event per probe (forced, or
+	// the kernel lacks the links).
+	UprobeMulti bool
 	// Events counts events read; Lost is updated from the kernel's
 	// per-CPU counters by Lost().
 	Events uint64
@@ -254,7 +258,7 @@ func (s *Session) open() error {
 			return err
 		}
 	}
-	s.Probes = len(s.probes)
+	s.Probes, s.UprobeMulti = len(s.probes), multi
 	s.AttachTime = time.Since(start)
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf/features"
+
 	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/trace"
 )
@@ -373,6 +375,9 @@ func TestTracePerfEventFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
+	if s.UprobeMulti {
+		t.Errorf("PerfEvents forced, but the session reports uprobe_multi links")
+	}
 	if n := len(rec.rootsOf("main.chainA")); n != 3 {
 		t.Errorf("%d chainA roots through perf events, want 3", n)
 	}
@@ -380,6 +385,24 @@ func TestTracePerfEventFallback(t *testing.T) {
 		t.Errorf("%d multiRet calls through perf events, want 30", n)
 	}
 	t.Logf("%d probes attached as perf events in %v, detached in %v", s.Probes, s.AttachTime, s.DetachTime)
+}
+
+// TestTraceUsesUprobeMulti: on a kernel with uprobe_multi links gi must
+// attach through them; a silent fall back to one perf event per probe
+// (seconds to detach a few thousand) fails here.
+func TestTraceUsesUprobeMulti(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
+	s, _, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, "main.chain*")})
+	stop()
+	haveMulti := features.HaveBPFLinkUprobeMulti() == nil
+	t.Logf("kernel has uprobe_multi: %v; session attached %d probes with uprobe_multi: %v; warnings %q", haveMulti, s.Probes, s.UprobeMulti, s.Warnings)
+	if haveMulti && !s.UprobeMulti {
+		t.Errorf("the kernel has uprobe_multi links but gi attached one perf event per probe (warnings %q)", s.Warnings)
+	}
+	if !haveMulti && (s.UprobeMulti || len(s.Warnings) == 0) {
+		t.Errorf("the kernel lacks uprobe_multi links: want the perf-event fallback with its warning, got multi %v, warnings %q", s.UprobeMulti, s.Warnings)
+	}
 }
 
 func TestTraceErrors(t *testing.T) {

@@ -97,10 +97,13 @@ func TestTopInTmux(t *testing.T) {
 		t.Errorf("gi top holds no BPF programs: no trace runs")
 	}
 
+	checkSorted(t, "count", sc, topCount)
 	s.keys("p")
-	s.waitFor("sort by p99", contains("sort: p99"))
+	sc = s.waitFor("sort by p99", contains("sort: p99"))
+	checkSorted(t, "p99", sc, topP99)
 	s.keys("w")
-	s.waitFor("sort by wait", contains("sort: wait"))
+	sc = s.waitFor("sort by wait", contains("sort: wait"))
+	checkSorted(t, "wait", sc, topMaxWait)
 
 	s.keys("/", "h", "a", "n", "d", "l", "e", "Enter")
 	sc = s.waitFor("the filter applied", contains("filter: handle"))
@@ -123,6 +126,57 @@ func TestTopInTmux(t *testing.T) {
 	targets.CheckNotStopped(t, p.Pid)
 	if _, err := p.Do("calls", time.Minute); err != nil {
 		t.Errorf("target broken after gi top: %v", err)
+	}
+}
+
+// Columns of gi top's rows: "%6d  %-22s %8s %8s %9s %9s  %s" (COUNT, STATE,
+// MAXWAIT, CALLS, P50, P99, FUNCTION).
+var (
+	topCount   = [2]int{0, 6}
+	topMaxWait = [2]int{31, 39}
+	topP99     = [2]int{59, 68}
+)
+
+// checkSorted checks that the rows of a gi top screen are in descending
+// order of the column at cols (a count or a duration; blank sorts last),
+// and that there are rows to order.
+func checkSorted(t *testing.T, by, screen string, cols [2]int) {
+	t.Helper()
+	var values []float64
+	header := false
+	for _, line := range strings.Split(screen, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "COUNT") {
+			header = true
+			continue
+		}
+		if !header || len(line) < cols[1] {
+			continue
+		}
+		if _, err := strconv.Atoi(strings.TrimSpace(line[0:6])); err != nil {
+			continue // an expanded group's lines
+		}
+		field := strings.TrimSpace(line[cols[0]:cols[1]])
+		v := -1.0
+		if field != "" {
+			if n, err := strconv.Atoi(field); err == nil {
+				v = float64(n)
+			} else if d, err := time.ParseDuration(field); err == nil {
+				v = float64(d)
+			} else {
+				t.Errorf("sort by %s: cannot read %q in row %q", by, field, line)
+			}
+		}
+		values = append(values, v)
+	}
+	if len(values) < 2 {
+		t.Errorf("sort by %s: %d rows on the screen:\n%s", by, len(values), screen)
+		return
+	}
+	for i := 1; i < len(values); i++ {
+		if values[i] > values[i-1] {
+			t.Errorf("sort by %s: row %d (%v) after row %d (%v):\n%s", by, i, values[i], i-1, values[i-1], screen)
+			return
+		}
 	}
 }
 
