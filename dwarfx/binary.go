@@ -42,6 +42,9 @@ type Binary struct {
 	// MainModule is the path of the main module from the build info
 	// ("github.com/acme/server", "command-line-arguments"), or "".
 	MainModule string
+	// DefaultGODEBUG is the build info's DefaultGODEBUG setting: the
+	// GODEBUG defaults the main module's go version selects.
+	DefaultGODEBUG string
 	// PIE reports whether the binary is position independent (ET_DYN).
 	PIE bool
 	// Stripped reports whether the binary has no .symtab (-ldflags=-s).
@@ -125,6 +128,11 @@ func newBinary(f *os.File, path string) (*Binary, error) {
 		b.GoVersion, b.MainModule = bi.GoVersion, bi.Main.Path
 		if b.MainModule == "" {
 			b.MainModule = bi.Path // go run and builds without a module
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "DefaultGODEBUG" {
+				b.DefaultGODEBUG = s.Value
+			}
 		}
 	}
 	if b.Lines, err = b.loadLineTable(); err != nil {

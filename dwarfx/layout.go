@@ -95,6 +95,9 @@ type RuntimeLayout struct {
 	WaitReasonCount   int64
 	GStatusStrings    uint64 // address of runtime.gStatusStrings ([N]string), 0 if absent
 	GStatusCount      int64
+	// TracebackLabels is the address of runtime.debug.tracebacklabels (Go
+	// 1.26+, an int32: 1 when tracebacks print pprof labels), 0 if absent.
+	TracebackLabels uint64
 
 	Labels LabelsKind
 	Hmap   HmapLayout
@@ -234,7 +237,30 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 		l.GStatusStrings, l.GStatusCount = 0, 0 // optional: names fall back to the constants
 	}
 	l.Labels, l.Hmap = labelsLayout(d)
+	l.TracebackLabels = tracebackLabels(d)
 	return l, nil
+}
+
+// tracebackLabels returns the address of runtime.debug.tracebacklabels, the
+// GODEBUG setting that makes tracebacks print labels, or 0.
+func tracebackLabels(d *Debug) uint64 {
+	addr, ok := d.Variable("runtime.debug")
+	if !ok {
+		return 0
+	}
+	t, err := d.variableType(d.data.Reader(), "runtime.debug")
+	if err != nil {
+		return 0
+	}
+	st, ok := resolve(t).(*dwarf.StructType)
+	if !ok {
+		return 0
+	}
+	off, ft, err := FieldOffset(st, "tracebacklabels")
+	if err != nil || ft.Size() != 4 {
+		return 0
+	}
+	return addr + uint64(off)
 }
 
 // stringArray finds a package-level [N]string variable and its length.

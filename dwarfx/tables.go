@@ -98,7 +98,7 @@ func LayoutOfProbe(path, toolchain string) (*VersionLayout, error) {
 			return nil, fmt.Errorf("runtime.gStatusStrings: %w", err)
 		}
 	}
-	l.AllGs, l.AllGLen, l.WaitReasonStrings, l.GStatusStrings = 0, 0, 0, 0
+	l.AllGs, l.AllGLen, l.WaitReasonStrings, l.GStatusStrings, l.TracebackLabels = 0, 0, 0, 0, 0
 	v.Layout = *l
 	return v, nil
 }

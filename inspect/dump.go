@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Traceback limits of the runtime's text dump.
@@ -27,7 +29,8 @@ func WriteDump(w io.Writer, snap *Snapshot, gs []*Goroutine, allFrames bool) err
 		if i > 0 {
 			bw.WriteByte('\n')
 		}
-		writeHeader(bw, g)
+		bw.WriteString(header(g, snap.TracebackLabels, minor))
+		bw.WriteByte('\n')
 		if minor != 0 && minor < 21 {
 			writeFrames120(bw, g.Frames, allFrames)
 		} else {
@@ -65,6 +68,14 @@ func WriteDump(w io.Writer, snap *Snapshot, gs []*Goroutine, allFrames bool) err
 // Header returns the runtime's header line for g, without the trailing newline:
 // "goroutine 7 [chan receive, 3 minutes, locked to thread]:".
 func Header(g *Goroutine) string {
+	return header(g, false, 0)
+}
+
+// header is Header with the pprof labels where the target's runtime prints
+// them (labels set, minor the target's Go minor release): Go 1.26 inside the
+// brackets, ` labels:{"k": "v"}`, every string quoted; Go 1.27 after them,
+// ` {k: v}`, quoted only where needed.
+func header(g *Goroutine, labels bool, minor int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "goroutine %d [%s", g.ID, g.State)
 	if g.Status == "leaked" {
@@ -79,13 +90,94 @@ func Header(g *Goroutine) string {
 	if g.LockedToThread {
 		b.WriteString(", locked to thread")
 	}
-	b.WriteString("]:")
+	labels = labels && len(g.Labels) > 0 && minor >= 26
+	if labels && minor == 26 {
+		b.WriteString(" labels:{")
+		writeLabels(&b, g.Labels, func(s string) string { return runtimeQuote(s) })
+	}
+	b.WriteString("]")
+	if labels && minor >= 27 {
+		b.WriteString(" {")
+		writeLabels(&b, g.Labels, func(s string) string {
+			if needsQuoting(s) {
+				return runtimeQuote(s)
+			}
+			return s
+		})
+	}
+	b.WriteString(":")
 	return b.String()
 }
 
-func writeHeader(w *bufio.Writer, g *Goroutine) {
-	w.WriteString(Header(g))
-	w.WriteByte('\n')
+// writeLabels writes "k: v, k2: v2}" in key order (the order of the
+// runtime's label set).
+func writeLabels(b *strings.Builder, labels map[string]string, quote func(string) string) {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quote(k))
+		b.WriteString(": ")
+		b.WriteString(quote(labels[k]))
+	}
+	b.WriteByte('}')
+}
+
+// needsQuoting mirrors runtime.tracebackStringNeedsQuoting (Go 1.27).
+func needsQuoting(s string) bool {
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '/' || r == '_') {
+			return true
+		}
+	}
+	return false
+}
+
+// runtimeQuote mirrors runtime.printquoted: printable ASCII as is, \n \r
+// \t \\ \" escaped, other bytes below 127 as \xNN, other runes as \uNNNN
+// or \UNNNNNNNN, an invalid byte as \xNN.
+func runtimeQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i, r := range s {
+		switch r {
+		case '\n':
+			b.WriteString(`\n`)
+			continue
+		case '\r':
+			b.WriteString(`\r`)
+			continue
+		case '\t':
+			b.WriteString(`\t`)
+			continue
+		case '\\', '"':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+			continue
+		case utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				fmt.Fprintf(&b, `\x%02x`, s[i])
+				continue
+			}
+		}
+		switch {
+		case r >= ' ' && r <= '~':
+			b.WriteRune(r)
+		case r < 127:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r < 0x10000:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 func writeFrame(w *bufio.Writer, f Frame) {

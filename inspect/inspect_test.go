@@ -3,6 +3,7 @@ package inspect_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -139,7 +140,7 @@ func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 	for _, g := range got {
 		gotByID[g.ID] = g
 	}
-	compared := 0
+	compared, dumpLabels := 0, 0
 	for _, w := range want {
 		if w.ID == p.DumperGoid {
 			continue // the goroutine that took the dump has exited since
@@ -163,6 +164,12 @@ func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 		}
 		if g.Locked != w.Locked {
 			t.Errorf("goroutine %d: locked to thread %v, runtime says %v", w.ID, g.Locked, w.Locked)
+		}
+		if !maps.Equal(g.Labels, w.Labels) {
+			t.Errorf("goroutine %d: labels in the header %v, runtime says %v", w.ID, g.Labels, w.Labels)
+		}
+		if len(w.Labels) > 0 {
+			dumpLabels++
 		}
 		if g.ElidedFrames != w.ElidedFrames {
 			t.Errorf("goroutine %d: %d frames elided, runtime says %d", w.ID, g.ElidedFrames, w.ElidedFrames)
@@ -195,7 +202,16 @@ func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 	if compared < 2000 {
 		t.Errorf("compared only %d goroutines", compared)
 	}
-	t.Logf("%s: compared %d goroutines, pause %v, total %v", snap.GoVersion, compared, snap.Pause, snap.Total)
+	t.Logf("%s: compared %d goroutines, pause %v, total %v, labels in headers: %v", snap.GoVersion, compared, snap.Pause, snap.Total, snap.TracebackLabels)
+	// psstates runs with GODEBUG=tracebacklabels=1: from Go 1.26 on the
+	// runtime prints its labelled goroutine's labels, and gi must know it
+	// from the target (unless stripped: then it cannot, and prints none,
+	// which the comparison above catches as a difference).
+	if v, ok := strings.CutPrefix(snap.GoVersion, "go1."); ok && (strings.HasPrefix(v, "26") || strings.HasPrefix(v, "27")) {
+		if dumpLabels != 1 {
+			t.Errorf("the runtime printed labels for %d goroutines, want 1 (GODEBUG=tracebacklabels=1)", dumpLabels)
+		}
+	}
 
 	// Labels: the target labels exactly one goroutine.
 	var labelled []*inspect.Goroutine

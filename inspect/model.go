@@ -35,6 +35,10 @@ type Snapshot struct {
 	// Runtime21 reports whether the target's runtime formats tracebacks the
 	// Go 1.21+ way (creator goroutine ids, "...N frames elided...").
 	Runtime21 bool
+	// TracebackLabels reports whether the target's tracebacks print pprof
+	// labels (GODEBUG tracebacklabels=1: Go 1.26 on request, the default
+	// of Go 1.27 modules); false where the binary does not say (stripped).
+	TracebackLabels bool
 }
 
 // Goroutine is one goroutine as decoded from the target's memory.

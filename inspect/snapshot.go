@@ -214,10 +214,54 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		Runtime21: t.Layout.G.ParentGoid != dwarfx.Missing,
 		Warnings:  raw.warnings,
 	}
+	snap.TracebackLabels = t.tracebackLabels()
 	snap.Goroutines = t.decode(raw, now)
 	sort.SliceStable(snap.Goroutines, func(i, j int) bool { return snap.Goroutines[i].ID < snap.Goroutines[j].ID })
 	snap.Total = time.Since(start)
 	return snap, nil
+}
+
+// tracebackLabels tells whether the target's tracebacks print pprof labels:
+// runtime.debug.tracebacklabels read from its memory where DWARF locates it,
+// else (stripped) the value the runtime computed at start-up from the
+// binary's DefaultGODEBUG and the GODEBUG of its environment.
+func (t *Target) tracebackLabels() bool {
+	if a := t.Layout.TracebackLabels; a != 0 {
+		var b [4]byte
+		if _, err := t.Mem.ReadAt(b[:], a+t.Bias); err == nil {
+			return binary.LittleEndian.Uint32(b[:]) == 1
+		}
+		return false
+	}
+	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", t.PID))
+	return tracebackLabelsAtStart(goMinor(t.Binary.GoVersion), t.Binary.DefaultGODEBUG, env)
+}
+
+// tracebackLabelsAtStart computes GODEBUG tracebacklabels the way the
+// runtime does at start-up: the release's default (on from Go 1.27, which
+// changed it; absent before 1.26), overridden by the binary's DefaultGODEBUG
+// (a module older than go 1.27 keeps the old default), overridden by the
+// first GODEBUG variable of environ, the rightmost setting winning.
+func tracebackLabelsAtStart(minor int, defaultGODEBUG string, environ []byte) bool {
+	if minor < 26 {
+		return false
+	}
+	on := minor >= 27
+	setting := func(godebug string) {
+		for _, kv := range strings.Split(godebug, ",") {
+			if v, ok := strings.CutPrefix(kv, "tracebacklabels="); ok {
+				on = v == "1"
+			}
+		}
+	}
+	setting(defaultGODEBUG)
+	for _, kv := range strings.Split(string(environ), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			setting(v)
+			break
+		}
+	}
+	return on
 }
 
 // clockOffset returns how far the target's monotonic clock is ahead of gi's.

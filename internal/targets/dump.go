@@ -139,8 +139,10 @@ func ParseDump(r io.Reader) ([]Goroutine, error) {
 }
 
 // parseHeader parses "goroutine 7 [chan receive, 3 minutes, locked to thread]:".
-// Labels, printed by Go 1.26 with GODEBUG=tracebacklabels=1 and by 1.27, are
-// accepted as `{"k":"v", ...}` after the brackets.
+// Labels, which tracebacks print with GODEBUG=tracebacklabels=1, are
+// accepted in both formats: Go 1.26's inside the brackets
+// (`[chan receive labels:{"k": "v"}]:`, every string quoted) and Go 1.27's
+// after them (`[chan receive] {k: v}:`, quoted only where needed).
 func parseHeader(line string) (*Goroutine, error) {
 	body := strings.TrimSuffix(strings.TrimPrefix(line, "goroutine "), ":")
 	idText, rest, ok := strings.Cut(body, " [")
@@ -151,11 +153,20 @@ func parseHeader(line string) (*Goroutine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bad goroutine id")
 	}
+	g := &Goroutine{ID: id}
+	labelText := ""
+	if i := strings.Index(rest, " labels:{"); i >= 0 && strings.HasSuffix(rest, "}]") { // Go 1.26
+		labelText, rest = rest[i+len(" labels:{"):len(rest)-2], rest[:i]+"]"
+	} else if i := strings.Index(rest, "] {"); i >= 0 && strings.HasSuffix(rest, "}") { // Go 1.27
+		labelText, rest = rest[i+len("] {"):len(rest)-1], rest[:i+1]
+	}
 	inner, after, ok := strings.Cut(rest, "]")
 	if !ok {
 		return nil, fmt.Errorf("unterminated state")
 	}
-	g := &Goroutine{ID: id}
+	if strings.TrimSpace(after) != "" {
+		return nil, fmt.Errorf("unexpected text after state: %q", after)
+	}
 	parts := strings.Split(inner, ", ")
 	state := parts[0]
 	// Markers after the state, in whatever order a release prints them.
@@ -184,36 +195,60 @@ func parseHeader(line string) (*Goroutine, error) {
 			return nil, fmt.Errorf("unknown header part %q", p)
 		}
 	}
-	if after = strings.TrimSpace(after); after != "" {
-		labels, err := parseLabels(after)
-		if err != nil {
-			return nil, err
+	if labelText != "" {
+		if g.Labels, err = parseLabels(labelText); err != nil {
+			return nil, fmt.Errorf("labels %q: %w", labelText, err)
 		}
-		g.Labels = labels
 	}
 	return g, nil
 }
 
+// parseLabels parses `k: v, "k 2": "v\n"`: keys and values bare or quoted
+// the way the runtime quotes (which strconv.Unquote reads).
 func parseLabels(s string) (map[string]string, error) {
-	if !strings.HasPrefix(s, "{") || !strings.HasSuffix(s, "}") {
-		return nil, fmt.Errorf("unexpected text after state: %q", s)
-	}
 	out := map[string]string{}
-	body := strings.TrimSpace(s[1 : len(s)-1])
-	if body == "" {
-		return out, nil
+	token := func(stop string) (string, error) {
+		if strings.HasPrefix(s, `"`) {
+			for i := 1; i < len(s); i++ {
+				switch s[i] {
+				case '\\':
+					i++
+				case '"':
+					v, err := strconv.Unquote(s[:i+1])
+					s = s[i+1:]
+					return v, err
+				}
+			}
+			return "", fmt.Errorf("unterminated string")
+		}
+		i := strings.Index(s, stop)
+		if i < 0 {
+			i = len(s)
+		}
+		v := s[:i]
+		s = s[i:]
+		return v, nil
 	}
-	for _, kv := range strings.Split(body, ", ") {
-		k, v, ok := strings.Cut(kv, ":")
-		if !ok {
-			return nil, fmt.Errorf("bad label %q", kv)
+	for s != "" {
+		k, err := token(": ")
+		if err != nil {
+			return nil, err
 		}
-		ku, err1 := strconv.Unquote(k)
-		vu, err2 := strconv.Unquote(v)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("bad label %q", kv)
+		if !strings.HasPrefix(s, ": ") {
+			return nil, fmt.Errorf("no ': ' after key %q", k)
 		}
-		out[ku] = vu
+		s = s[2:]
+		v, err := token(", ")
+		if err != nil {
+			return nil, err
+		}
+		out[k] = v
+		if s != "" {
+			if !strings.HasPrefix(s, ", ") {
+				return nil, fmt.Errorf("no ', ' after value %q", v)
+			}
+			s = s[2:]
+		}
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -174,7 +175,31 @@ func spin(i int) {
 	}
 }
 
+// withTracebackLabels re-executes the program with GODEBUG
+// tracebacklabels=1, so that the runtime's own dump prints pprof labels
+// (Go 1.26+; older releases ignore the setting) and gi's --stacks can be
+// compared with it label for label. The pid stays the same.
+func withTracebackLabels() {
+	if strings.Contains(os.Getenv("GODEBUG"), "tracebacklabels=") {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	env, godebug := []string{}, "tracebacklabels=1"
+	for _, kv := range os.Environ() {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok && v != "" {
+			godebug = v + "," + godebug
+			continue
+		}
+		env = append(env, kv)
+	}
+	syscall.Exec(exe, os.Args, append(env, "GODEBUG="+godebug)) // returns only on failure
+}
+
 func main() {
+	withTracebackLabels()
 	flag.Parse()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
