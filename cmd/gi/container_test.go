@@ -206,11 +206,7 @@ func TestSidecarPIE(t *testing.T) {
 	s.run("new-session", "-d", "-s", s.name, "-x", "200", "-y", "50", "sh")
 	defer exec.Command("tmux", "kill-session", "-t", s.name).Run()
 	s.keys(strings.Join(inside, " ")+" top 1; echo GI-EXIT=$?", "Enter")
-	row := regexp.MustCompile(`(?m)^\s*\d+\s+.*\s(\d+)\s+\S+\s+\S+\s+main\.handle `)
-	s.waitFor("a main.handle row with calls", func(sc string) bool {
-		m := row.FindStringSubmatch(sc)
-		return m != nil && m[1] != "0"
-	})
+	s.waitFor("a main.handle row with calls", func(sc string) bool { return handleCalls(sc) > 0 })
 	s.keys("q")
 	s.waitFor("gi exiting", contains("GI-EXIT=0"))
 	targets.CheckNotStopped(t, p.Pid)

@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/report"
 )
 
 type psOptions struct {
@@ -82,12 +84,23 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		return err
 	}
 	gs := filterGoroutines(snap.Goroutines, o, re)
-	var pt *psTrace
+	var res *link.Result
 	if o.trace > 0 {
-		if snap, pt, err = runPsTrace(a, t, snap, gs, o.trace, o.traceDepth, errOut); err != nil {
-			return err
+		ctx, stop := a.traceContext()
+		res, err = link.Measure(ctx, t, a.tracer, snap, gs, link.Options{Duration: o.trace, Depth: o.traceDepth,
+			Attached: func(functions, probes, goroutines int) {
+				fmt.Fprintf(errOut, "gi: tracing %d functions (%d probes) of %d goroutines for %v\n", functions, probes, goroutines, o.trace)
+			}})
+		stop()
+		if err != nil {
+			return fmt.Errorf("--trace: %w", err)
 		}
+		snap = res.Snapshot
 		gs = filterGoroutines(snap.Goroutines, o, re)
+	}
+	var pt *psLatency
+	if res != nil {
+		pt = &psLatency{res}
 	}
 	if o.pprofFile != "" {
 		f, err := os.Create(o.pprofFile)
@@ -108,18 +121,9 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	}
 	switch {
 	case o.json && o.group:
-		return inspect.WriteJSON(out, groupsJSON(snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames, pt))
+		return report.Write(out, report.NewPsGroups(snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames, res))
 	case o.json:
-		doc := inspect.ToJSON(snap, gs, o.allFrames)
-		if pt != nil {
-			doc.TraceWindow = &pt.window
-			for _, jg := range doc.Goroutines {
-				if l := pt.byGoid[jg.Goid]; l != nil {
-					jg.Trace = l
-				}
-			}
-		}
-		return inspect.WriteJSON(out, doc)
+		return report.Write(out, report.NewPs(snap, gs, o.allFrames, res))
 	case o.stacks && o.group:
 		return writeGroupStacks(out, snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames)
 	case o.stacks:
@@ -136,10 +140,11 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 			return err
 		}
 	}
-	if pt != nil {
+	if res != nil {
+		w := res.Window
 		fmt.Fprintf(out, "traced %d functions (%d probes) for %v: %d events, %d lost\n",
-			len(pt.window.Functions), pt.window.Probes, o.trace, pt.window.Events, pt.window.Lost)
-		for _, u := range pt.window.Untraceable {
+			len(w.Functions), w.Probes, o.trace, w.Events, w.Lost)
+		for _, u := range w.Untraceable {
 			fmt.Fprintf(out, "not traced: %s\n", u)
 		}
 	}
@@ -276,7 +281,7 @@ func stateText(g *inspect.Goroutine) string {
 	return s
 }
 
-func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, pt *psTrace) error {
+func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, pt *psLatency) error {
 	labels := hasLabels(gs)
 	tbl := newTable(out)
 	header := []any{"GOID", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY"}
@@ -294,7 +299,7 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 			row = append(row, formatLabels(g.Labels))
 		}
 		if pt != nil {
-			row = append(row, pt.columns(g)...)
+			row = append(row, pt.columns(pt.ByGoid[g.ID])...)
 		}
 		if err := tbl.Append(row); err != nil {
 			return err
@@ -306,7 +311,7 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 	return writeFooter(out, snap, gs)
 }
 
-func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, groups []*inspect.Group, pt *psTrace) error {
+func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, groups []*inspect.Group, pt *psLatency) error {
 	labels := hasLabels(gs)
 	tbl := newTable(out)
 	header := []any{"COUNT", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY", "GOIDS"}
@@ -417,54 +422,4 @@ func writeWarnings(out io.Writer, snap *inspect.Snapshot) error {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
 	return nil
-}
-
-// groupJSON is one entry of `gi ps --group --json`.
-type groupJSON struct {
-	Count     int                    `json:"count"`
-	State     string                 `json:"state"`
-	MinWaitNS int64                  `json:"min_wait_ns"`
-	MaxWaitNS int64                  `json:"max_wait_ns"`
-	Goids     []uint64               `json:"goids"`
-	Goroutine *inspect.JSONGoroutine `json:"goroutine"`
-	// Stuck counts the members that sat in one call for the whole --trace window.
-	Stuck int `json:"stuck,omitempty"`
-}
-
-func groupsJSON(snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool, pt *psTrace) any {
-	out := struct {
-		PID         int          `json:"pid"`
-		GoVersion   string       `json:"go_version"`
-		PauseNS     int64        `json:"pause_ns"`
-		TraceWindow *traceWindow `json:"trace_window,omitempty"`
-		Groups      []*groupJSON `json:"groups"`
-	}{PID: snap.PID, GoVersion: snap.GoVersion, PauseNS: snap.Pause.Nanoseconds()}
-	if pt != nil {
-		out.TraceWindow = &pt.window
-	}
-	for _, gr := range groups {
-		doc := inspect.ToJSON(snap, []*inspect.Goroutine{gr.Representative()}, allFrames)
-		gj := &groupJSON{Count: len(gr.Goroutines), State: gr.State, MinWaitNS: gr.MinWait.Nanoseconds(), MaxWaitNS: gr.MaxWait.Nanoseconds(), Goroutine: doc.Goroutines[0]}
-		for _, g := range gr.Goroutines {
-			gj.Goids = append(gj.Goids, g.ID)
-		}
-		if pt != nil {
-			if l := pt.byGoid[gr.Representative().ID]; l != nil {
-				gl := *l
-				gl.Stuck, gl.InCallNS = false, 0
-				for _, g := range gr.Goroutines {
-					if m := pt.byGoid[g.ID]; m != nil {
-						gl.InCallNS = max(gl.InCallNS, m.InCallNS)
-						if m.Stuck {
-							gj.Stuck++
-						}
-					}
-				}
-				gl.Stuck = gj.Stuck == len(gr.Goroutines)
-				gj.Goroutine.Trace = &gl
-			}
-		}
-		out.Groups = append(out.Groups, gj)
-	}
-	return out
 }

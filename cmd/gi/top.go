@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -65,85 +63,6 @@ type topGroup struct {
 	maxWait                   time.Duration
 }
 
-// topTracer keeps a trace running on the functions goroutines are in and
-// accumulates per-function latency histograms across re-attachments.
-type topTracer struct {
-	a     *app
-	pid   int
-	mu    sync.Mutex
-	stats map[string]*trace.Histogram
-	names map[string]bool
-	err   string
-
-	cancel   context.CancelFunc
-	done     chan struct{}
-	attached time.Time
-}
-
-func (tt *topTracer) histogram(name string) *trace.Histogram {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	if h := tt.stats[name]; h != nil {
-		c := *h
-		return &c
-	}
-	return nil
-}
-
-// ensure attaches to names if the set grew (at most every topReattach).
-func (tt *topTracer) ensure(names []string) {
-	grew := false
-	for _, n := range names {
-		if !tt.names[n] {
-			grew = true
-		}
-	}
-	if !grew || (!tt.attached.IsZero() && time.Since(tt.attached) < topReattach) {
-		return
-	}
-	for _, n := range names {
-		tt.names[n] = true
-	}
-	tt.stop()
-	pats := make([]trace.Pattern, 0, len(tt.names))
-	for n := range tt.names {
-		pats = append(pats, trace.ExactName(n))
-	}
-	s, err := trace.Open(trace.Options{PID: tt.pid, Include: pats})
-	tt.attached = time.Now()
-	if err != nil {
-		tt.mu.Lock()
-		tt.err = err.Error()
-		tt.mu.Unlock()
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tt.cancel, tt.done = cancel, make(chan struct{})
-	go func() {
-		defer close(tt.done)
-		defer s.Close()
-		s.Run(ctx, trace.RunOptions{}, trace.Handlers{Call: func(_ trace.Header, c *trace.Call) {
-			tt.mu.Lock()
-			h := tt.stats[c.Func.Name]
-			if h == nil {
-				h = &trace.Histogram{}
-				tt.stats[c.Func.Name] = h
-			}
-			h.Record(time.Duration(c.Duration()))
-			tt.mu.Unlock()
-		}})
-	}()
-}
-
-// stop detaches the running trace, if any, and waits for it.
-func (tt *topTracer) stop() {
-	if tt.cancel != nil {
-		tt.cancel()
-		<-tt.done
-		tt.cancel = nil
-	}
-}
-
 // topView is the interactive state.
 type topView struct {
 	sortBy    byte // 'c', 'w', 'p'
@@ -190,8 +109,8 @@ func runTop(a *app, target string, tf targetFlags) error {
 
 	ctx, stop := a.traceContext() // SIGTERM/SIGINT end the view cleanly
 	defer stop()
-	tt := &topTracer{a: a, pid: pid, stats: map[string]*trace.Histogram{}, names: map[string]bool{}}
-	defer tt.stop()
+	tt := link.NewLive(pid, topReattach)
+	defer tt.Close()
 
 	keys := make(chan byte, 64)
 	go func() {
@@ -221,7 +140,7 @@ func runTop(a *app, target string, tf targetFlags) error {
 				names = append(names, g.function)
 			}
 		}
-		tt.ensure(names)
+		tt.Ensure(names)
 	}
 	refresh()
 	draw := func() { drawTop(out, snap, groups, v, tt) }
@@ -345,7 +264,7 @@ func groupForTop(prog link.Program, gs []*inspect.Goroutine) []*topGroup {
 	return out
 }
 
-func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*topGroup, v *topView, tt *topTracer) {
+func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*topGroup, v *topView, tt *link.Live) {
 	width, height, err := term.GetSize(int(os.Stdout.Fd()))
 	if err != nil || width < 40 || height < 10 {
 		width, height = 120, 40
@@ -359,7 +278,7 @@ func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*topGroup, v *topView
 		if v.filter != nil && !v.filter.MatchString(g.state+" "+g.location) {
 			continue
 		}
-		rows = append(rows, row{g: g, h: tt.histogram(g.function)})
+		rows = append(rows, row{g: g, h: tt.Histogram(g.function)})
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
@@ -389,11 +308,9 @@ func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*topGroup, v *topView
 		filter = "filter: /" + v.input + "_"
 	}
 	lines = append(lines, "keys: c w p sort  / filter  j k move  Enter expand  q quit   "+filter)
-	tt.mu.Lock()
-	if tt.err != "" {
-		lines = append(lines, "trace: "+tt.err)
+	if err := tt.Err(); err != "" {
+		lines = append(lines, "trace: "+err)
 	}
-	tt.mu.Unlock()
 	if v.message != "" {
 		lines = append(lines, v.message)
 	}

@@ -1,0 +1,74 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/link"
+)
+
+// TestPsDocument checks the gi ps --json document built from a snapshot and
+// a trace window: its keys, and the latency placed on the right goroutine.
+func TestPsDocument(t *testing.T) {
+	g1 := &inspect.Goroutine{ID: 1, Status: "waiting", WaitReason: "chan receive", Wait: 2 * time.Second, WaitKnown: true,
+		Frames: []inspect.Frame{{Function: "runtime.gopark", Elided: true}, {Function: "main.main", File: "/m.go", Line: 9, PC: 0x10}}}
+	g2 := &inspect.Goroutine{ID: 2, Status: "running", Labels: map[string]string{"k": "v"}, ThreadID: 3, HostThreadID: 4003,
+		CreatedBy: &inspect.Frame{Function: "main.main", File: "/m.go", Line: 5}, ParentID: 1,
+		Frames: []inspect.Frame{{Function: "main.spin", File: "/m.go", Line: 20}}}
+	snap := &inspect.Snapshot{PID: 42, NSPid: 1, GoVersion: "go1.27.4", Pause: time.Millisecond, Goroutines: []*inspect.Goroutine{g1, g2}}
+	res := &link.Result{Window: link.Window{StartNS: 1, EndNS: 2, Functions: []string{"main.spin"}, Probes: 3},
+		ByGoid: map[uint64]*link.Latency{2: {Function: "main.spin", File: "/m.go", Line: 20, Calls: 5, Stuck: true}}}
+
+	var buf bytes.Buffer
+	if err := Write(&buf, NewPs(snap, snap.Goroutines, false, res)); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"pid", "ns_pid", "go_version", "pause_ns", "trace_window", "goroutines"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("document lacks %q:\n%s", k, buf.String())
+		}
+	}
+	gs := doc["goroutines"].([]any)
+	first, second := gs[0].(map[string]any), gs[1].(map[string]any)
+	if _, ok := first["trace"]; ok {
+		t.Errorf("goroutine 1 has a trace it was not measured for")
+	}
+	if len(first["frames"].([]any)) != 1 || first["function"] != "main.main" || first["wait_ns"].(float64) != 2e9 {
+		t.Errorf("goroutine 1: %v", first)
+	}
+	tr, _ := second["trace"].(map[string]any)
+	if tr == nil || tr["function"] != "main.spin" || tr["calls"].(float64) != 5 || tr["stuck"] != true || second["host_thread_id"].(float64) != 4003 {
+		t.Errorf("goroutine 2: %v", second)
+	}
+	if cb := second["created_by"].(map[string]any); cb["goid"].(float64) != 1 {
+		t.Errorf("goroutine 2 created by %v", cb)
+	}
+
+	// Without a trace, no trace keys at all.
+	buf.Reset()
+	Write(&buf, NewPs(snap, snap.Goroutines, true, nil))
+	if strings.Contains(buf.String(), `"trace`) || !strings.Contains(buf.String(), "runtime.gopark") {
+		t.Errorf("untraced document with all frames:\n%s", buf.String())
+	}
+
+	groups := inspect.GroupGoroutines(snap.Goroutines, false)
+	buf.Reset()
+	Write(&buf, NewPsGroups(snap, groups, false, res))
+	var gdoc PsGroups
+	if err := json.Unmarshal(buf.Bytes(), &gdoc); err != nil || len(gdoc.Groups) != 2 || gdoc.TraceWindow == nil {
+		t.Fatalf("groups document %v:\n%s", err, buf.String())
+	}
+	for _, g := range gdoc.Groups {
+		if g.Goids[0] == 2 && (g.Goroutine.Trace == nil || !g.Goroutine.Trace.Stuck || g.Stuck != 1) {
+			t.Errorf("group of goroutine 2: %+v", g)
+		}
+	}
+}
