@@ -308,7 +308,7 @@ func (b *Binary) relocations() map[uint64]uint64 {
 			for i := 0; i+24 <= len(data); i += 24 {
 				off := b.order.Uint64(data[i:])
 				info := b.order.Uint64(data[i+8:])
-				if uint32(info) == relative {
+				if elf.R_TYPE64(info) == relative {
 					b.rel[off] = b.order.Uint64(data[i+16:])
 				}
 			}

@@ -132,38 +132,43 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 		return nil, fmt.Errorf("runtime.g layout: %w", err)
 	}
 	l.G.Size = g.ByteSize
+	// Each field with the size gi reads it as: a release that widens one
+	// fails here, by name, instead of being decoded wrong.
 	fields := []struct {
 		dst      *int64
 		path     []string
+		size     int64
 		optional bool
 	}{
-		{&l.G.StackLo, []string{"stack", "lo"}, false},
-		{&l.G.StackHi, []string{"stack", "hi"}, false},
-		{&l.G.SchedSP, []string{"sched", "sp"}, false},
-		{&l.G.SchedPC, []string{"sched", "pc"}, false},
-		{&l.G.SchedBP, []string{"sched", "bp"}, true},
-		{&l.G.SchedLR, []string{"sched", "lr"}, true},
-		{&l.G.SyscallSP, []string{"syscallsp"}, false},
-		{&l.G.SyscallPC, []string{"syscallpc"}, false},
-		{&l.G.SyscallBP, []string{"syscallbp"}, true},
-		{&l.G.M, []string{"m"}, false},
-		{&l.G.AtomicStatus, []string{"atomicstatus"}, false},
-		{&l.G.Goid, []string{"goid"}, false},
-		{&l.G.WaitSince, []string{"waitsince"}, false},
-		{&l.G.WaitReason, []string{"waitreason"}, false},
-		{&l.G.LockedM, []string{"lockedm"}, false},
-		{&l.G.ParentGoid, []string{"parentGoid"}, true},
-		{&l.G.GoPC, []string{"gopc"}, false},
-		{&l.G.StartPC, []string{"startpc"}, false},
-		{&l.G.Labels, []string{"labels"}, true},
+		{&l.G.StackLo, []string{"stack", "lo"}, 8, false},
+		{&l.G.StackHi, []string{"stack", "hi"}, 8, false},
+		{&l.G.SchedSP, []string{"sched", "sp"}, 8, false},
+		{&l.G.SchedPC, []string{"sched", "pc"}, 8, false},
+		{&l.G.SchedBP, []string{"sched", "bp"}, 8, true},
+		{&l.G.SchedLR, []string{"sched", "lr"}, 8, true},
+		{&l.G.SyscallSP, []string{"syscallsp"}, 8, false},
+		{&l.G.SyscallPC, []string{"syscallpc"}, 8, false},
+		{&l.G.SyscallBP, []string{"syscallbp"}, 8, true},
+		{&l.G.M, []string{"m"}, 8, false},
+		{&l.G.AtomicStatus, []string{"atomicstatus"}, 4, false},
+		{&l.G.Goid, []string{"goid"}, 8, false},
+		{&l.G.WaitSince, []string{"waitsince"}, 8, false},
+		{&l.G.WaitReason, []string{"waitreason"}, 1, false},
+		{&l.G.LockedM, []string{"lockedm"}, 8, false},
+		{&l.G.ParentGoid, []string{"parentGoid"}, 8, true},
+		{&l.G.GoPC, []string{"gopc"}, 8, false},
+		{&l.G.StartPC, []string{"startpc"}, 8, false},
+		{&l.G.Labels, []string{"labels"}, 8, true},
 	}
 	for _, f := range fields {
-		off, _, err := FieldOffset(g, f.path...)
+		off, ft, err := FieldOffset(g, f.path...)
 		if err != nil {
 			if !f.optional {
 				return nil, fmt.Errorf("runtime.g: %w", err)
 			}
 			off = Missing
+		} else if ft.Size() != f.size {
+			return nil, fmt.Errorf("runtime.g.%s is %d bytes, gi reads %d", strings.Join(f.path, "."), ft.Size(), f.size)
 		}
 		*f.dst = off
 	}
@@ -177,9 +182,12 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 		dst  *int64
 		name string
 	}{{&l.M.ID, "id"}, {&l.M.ProcID, "procid"}, {&l.M.CurG, "curg"}} {
-		off, _, err := FieldOffset(m, f.name)
+		off, ft, err := FieldOffset(m, f.name)
 		if err != nil {
 			return nil, fmt.Errorf("runtime.m: %w", err)
+		}
+		if ft.Size() != 8 {
+			return nil, fmt.Errorf("runtime.m.%s is %d bytes, gi reads 8", f.name, ft.Size())
 		}
 		*f.dst = off
 	}
@@ -193,12 +201,14 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 		name     string
 		optional bool
 	}{{&l.Module.Text, "text", false}, {&l.Module.GoFunc, "gofunc", false}, {&l.Module.EPclntab, "epclntab", true}} {
-		off, _, err := FieldOffset(md, f.name)
+		off, ft, err := FieldOffset(md, f.name)
 		if err != nil {
 			if !f.optional {
 				return nil, fmt.Errorf("runtime.moduledata: %w", err)
 			}
 			off = Missing
+		} else if ft.Size() != 8 {
+			return nil, fmt.Errorf("runtime.moduledata.%s is %d bytes, gi reads 8", f.name, ft.Size())
 		}
 		*f.dst = off
 	}

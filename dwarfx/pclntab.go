@@ -110,6 +110,31 @@ type Frame struct {
 	PC uint64
 }
 
+// The layout of runtime._func and runtime.inlinedCall from Go 1.20 on, as
+// the decoder reads them from the pclntab and go:func.* (a stripped binary
+// has no DWARF to describe them). TestRuntimeFactsMatchDWARF checks every
+// offset and size against the DWARF of each release in the generated table.
+const (
+	funcEntryOff  = 0  // _func.entryOff uint32
+	funcNameOff   = 4  // _func.nameOff int32
+	funcPcsp      = 16 // _func.pcsp uint32
+	funcPcfile    = 20 // _func.pcfile uint32
+	funcPcln      = 24 // _func.pcln uint32
+	funcNpcdata   = 28 // _func.npcdata uint32
+	funcCuOffset  = 32 // _func.cuOffset uint32
+	funcStartLine = 36 // _func.startLine int32
+	funcFuncID    = 40 // _func.funcID abi.FuncID (uint8)
+	funcFlag      = 41 // _func.flag abi.FuncFlag (uint8)
+	funcNfuncdata = 43 // _func.nfuncdata uint8
+	funcSize      = 44 // sizeof(_func), before its pcdata and funcdata arrays
+
+	inlFuncID    = 0  // inlinedCall.funcID abi.FuncID (uint8)
+	inlNameOff   = 4  // inlinedCall.nameOff int32
+	inlParentPc  = 8  // inlinedCall.parentPc int32
+	inlStartLine = 12 // inlinedCall.startLine int32
+	inlSize      = 16 // sizeof(inlinedCall)
+)
+
 // pcHeader is the decoded runtime.pcHeader.
 type pcHeader struct {
 	magic     uint32
@@ -327,7 +352,7 @@ func (t *LineTable) parse(data []byte, h *pcHeader) error {
 	t.filetab = string(h.table(data, 2))
 	t.pctab = h.table(data, 3)
 	t.pclntable = data[h.offs[4]:]
-	t.funcSize, t.inlSize = 44, 16
+	t.funcSize, t.inlSize = funcSize, inlSize
 	if h.magic == go118Magic {
 		t.funcSize, t.inlSize = 40, 20 // no startLine; old inlinedCall
 	}
@@ -356,25 +381,25 @@ func (t *LineTable) parse(data []byte, h *pcHeader) error {
 			Entry:     t.textStart + uint64(entryOff),
 			End:       t.textStart + uint64(endOff),
 			off:       funcOff,
-			pcsp:      u32(r[16:]),
-			pcfile:    u32(r[20:]),
-			pcln:      u32(r[24:]),
-			npcdata:   u32(r[28:]),
-			cuOffset:  u32(r[32:]),
-			FuncID:    r[t.funcSize-4],
-			Flag:      r[t.funcSize-3],
-			nfuncdata: r[t.funcSize-1],
+			pcsp:      u32(r[funcPcsp:]),
+			pcfile:    u32(r[funcPcfile:]),
+			pcln:      u32(r[funcPcln:]),
+			npcdata:   u32(r[funcNpcdata:]),
+			cuOffset:  u32(r[funcCuOffset:]),
+			FuncID:    r[t.funcSize-(funcSize-funcFuncID)],
+			Flag:      r[t.funcSize-(funcSize-funcFlag)],
+			nfuncdata: r[t.funcSize-(funcSize-funcNfuncdata)],
 		}
-		if t.funcSize == 44 {
-			f.StartLine = int(int32(u32(r[36:])))
+		if t.funcSize == funcSize {
+			f.StartLine = int(int32(u32(r[funcStartLine:])))
 		}
-		if u32(r) != entryOff {
+		if u32(r[funcEntryOff:]) != entryOff {
 			return fmt.Errorf("functab entry %d: _func at %#x has entry %#x, want %#x", i, funcOff, u32(r), entryOff)
 		}
 		if f.npcdata > 1<<16 || uint64(funcOff)+uint64(t.funcSize)+4*(uint64(f.npcdata)+uint64(f.nfuncdata)) > uint64(len(ft)) {
 			return fmt.Errorf("functab entry %d: _func at %#x: %d pcdata and %d funcdata overflow the table", i, funcOff, f.npcdata, f.nfuncdata)
 		}
-		name, err := t.name(int32(u32(r[4:])))
+		name, err := t.name(int32(u32(r[funcNameOff:])))
 		if err != nil {
 			return fmt.Errorf("functab entry %d: %w", i, err)
 		}
@@ -627,8 +652,7 @@ func (t *LineTable) inlinedCall(tree uint32, ix int32) (inlinedCall, error) {
 		// parent int16, funcID, _ byte, file, line, func_, parentPc int32
 		return inlinedCall{funcID: r[2], nameOff: i32(12), parentPc: i32(16)}, nil
 	}
-	// funcID, _ [3]byte, nameOff, parentPc, startLine int32
-	return inlinedCall{funcID: r[0], nameOff: i32(4), parentPc: i32(8), startLine: i32(12)}, nil
+	return inlinedCall{funcID: r[inlFuncID], nameOff: i32(inlNameOff), parentPc: i32(inlParentPc), startLine: i32(inlStartLine)}, nil
 }
 
 // Frames returns the logical frames at the link-time pc in f, innermost

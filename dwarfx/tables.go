@@ -22,14 +22,16 @@ type VersionLayout struct {
 
 //go:generate go run ./internal/gentables -o layouts_generated.go
 
-// goMinorOf parses "go1.21.13" or "go1.26rc1" into 21, 26.
-func goMinorOf(v string) (int, bool) {
-	v = strings.TrimPrefix(v, "go1.")
-	end := 0
-	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
-		end++
+// GoMinor returns the minor release of a Go version as build info spells
+// it: 21 for "go1.21.13", "go1.21rc1" or "go1.21.0 X:boringcrypto"; ok is
+// false for anything that is not a Go 1 release (go/version decides).
+func GoMinor(v string) (minor int, ok bool) {
+	v, _, _ = strings.Cut(v, " ") // experiments: "go1.21.0 X:boringcrypto"
+	m, ok := strings.CutPrefix(version.Lang(v), "go1.")
+	if !ok {
+		return 0, false
 	}
-	n, err := strconv.Atoi(v[:end])
+	n, err := strconv.Atoi(m)
 	return n, err == nil
 }
 
@@ -38,7 +40,7 @@ var ErrNoTable = fmt.Errorf("no generated runtime layout")
 
 // TableLayout returns the generated layout for a Go version and GOARCH.
 func TableLayout(goVersion, arch string) (*VersionLayout, error) {
-	minor, ok := goMinorOf(goVersion)
+	minor, ok := GoMinor(goVersion)
 	if !ok {
 		return nil, fmt.Errorf("%w: cannot parse Go version %q", ErrNoTable, goVersion)
 	}
@@ -66,8 +68,8 @@ func TableLayout(goVersion, arch string) (*VersionLayout, error) {
 }
 
 func less(a, b string) bool {
-	x, _ := goMinorOf(a)
-	y, _ := goMinorOf(b)
+	x, _ := GoMinor(a)
+	y, _ := GoMinor(b)
 	return x < y
 }
 
@@ -88,7 +90,7 @@ func LayoutOfProbe(path, toolchain string) (*VersionLayout, error) {
 		return nil, err
 	}
 	v := &VersionLayout{Arch: bin.Arch, Toolchain: toolchain}
-	minor, _ := goMinorOf(bin.GoVersion)
+	minor, _ := GoMinor(bin.GoVersion)
 	v.Go = "go1." + strconv.Itoa(minor)
 	if v.WaitReasons, err = bin.staticStrings(l.WaitReasonStrings, l.WaitReasonCount); err != nil {
 		return nil, fmt.Errorf("runtime.waitReasonStrings: %w", err)

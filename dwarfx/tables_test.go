@@ -58,3 +58,16 @@ func TestTableLayoutVersions(t *testing.T) {
 		t.Errorf("an old release: %v", err)
 	}
 }
+
+func TestGoMinor(t *testing.T) {
+	for v, want := range map[string]int{"go1.21.13": 21, "go1.26rc1": 26, "go1.27.4 X:boringcrypto": 27, "go1.22-bigcorp": 22, "go1.20": 20} {
+		if got, ok := dwarfx.GoMinor(v); !ok || got != want {
+			t.Errorf("GoMinor(%q) = %d, %v; want %d", v, got, ok, want)
+		}
+	}
+	for _, v := range []string{"", "devel go1.28-abcdef", "go2.0", "gibberish"} {
+		if got, ok := dwarfx.GoMinor(v); ok {
+			t.Errorf("GoMinor(%q) = %d, want not ok", v, got)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -46,14 +45,7 @@ func newSymbolizer(bin *dwarfx.Binary, bias uint64) *symbolizer {
 
 // goMinor returns 21 for "go1.21.13" and 0 when it cannot tell.
 func goMinor(v string) int {
-	v = strings.TrimPrefix(v, "go1.")
-	if i := strings.IndexAny(v, ".rcbeta-+ "); i >= 0 {
-		v = v[:i]
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0
-	}
+	n, _ := dwarfx.GoMinor(v)
 	return n
 }
 

@@ -24,7 +24,7 @@ var (
 
 // tracerOf returns the TracerPid of a thread, or 0.
 func tracerOf(pid, tid int) int {
-	v, _ := statusField(pid, tid, "TracerPid")
+	v, _ := StatusField(pid, tid, "TracerPid")
 	n, _ := strconv.Atoi(v)
 	return n
 }

@@ -8,11 +8,14 @@ import (
 	"strings"
 )
 
-// statusField returns the value of one field of /proc/<pid>/status, or of
-// /proc/<pid>/task/<tid>/status when tid is not 0, with surrounding blanks
-// trimmed; "" when the kernel does not report it.
-func statusField(pid, tid int, field string) (string, error) {
+// StatusField returns the value of one field of /proc/<pid>/status (pid 0:
+// gi's own, /proc/self), or of /proc/<pid>/task/<tid>/status when tid is not
+// 0, with surrounding blanks trimmed; "" when the kernel does not report it.
+func StatusField(pid, tid int, field string) (string, error) {
 	path := "/proc/" + strconv.Itoa(pid)
+	if pid == 0 {
+		path = "/proc/self"
+	}
 	if tid != 0 {
 		path += "/task/" + strconv.Itoa(tid)
 	}
@@ -46,11 +49,31 @@ func innermostID(nspid string, def int) (int, error) {
 // NamespacePID returns the pid of process pid inside its own PID namespace
 // (the last NSpid field of /proc/<pid>/status): the pid a container shows.
 func NamespacePID(pid int) (int, error) {
-	v, err := statusField(pid, 0, "NSpid")
+	v, err := StatusField(pid, 0, "NSpid")
 	if err != nil {
 		return 0, err
 	}
 	return innermostID(v, pid)
+}
+
+// HasCapabilities reports whether gi's effective capability set (CapEff in
+// /proc/self/status) holds every capability in caps (unix.CAP_* numbers).
+// ok is false when it cannot tell.
+func HasCapabilities(caps ...int) (has, ok bool) {
+	v, err := StatusField(0, 0, "CapEff")
+	if err != nil || v == "" {
+		return false, false
+	}
+	eff, err := strconv.ParseUint(v, 16, 64)
+	if err != nil {
+		return false, false
+	}
+	for _, c := range caps {
+		if eff&(1<<uint(c)) == 0 {
+			return false, true
+		}
+	}
+	return true, true
 }
 
 // NamespaceTIDs maps the thread ids of process pid as its own PID namespace
@@ -70,7 +93,7 @@ func NamespaceTIDs(pid int, tids []int) (map[int]int, error) {
 	}
 	out := make(map[int]int, len(tids))
 	for _, tid := range tids {
-		v, err := statusField(pid, tid, "NSpid")
+		v, err := StatusField(pid, tid, "NSpid")
 		if err != nil {
 			continue // the thread exited
 		}

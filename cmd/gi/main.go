@@ -48,12 +48,8 @@ func main() {
 	// GI_PEAK_RSS=1 reports gi's own peak memory (for make bench: the
 	// rusage of a child counts its parent's memory at fork time).
 	if os.Getenv("GI_PEAK_RSS") == "1" {
-		if b, err := os.ReadFile("/proc/self/status"); err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(line, "VmHWM:") {
-					fmt.Fprintf(os.Stderr, "gi: peak RSS %s\n", strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")))
-				}
-			}
+		if v, err := ptrace.StatusField(0, 0, "VmHWM"); err == nil && v != "" {
+			fmt.Fprintf(os.Stderr, "gi: peak RSS %s\n", v)
 		}
 	}
 	os.Exit(code)

@@ -2,13 +2,15 @@ package main
 
 import (
 	"fmt"
-
-	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gi-debug/gi/ptrace"
 )
 
 // resolvePID turns a pid or a process name into a pid. A name must match
@@ -90,17 +92,8 @@ func resolveNSPid(nsPid, in int) (int, error) {
 		if err != nil || ns != want {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
-				f := strings.Fields(v)
-				if len(f) > 0 && f[len(f)-1] == strconv.Itoa(nsPid) {
-					return pid, nil
-				}
-			}
+		if n, err := ptrace.NamespacePID(pid); err == nil && n == nsPid {
+			return pid, nil
 		}
 	}
 	return 0, fmt.Errorf("no process %d in the PID namespace of process %d", nsPid, in)

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/ptrace"
@@ -230,23 +230,16 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	return closeErr
 }
 
-// hasBPFCaps reports whether the effective capability set holds CAP_BPF (39)
-// and CAP_PERFMON (38), or CAP_SYS_ADMIN (21).
+// hasBPFCaps reports whether the effective capability set holds CAP_BPF
+// and CAP_PERFMON, or CAP_SYS_ADMIN; true when it cannot tell (the kernel
+// then decides).
 func hasBPFCaps() bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return true // cannot tell: let the kernel decide
+	admin, ok := ptrace.HasCapabilities(unix.CAP_SYS_ADMIN)
+	if !ok {
+		return true
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				return true
-			}
-			return caps&(1<<21) != 0 || (caps&(1<<39) != 0 && caps&(1<<38) != 0)
-		}
-	}
-	return true
+	bpf, _ := ptrace.HasCapabilities(unix.CAP_BPF, unix.CAP_PERFMON)
+	return admin || bpf
 }
 
 // traceContext returns a context cancelled by SIGINT or SIGTERM while a trace
