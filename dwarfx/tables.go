@@ -1,6 +1,7 @@
 package dwarfx
 
 import (
+	"encoding/binary"
 	"fmt"
 	"go/version"
 	"slices"
@@ -92,11 +93,11 @@ func LayoutOfProbe(path, toolchain string) (*VersionLayout, error) {
 	v := &VersionLayout{Arch: bin.Arch, Toolchain: toolchain}
 	minor, _ := GoMinor(bin.GoVersion)
 	v.Go = "go1." + strconv.Itoa(minor)
-	if v.WaitReasons, err = bin.staticStrings(l.WaitReasonStrings, l.WaitReasonCount); err != nil {
+	if v.WaitReasons, err = ReadStringArray(bin, l.WaitReasonStrings, l.WaitReasonCount, 1<<12); err != nil {
 		return nil, fmt.Errorf("runtime.waitReasonStrings: %w", err)
 	}
 	if l.GStatusStrings != 0 {
-		if v.GStatuses, err = bin.staticStrings(l.GStatusStrings, l.GStatusCount); err != nil {
+		if v.GStatuses, err = ReadStringArray(bin, l.GStatusStrings, l.GStatusCount, 1<<12); err != nil {
 			return nil, fmt.Errorf("runtime.gStatusStrings: %w", err)
 		}
 	}
@@ -105,28 +106,36 @@ func LayoutOfProbe(path, toolchain string) (*VersionLayout, error) {
 	return v, nil
 }
 
-// staticStrings reads a [n]string array from the file's initialized data.
-func (b *Binary) staticStrings(addr uint64, n int64) ([]string, error) {
+// AddressReader reads an address space: a binary's file-backed contents
+// (Binary.ReadAt) or a live process's memory (ptrace.Memory.ReadAt).
+type AddressReader interface {
+	ReadAt(p []byte, addr uint64) (int, error)
+}
+
+// ReadStringArray reads a [n]string array at addr from r: n string headers,
+// then each string's bytes, at most maxLen per string. Empty strings are
+// left "".
+func ReadStringArray(r AddressReader, addr uint64, n int64, maxLen uint64) ([]string, error) {
 	if n <= 0 || n > 4096 {
 		return nil, fmt.Errorf("implausible length %d", n)
 	}
 	hdr := make([]byte, n*16)
-	if _, err := b.ReadAt(hdr, addr); err != nil {
+	if _, err := r.ReadAt(hdr, addr); err != nil {
 		return nil, err
 	}
 	out := make([]string, n)
 	for i := range out {
-		p := b.File.ByteOrder.Uint64(hdr[i*16:])
-		l := b.File.ByteOrder.Uint64(hdr[i*16+8:])
+		p := binary.LittleEndian.Uint64(hdr[i*16:])
+		l := binary.LittleEndian.Uint64(hdr[i*16+8:])
 		if l == 0 {
 			continue
 		}
-		if l > 1<<12 {
+		if l > maxLen {
 			return nil, fmt.Errorf("string %d has length %d", i, l)
 		}
 		s := make([]byte, l)
-		if _, err := b.ReadAt(s, p); err != nil {
-			return nil, fmt.Errorf("string %d: %w", i, err)
+		if _, err := r.ReadAt(s, p); err != nil {
+			return nil, fmt.Errorf("string %d at %#x: %w", i, p, err)
 		}
 		out[i] = string(s)
 	}

@@ -115,7 +115,16 @@ func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := targets.ParseDump(bytes.NewReader(raw))
+	compareDump(t, snap, raw, p.DumperGoid, 2000)
+	return snap
+}
+
+// compareDump compares a snapshot of psstates with the runtime's own
+// dump of it (dump, taken by goroutine dumper), goroutine by goroutine; at
+// least minCompared goroutines must be compared.
+func compareDump(t *testing.T, snap *inspect.Snapshot, dump []byte, dumper int64, minCompared int) {
+	t.Helper()
+	want, err := targets.ParseDump(bytes.NewReader(dump))
 	if err != nil {
 		t.Fatalf("parse the target's own dump: %v", err)
 	}
@@ -142,7 +151,7 @@ func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 	}
 	compared, dumpLabels := 0, 0
 	for _, w := range want {
-		if w.ID == p.DumperGoid {
+		if w.ID == dumper {
 			continue // the goroutine that took the dump has exited since
 		}
 		g, ok := gotByID[w.ID]
@@ -189,8 +198,8 @@ func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 	// The dumper prints READY and then exits: gi may still catch it on its
 	// way out, inside main.dumper (writing READY) or in the runtime's
 	// goroutine exit.
-	if g, ok := gotByID[p.DumperGoid]; ok {
-		delete(gotByID, p.DumperGoid)
+	if g, ok := gotByID[dumper]; ok {
+		delete(gotByID, dumper)
 		exiting := len(g.Frames) > 0 && strings.HasPrefix(g.Frames[0].Function, "runtime.goexit")
 		if !exiting && !slices.ContainsFunc(g.Frames, func(f targets.Frame) bool { return f.Function == "main.dumper" }) {
 			t.Errorf("goroutine %d, the dumper, is listed [%s] outside main.dumper:\n\t%s", g.ID, g.State, strings.Join(frameKeys(g.Frames), "\n\t"))
@@ -199,7 +208,7 @@ func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 	for id, g := range gotByID {
 		t.Errorf("goroutine %d [%s] is in gi's listing but not in the runtime's dump", id, g.State)
 	}
-	if compared < 2000 {
+	if compared < minCompared {
 		t.Errorf("compared only %d goroutines", compared)
 	}
 	t.Logf("%s: compared %d goroutines, pause %v, total %v, labels in headers: %v", snap.GoVersion, compared, snap.Pause, snap.Total, snap.TracebackLabels)
@@ -244,7 +253,6 @@ func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
 	if parked == 0 || known < parked*9/10 {
 		t.Errorf("%d of %d parked goroutines have a plausible wait (0 < wait < 1m)", known, parked)
 	}
-	return snap
 }
 
 // TestSnapshotInContainer inspects a target in its own PID, mount and time

@@ -66,9 +66,10 @@ func (t *Target) readWord(addr uint64) (uint64, error) {
 
 // copyRaw copies every live g, the used part of its stack, the registers of
 // the threads running goroutines and the pprof labels. It runs while the
-// process is stopped, so it does nothing but copy. nsTIDs maps thread ids
-// in the target's PID namespace to gi's (nil when they agree).
-func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers, nsTIDs map[int]int) (*rawSnapshot, error) {
+// process is stopped, so it does nothing but copy. stopped are the
+// process's threads with their registers; nsTIDs maps thread ids in the
+// target's PID namespace to gi's (nil when they agree).
+func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]int) (*rawSnapshot, error) {
 	L := t.Layout
 	out := &rawSnapshot{gs: bufs.ptrs}
 
@@ -123,8 +124,8 @@ func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers, nsTIDs map[int]int) 
 	running, _ := L.StatusValue("_Grunning")
 	syscall, _ := L.StatusValue("_Gsyscall")
 
-	threads := make(map[int]ptrace.Regs, len(st.Threads))
-	for _, th := range st.Threads {
+	threads := make(map[int]ptrace.Regs, len(stopped))
+	for _, th := range stopped {
 		threads[th.TID] = th.Regs
 	}
 
@@ -188,7 +189,7 @@ func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers, nsTIDs map[int]int) 
 			rg.tid = tid
 			if nsTIDs != nil {
 				if _, known := nsTIDs[tid]; !known {
-					t.mapNewThreads(st, nsTIDs)
+					t.mapNewThreads(stopped, nsTIDs)
 				}
 				if host, ok := nsTIDs[tid]; ok && host != tid {
 					rg.hostTID = host
@@ -260,13 +261,13 @@ func (t *Target) copyRaw(st *ptrace.Stopped, bufs *buffers, nsTIDs map[int]int) 
 // mapNewThreads adds to nsTIDs the stopped threads it lacks: threads
 // created after the map was made, before the stop. It runs at most once per
 // unknown id, and only for a target in another PID namespace.
-func (t *Target) mapNewThreads(st *ptrace.Stopped, nsTIDs map[int]int) {
+func (t *Target) mapNewThreads(stopped []ptrace.Thread, nsTIDs map[int]int) {
 	hosts := make(map[int]bool, len(nsTIDs))
 	for _, h := range nsTIDs {
 		hosts[h] = true
 	}
 	var missing []int
-	for _, th := range st.Threads {
+	for _, th := range stopped {
 		if !hosts[th.TID] {
 			missing = append(missing, th.TID)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"sort"
@@ -30,6 +31,16 @@ const (
 	stackReadMinLen = 256
 )
 
+// Memory is the target's address space as a snapshot reads it: a live
+// process (*ptrace.Memory) or, in tests, a captured image of one.
+type Memory interface {
+	// ReadAt reads len(p) bytes at addr.
+	ReadAt(p []byte, addr uint64) (int, error)
+	// ReadBatch reads every range into dst, back to back; a
+	// *ptrace.BatchError lists the ranges that could not be read.
+	ReadBatch(ranges []ptrace.Range, dst []byte) error
+}
+
 // ErrNotGo is returned for processes whose executable is not a Go binary.
 var ErrNotGo = errors.New("not a Go program")
 
@@ -41,7 +52,7 @@ type Target struct {
 	Layout *dwarfx.RuntimeLayout
 	// Bias is the load bias: runtime address minus link-time address (PIE).
 	Bias uint64
-	Mem  *ptrace.Memory
+	Mem  Memory
 
 	// clockOffset is the target's CLOCK_MONOTONIC minus gi's (time
 	// namespaces): g.waitsince is in the target's clock.
@@ -51,6 +62,7 @@ type Target struct {
 	statusNames []string
 	sym         *symbolizer
 	scratch     []Frame // reused while unwinding
+	live        bool    // a running process (Open), not a memory image (NewTarget)
 }
 
 // Open opens process pid for inspection. It reads the executable through
@@ -70,12 +82,43 @@ func Open(pid int) (*Target, error) {
 		}
 		return nil, fmt.Errorf("process %d (%s): %w: %v", pid, comm(pid), ErrNotGo, err)
 	}
-	t := &Target{PID: pid, Binary: bin}
+	t := &Target{PID: pid, Binary: bin, live: true}
 	if err := t.init(); err != nil {
 		bin.Close()
 		return nil, err
 	}
 	return t, nil
+}
+
+// NewTarget makes a Target whose memory is mem instead of a live process's:
+// pid is the process the memory came from, bin its executable, bias its load
+// bias. Snapshots of it come from Decode; tests use it to decode a captured
+// image of a process with no process and no privileges.
+func NewTarget(pid int, bin *dwarfx.Binary, mem Memory, bias uint64) (*Target, error) {
+	t := &Target{PID: pid, Binary: bin, Mem: mem, Bias: bias}
+	layout, table, err := dwarfx.LoadRuntimeLayout(bin)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: runtime layout: %w", pid, err)
+	}
+	t.Layout = layout
+	if err := t.loadStrings(table); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Decode copies and decodes a snapshot from the target's memory without
+// stopping anything: for a Target made by NewTarget, whose memory does not
+// change. threads are the process's threads with their registers as they
+// were; now is the target's CLOCK_MONOTONIC at that instant.
+func (t *Target) Decode(threads []ptrace.Thread, now int64) (*Snapshot, error) {
+	raw, err := t.copyRaw(threads, &buffers{}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", t.PID, err)
+	}
+	snap := t.newSnapshot(raw, now)
+	snap.TracebackLabels = t.tracebackLabels()
+	return snap, nil
 }
 
 func (t *Target) init() error {
@@ -91,9 +134,19 @@ func (t *Target) init() error {
 	if t.clockOffset, err = clockOffset(t.PID); err != nil {
 		return fmt.Errorf("process %d: %w", t.PID, err)
 	}
-	if t.Mem, err = ptrace.OpenMemory(t.PID); err != nil {
+	mem, err := ptrace.OpenMemory(t.PID)
+	if err != nil {
 		return fmt.Errorf("process %d: %w", t.PID, err)
 	}
+	t.Mem = mem
+	return t.loadStrings(table)
+}
+
+// loadStrings reads the runtime's wait-reason and status strings: from the
+// generated table for a stripped binary, else from the target's memory
+// (relocations applied), and makes the symbolizer.
+func (t *Target) loadStrings(table *dwarfx.VersionLayout) error {
+	var err error
 	if table != nil {
 		// Stripped: the strings of the same Go release, generated.
 		t.waitReasons, t.statusNames = table.WaitReasons, table.GStatuses
@@ -102,12 +155,12 @@ func (t *Target) init() error {
 	}
 	// Static tables: read from the live process (relocations applied).
 	if t.waitReasons, err = t.readStringArray(t.Layout.WaitReasonStrings, t.Layout.WaitReasonCount); err != nil {
-		t.Mem.Close()
+		t.closeMem()
 		return fmt.Errorf("process %d: read runtime.waitReasonStrings: %w", t.PID, err)
 	}
 	if t.Layout.GStatusStrings != 0 {
 		if t.statusNames, err = t.readStringArray(t.Layout.GStatusStrings, t.Layout.GStatusCount); err != nil {
-			t.Mem.Close()
+			t.closeMem()
 			return fmt.Errorf("process %d: read runtime.gStatusStrings: %w", t.PID, err)
 		}
 	}
@@ -117,10 +170,14 @@ func (t *Target) init() error {
 
 // Close releases the target's resources. The process itself is not touched.
 func (t *Target) Close() error {
-	if t.Mem != nil {
-		t.Mem.Close()
-	}
+	t.closeMem()
 	return t.Binary.Close()
+}
+
+func (t *Target) closeMem() {
+	if c, ok := t.Mem.(io.Closer); ok {
+		c.Close()
+	}
 }
 
 // loadBias computes runtime minus link-time addresses from the entry point
@@ -137,30 +194,7 @@ func loadBias(pid int, bin *dwarfx.Binary) (uint64, error) {
 }
 
 func (t *Target) readStringArray(addr uint64, n int64) ([]string, error) {
-	if n <= 0 || n > 4096 {
-		return nil, fmt.Errorf("implausible length %d", n)
-	}
-	hdr := make([]byte, n*16)
-	if _, err := t.Mem.ReadAt(hdr, addr+t.Bias); err != nil {
-		return nil, err
-	}
-	out := make([]string, n)
-	for i := range out {
-		p := binary.LittleEndian.Uint64(hdr[i*16:])
-		l := binary.LittleEndian.Uint64(hdr[i*16+8:])
-		if l == 0 {
-			continue
-		}
-		if l > maxStringLen {
-			return nil, fmt.Errorf("string %d has length %d", i, l)
-		}
-		b := make([]byte, l)
-		if _, err := t.Mem.ReadAt(b, p); err != nil {
-			return nil, fmt.Errorf("string %d at %#x: %w", i, p, err)
-		}
-		out[i] = string(b)
-	}
-	return out, nil
+	return dwarfx.ReadStringArray(t.Mem, addr+t.Bias, n, maxStringLen)
 }
 
 // Snapshot stops the process, copies what it needs, resumes it and decodes.
@@ -190,7 +224,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 				err = fmt.Errorf("panic while copying target memory: %v", r)
 			}
 		}()
-		return t.copyRaw(stopped, bufs, nsTIDs)
+		return t.copyRaw(stopped.Threads, bufs, nsTIDs)
 	}()
 	resumeErr := stopped.Resume()
 	pause := stopped.Pause()
@@ -203,22 +237,27 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	if resumeErr != nil {
 		return nil, fmt.Errorf("resume process %d: %w", t.PID, resumeErr)
 	}
-	nsPid, _ := ptrace.NamespacePID(t.PID)
+	snap := t.newSnapshot(raw, now)
+	snap.NSPid, _ = ptrace.NamespacePID(t.PID)
+	snap.Pause, snap.Taken = pause, taken
+	snap.TracebackLabels = t.tracebackLabels()
+	snap.Total = time.Since(start)
+	return snap, nil
+}
+
+// newSnapshot decodes a raw copy taken when the target's clock read now.
+func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 	snap := &Snapshot{
 		PID:       t.PID,
-		NSPid:     nsPid,
+		NSPid:     t.PID,
 		Exe:       t.Binary.Path,
 		GoVersion: t.Binary.GoVersion,
-		Pause:     pause,
-		Taken:     taken,
 		Runtime21: t.Layout.G.ParentGoid != dwarfx.Missing,
 		Warnings:  raw.warnings,
 	}
-	snap.TracebackLabels = t.tracebackLabels()
 	snap.Goroutines = t.decode(raw, now)
 	sort.SliceStable(snap.Goroutines, func(i, j int) bool { return snap.Goroutines[i].ID < snap.Goroutines[j].ID })
-	snap.Total = time.Since(start)
-	return snap, nil
+	return snap
 }
 
 // tracebackLabels tells whether the target's tracebacks print pprof labels:
@@ -232,6 +271,9 @@ func (t *Target) tracebackLabels() bool {
 			return binary.LittleEndian.Uint32(b[:]) == 1
 		}
 		return false
+	}
+	if !t.live {
+		return false // no environment to read
 	}
 	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", t.PID))
 	return tracebackLabelsAtStart(goMinor(t.Binary.GoVersion), t.Binary.DefaultGODEBUG, env)
