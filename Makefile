@@ -6,7 +6,7 @@ GI        := $(BIN)/gi
 DEMO      := $(BIN)/demo
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all build deps demo test test-matrix test-newest test-short lint bench generate generate-tables check-generate clean
+.PHONY: all build deps demo test test-matrix test-newest test-short lint bench fuzz generate generate-tables check-generate clean
 
 all: build
 
@@ -77,6 +77,16 @@ lint:
 # Benchmarks print their own ratios against baselines measured in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./cmd/gi/ ./trace/
+
+# Fuzz every parser of untrusted bytes for FUZZTIME each (the seed corpora
+# run in make test as plain tests); prints executions and any crasher.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := dwarfx:FuzzBinary dwarfx:FuzzPclntab dwarfx:FuzzProbeSites dwarfx:FuzzReadStringArray inspect:FuzzDecodeImage
+fuzz:
+	@set -o pipefail; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "== $$fn ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$pkg/ 2>&1 | grep -E 'elapsed: |^(ok|FAIL|---)|Failing input' | tail -3 || exit 1; \
+	done
 
 # Rebuild the committed bpf2go output from bpf/gi.bpf.c.
 generate: deps

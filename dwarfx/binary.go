@@ -52,7 +52,8 @@ type Binary struct {
 	// Lines is the decoded Go pc/line table.
 	Lines *LineTable
 
-	f     *os.File
+	f     io.ReaderAt // the file's contents
+	close func() error
 	loads []*elf.Prog // PT_LOAD segments, sorted by Vaddr
 	order binary.ByteOrder
 
@@ -84,10 +85,23 @@ func Open(path string) (*Binary, error) {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	b.close = f.Close
 	return b, nil
 }
 
-func newBinary(f *os.File, path string) (*Binary, error) {
+// OpenReader decodes the Go ELF executable whose contents r holds, as Open
+// does a file: for binaries that are not files (fuzzing, tests). path only
+// names it in errors.
+func OpenReader(r io.ReaderAt, path string) (*Binary, error) {
+	b, err := newBinary(r, path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	b.close = func() error { return nil }
+	return b, nil
+}
+
+func newBinary(f io.ReaderAt, path string) (*Binary, error) {
 	var magic [4]byte
 	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
 		if err != nil && err != io.EOF {
@@ -144,7 +158,7 @@ func newBinary(f *os.File, path string) (*Binary, error) {
 // Close closes the underlying file. The LineTable stays usable: it holds
 // its own copy of the tables.
 func (b *Binary) Close() error {
-	return b.f.Close()
+	return b.close()
 }
 
 // Symbol looks name up in .symtab. The table is indexed on first use; a
