@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -209,9 +208,6 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
-	// No garbage collection while the target waits: a cycle started by the
-	// copy's allocations would compete for the CPUs.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	stopped, err := tr.Stop(t.PID)
 	if err != nil {
 		return nil, fmt.Errorf("stop process %d: %w", t.PID, err)

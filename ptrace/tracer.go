@@ -25,6 +25,12 @@ const (
 // Tracer owns the OS thread every ptrace request is made from.
 // Its methods may be called from any goroutine.
 type Tracer struct {
+	// WhileStopped, if set, is called as a stop begins; the function it
+	// returns is called when the process is resumed (or the stop failed).
+	// A command uses it to keep its own garbage collector from competing
+	// with the copy for the CPUs while a target waits.
+	WhileStopped func() (done func())
+
 	reqs chan func()
 	quit chan struct{}
 	once sync.Once
@@ -143,6 +149,8 @@ type Stopped struct {
 	resErr  error
 
 	threadsState map[int]*seized
+	onResume     func() // from Tracer.WhileStopped
+	finishOnce   sync.Once
 }
 
 // Pause returns how long the process was stopped: from the first interrupt
@@ -156,10 +164,14 @@ func (t *Tracer) Stop(pid int) (*Stopped, error) {
 		return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
 	}
 	s := &Stopped{Pid: pid, t: t}
+	if t.WhileStopped != nil {
+		s.onResume = t.WhileStopped()
+	}
 	err := t.do(func() error { return s.stop() })
 	if err != nil {
 		// Whatever got seized must be released before reporting.
 		t.do(func() error { s.detachAll(); return nil })
+		s.finish()
 		return nil, err
 	}
 	t.mu.Lock()
@@ -183,11 +195,22 @@ func (s *Stopped) Resume() error {
 	s.t.mu.Lock()
 	delete(s.t.stopped, s)
 	s.t.mu.Unlock()
+	s.finish()
 	if errors.Is(err, ErrClosed) {
 		// The tracer thread is gone, and with it every attachment.
 		return nil
 	}
 	return err
+}
+
+// finish runs the Tracer's WhileStopped completion, once (Resume may run
+// twice at once: from its caller and from ResumeAll on a signal).
+func (s *Stopped) finish() {
+	s.finishOnce.Do(func() {
+		if s.onResume != nil {
+			s.onResume()
+		}
+	})
 }
 
 // seized tracks one thread through the stop protocol.

@@ -59,6 +59,12 @@ func main() {
 // ends as one line on stderr: never a Go panic trace.
 func run(args []string) (code int) {
 	tracer := ptrace.NewTracer()
+	// No garbage collection while a target waits: a cycle started by the
+	// copy's allocations would compete with it for the CPUs.
+	tracer.WhileStopped = func() func() {
+		old := debug.SetGCPercent(-1)
+		return func() { debug.SetGCPercent(old) }
+	}
 	defer tracer.Close()
 	defer func() {
 		if r := recover(); r != nil {
