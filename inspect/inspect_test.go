@@ -260,16 +260,20 @@ func compareDump(t *testing.T, snap *inspect.Snapshot, dump []byte, dumper int64
 // ahead of the host's) from the host, against the target's own dump.
 func TestSnapshotInContainer(t *testing.T) {
 	requirePrivilege(t)
-	bin := targets.Build(t, "psstates", targets.BuildOptions{})
-	p := targets.StartInContainer(t, bin, targets.ContainerOptions{MonotonicOffset: 24 * time.Hour}, "-park", "2000", "-depth", "300")
-	if ns, err := targets.NSPid(p.Pid); err != nil || ns != 1 {
-		t.Fatalf("target is pid %d in its namespace (%v), want 1", ns, err)
+	for _, tc := range []string{"local", "go1.27.4"} {
+		t.Run(tc, func(t *testing.T) {
+			bin := targets.Build(t, "psstates", targets.BuildOptions{Toolchain: tc})
+			p := targets.StartInContainer(t, bin, targets.ContainerOptions{MonotonicOffset: 24 * time.Hour}, "-park", "2000", "-depth", "300")
+			if ns, err := targets.NSPid(p.Pid); err != nil || ns != 1 {
+				t.Fatalf("target is pid %d in its namespace (%v), want 1", ns, err)
+			}
+			snap := compareSnapshot(t, p)
+			if snap.NSPid != 1 {
+				t.Errorf("snapshot says namespace pid %d, want 1", snap.NSPid)
+			}
+			checkRunningInNamespace(t, p.Pid, snap)
+		})
 	}
-	snap := compareSnapshot(t, p)
-	if snap.NSPid != 1 {
-		t.Errorf("snapshot says namespace pid %d, want 1", snap.NSPid)
-	}
-	checkRunningInNamespace(t, p.Pid, snap)
 }
 
 // checkRunningInNamespace checks the running goroutines of a psstates

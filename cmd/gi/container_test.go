@@ -124,8 +124,14 @@ func TestSidecar(t *testing.T) {
 // headers carry labels, and gi ps --trace and gi top see the calls flowing.
 func TestSidecarPIE(t *testing.T) {
 	requirePrivilege(t)
+	for _, tc := range []string{"local", "go1.27.4"} {
+		t.Run(tc, func(t *testing.T) { testSidecarPIE(t, tc) })
+	}
+}
+
+func testSidecarPIE(t *testing.T, toolchain string) {
 	gi := buildGi(t)
-	p := targets.StartInContainer(t, targets.Build(t, "lockserver", targets.BuildOptions{PIE: true}),
+	p := targets.StartInContainer(t, targets.Build(t, "lockserver", targets.BuildOptions{PIE: true, Toolchain: toolchain}),
 		targets.ContainerOptions{SharedRoot: true}, "-pause", "0")
 	inside := []string{"nsenter", "--target", strconv.Itoa(p.Pid), "--pid", "--mount", "--", gi}
 	sidecar := func(args ...string) (string, error) {
@@ -202,7 +208,7 @@ func TestSidecarPIE(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("tmux is missing (make deps installs it)")
 	}
-	s := &tmuxSession{t: t, name: "gisidecar" + strconv.Itoa(os.Getpid())}
+	s := &tmuxSession{t: t, name: "gisidecar" + strings.ReplaceAll(toolchain, ".", "_") + strconv.Itoa(os.Getpid())}
 	s.run("new-session", "-d", "-s", s.name, "-x", "200", "-y", "50", "sh")
 	defer exec.Command("tmux", "kill-session", "-t", s.name).Run()
 	s.keys(strings.Join(inside, " ")+" top 1; echo GI-EXIT=$?", "Enter")

@@ -94,9 +94,15 @@ func within(got, want, abs int64, rel float64) bool {
 // with what the target measured itself over the same window.
 func TestPsTraceLatencies(t *testing.T) {
 	requirePrivilege(t)
+	for _, tc := range []string{"local", "go1.27.4"} {
+		t.Run(tc, func(t *testing.T) { testPsTraceLatencies(t, tc) })
+	}
+}
+
+func testPsTraceLatencies(t *testing.T, toolchain string) {
 	// No pause between a worker's calls: each worker is in main.handle
 	// (waiting for the lock or holding it) nearly all the time.
-	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-pause", "0")
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{Toolchain: toolchain}), "-pause", "0")
 	doc := psTraceJSON(t, p.Pid, "2s")
 	targets.CheckNotStopped(t, p.Pid)
 	w := doc.TraceWindow
