@@ -81,7 +81,7 @@ bench:
 # Fuzz every parser of untrusted bytes for FUZZTIME each (the seed corpora
 # run in make test as plain tests); prints executions and any crasher.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := dwarfx:FuzzBinary dwarfx:FuzzPclntab dwarfx:FuzzProbeSites dwarfx:FuzzReadStringArray inspect:FuzzDecodeImage
+FUZZ_TARGETS := dwarfx:FuzzBinary dwarfx:FuzzPclntab trace:FuzzProbeSites dwarfx:FuzzReadStringArray inspect:FuzzDecodeImage
 fuzz:
 	@set -o pipefail; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "== $$fn ($$pkg, $(FUZZTIME))"; \

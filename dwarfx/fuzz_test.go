@@ -2,7 +2,6 @@ package dwarfx
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"os"
 	"os/exec"
@@ -13,7 +12,8 @@ import (
 
 // Fuzz tests of every parser of untrusted bytes in dwarfx: the ELF and
 // section reader with the pclntab and runtime layouts behind it, the pclntab
-// decoder alone, the probe-site decoder and the string-array reader. Seeds
+// decoder alone and the string-array reader (the probe-site decoder's is in
+// package trace). Seeds
 // are real binaries of every Go release in the generated table. `go test`
 // runs the seeds; `make fuzz` fuzzes each target for a while.
 
@@ -73,8 +73,8 @@ func seedBinaries(tb testing.TB) [][]byte {
 
 // FuzzBinary opens arbitrary bytes as a Go binary and, if that works, reads
 // its runtime layout (DWARF, or the table and the allgadd scan), looks up
-// lines, frame sizes and inlined frames and finds probe sites: errors are
-// fine, panics and hangs are not.
+// lines, frame sizes and inlined frames: errors are fine, panics and hangs
+// are not.
 func FuzzBinary(f *testing.F) {
 	for _, s := range seedBinaries(f) {
 		f.Add(s)
@@ -93,12 +93,6 @@ func FuzzBinary(f *testing.F) {
 			b.Lines.FileLine(fn, fn.Entry)
 			b.Lines.SPDelta(fn, fn.End-1)
 			b.Lines.Frames(fn, fn.Entry)
-			if fn.End > fn.Entry && fn.End-fn.Entry < 1<<16 {
-				code := make([]byte, fn.End-fn.Entry)
-				if _, err := b.ReadAt(code, fn.Entry); err == nil {
-					FindProbeSites(b.File.Machine, code, fn.Entry)
-				}
-			}
 		}
 		b.Lines.FuncForPC(b.Lines.textStart + 0x100)
 		b.Lines.FuncByName("main.main")
@@ -141,39 +135,6 @@ func FuzzPclntab(f *testing.F) {
 }
 
 var errNoGofunc = os.ErrNotExist
-
-// FuzzProbeSites decodes arbitrary bytes as a function's code for amd64 and
-// arm64: a probe site must lie on an instruction boundary inside the code.
-func FuzzProbeSites(f *testing.F) {
-	b, err := OpenReader(bytes.NewReader(seedBinaries(f)[0]), "seed")
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, name := range []string{"main.main", "runtime.main", "fmt.Fprintf", "runtime.gopark"} {
-		if fn := b.Lines.FuncByName(name); fn != nil {
-			code := make([]byte, fn.End-fn.Entry)
-			if _, err := b.ReadAt(code, fn.Entry); err == nil {
-				f.Add(code, false)
-			}
-		}
-	}
-	f.Add([]byte{0xd6, 0x5f, 0x03, 0xc0}, true) // arm64 RET
-	f.Fuzz(func(t *testing.T, code []byte, arm bool) {
-		machine, entry := elf.EM_X86_64, uint64(0x401000)
-		if arm {
-			machine = elf.EM_AARCH64
-		}
-		sites, err := FindProbeSites(machine, code, entry)
-		if err != nil && len(sites.Returns) > 0 {
-			t.Fatalf("error %v with %d return sites", err, len(sites.Returns))
-		}
-		for _, s := range append([]uint64{sites.Entry}, sites.Returns...) {
-			if s != 0 && (s < entry || s >= entry+uint64(len(code))) && !(s == entry && len(code) == 0) {
-				t.Fatalf("probe site %#x outside the code [%#x, %#x)", s, entry, entry+uint64(len(code)))
-			}
-		}
-	})
-}
 
 // sliceReader is an address space made of one byte slice at base.
 type sliceReader struct {

@@ -64,8 +64,8 @@ func Select(bin *dwarfx.Binary, include, exclude []Pattern) (*Selection, error) 
 			sel.Untraceable = append(sel.Untraceable, Untraceable{f.Name, fmt.Sprintf("read code: %v", err)})
 			continue
 		}
-		sites, err := dwarfx.FindProbeSites(bin.File.Machine, code, f.Entry)
-		entryOnly := errors.Is(err, dwarfx.ErrNoReturn) && sites.Entry != 0
+		sites, err := FindProbeSites(bin.File.Machine, code, f.Entry)
+		entryOnly := errors.Is(err, ErrNoReturn) && sites.Entry != 0
 		if err != nil && !entryOnly {
 			sel.Untraceable = append(sel.Untraceable, Untraceable{f.Name, err.Error()})
 			continue

@@ -355,7 +355,7 @@ func goexitSite(bin *dwarfx.Binary) (uint64, bool) {
 	if _, err := bin.ReadAt(code, f.Entry); err != nil {
 		return 0, false
 	}
-	sites, err := dwarfx.FindProbeSites(bin.File.Machine, code, f.Entry)
+	sites, err := FindProbeSites(bin.File.Machine, code, f.Entry)
 	if err != nil {
 		return 0, false
 	}

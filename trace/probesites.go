@@ -1,4 +1,4 @@
-package dwarfx
+package trace
 
 import (
 	"debug/elf"
@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/gi-debug/gi/dwarfx"
 )
 
 var (
@@ -51,7 +53,7 @@ func FindProbeSites(machine elf.Machine, code []byte, entry uint64) (ProbeSites,
 	case elf.EM_AARCH64:
 		return probeSitesARM64(code, entry)
 	}
-	return ProbeSites{}, fmt.Errorf("probe sites for %v: %w", machine, ErrUnsupportedArch)
+	return ProbeSites{}, fmt.Errorf("probe sites for %v: %w", machine, dwarfx.ErrUnsupportedArch)
 }
 
 func probeSitesX86(code []byte, entry uint64) (ProbeSites, error) {

@@ -1,4 +1,4 @@
-package dwarfx_test
+package trace_test
 
 import (
 	"debug/elf"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/gi-debug/gi/dwarfx"
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/trace"
 )
 
 // objdumpRETs counts the RET instructions `go tool objdump` shows in fn.
@@ -59,7 +60,7 @@ func TestProbeSitesAMD64(t *testing.T) {
 	defer bin.Close()
 	for _, name := range probedFuncs {
 		f, code := funcCode(t, bin, name)
-		sites, err := dwarfx.FindProbeSites(elf.EM_X86_64, code, f.Entry)
+		sites, err := trace.FindProbeSites(elf.EM_X86_64, code, f.Entry)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -88,7 +89,7 @@ func TestProbeSitesAMD64(t *testing.T) {
 	}
 	if name := "main.main"; true {
 		f, code := funcCode(t, bin, name)
-		if _, err := dwarfx.FindProbeSites(elf.EM_X86_64, code, f.Entry); !errors.Is(err, dwarfx.ErrNoReturn) {
+		if _, err := trace.FindProbeSites(elf.EM_X86_64, code, f.Entry); !errors.Is(err, trace.ErrNoReturn) {
 			t.Errorf("%s ends in select{}: want ErrNoReturn, got %v", name, err)
 		}
 	}
@@ -99,7 +100,7 @@ func TestProbeSitesAMD64(t *testing.T) {
 	// Invalid opcodes in 64-bit mode (PUSH ES) must be refused, not skipped.
 	f, code := funcCode(t, bin, "main.multiRet")
 	bad := append([]byte{0x06, 0x06, 0x06}, code[3:]...)
-	if _, err := dwarfx.FindProbeSites(elf.EM_X86_64, bad, f.Entry); !errors.Is(err, dwarfx.ErrDecode) {
+	if _, err := trace.FindProbeSites(elf.EM_X86_64, bad, f.Entry); !errors.Is(err, trace.ErrDecode) {
 		t.Errorf("corrupt code: want ErrDecode, got %v", err)
 	}
 	checkWholeBinary(t, bin, elf.EM_X86_64)
@@ -117,7 +118,7 @@ func TestProbeSitesARM64(t *testing.T) {
 	}
 	for _, name := range probedFuncs {
 		f, code := funcCode(t, bin, name)
-		sites, err := dwarfx.FindProbeSites(elf.EM_AARCH64, code, f.Entry)
+		sites, err := trace.FindProbeSites(elf.EM_AARCH64, code, f.Entry)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -143,7 +144,7 @@ func TestProbeSitesARM64(t *testing.T) {
 		bad[i] = 0xff // not instructions: data where code should be
 	}
 	copy(bad[len(bad)-4:], code[len(code)-4:])
-	if _, err := dwarfx.FindProbeSites(elf.EM_AARCH64, bad, f.Entry); !errors.Is(err, dwarfx.ErrDecode) {
+	if _, err := trace.FindProbeSites(elf.EM_AARCH64, bad, f.Entry); !errors.Is(err, trace.ErrDecode) {
 		t.Errorf("corrupt code: want ErrDecode, got %v", err)
 	}
 	checkWholeBinary(t, bin, elf.EM_AARCH64)
@@ -159,13 +160,13 @@ func checkWholeBinary(t *testing.T, bin *dwarfx.Binary, m elf.Machine) {
 		if _, err := bin.ReadAt(code, f.Entry); err != nil {
 			t.Fatalf("%s: %v", f.Name, err)
 		}
-		_, err := dwarfx.FindProbeSites(m, code, f.Entry)
+		_, err := trace.FindProbeSites(m, code, f.Entry)
 		switch {
 		case err == nil:
 			ok++
-		case errors.Is(err, dwarfx.ErrNoReturn):
+		case errors.Is(err, trace.ErrNoReturn):
 			noRet++
-		case errors.Is(err, dwarfx.ErrDecode):
+		case errors.Is(err, trace.ErrDecode):
 			bad++
 			if len(badNames) < 10 {
 				badNames = append(badNames, f.Name)
@@ -184,7 +185,7 @@ func checkWholeBinary(t *testing.T, bin *dwarfx.Binary, m elf.Machine) {
 func checkHugeFrame(t *testing.T, bin *dwarfx.Binary, m elf.Machine) {
 	t.Helper()
 	f, code := funcCode(t, bin, "main.grower")
-	sites, err := dwarfx.FindProbeSites(m, code, f.Entry)
+	sites, err := trace.FindProbeSites(m, code, f.Entry)
 	if err != nil {
 		t.Fatal(err)
 	}
