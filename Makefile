@@ -44,7 +44,7 @@ demo: build
 test: deps
 	GI_REQUIRE_PRIVILEGED=1 $(GO) test -count=1 -timeout 40m ./...
 
-# Go 1.20 to 1.27 (the releases of dwarfx's generated table) × default, PIE,
+# Go 1.20 to 1.27 (the releases of runtimelayout's generated table) × default, PIE,
 # cgo (external linking), stripped, trimpath: gi ps and gi trace on each of
 # the 40 cells, with the grids printed.
 test-matrix: deps
@@ -81,7 +81,7 @@ bench:
 # Fuzz every parser of untrusted bytes for FUZZTIME each (the seed corpora
 # run in make test as plain tests); prints executions and any crasher.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := dwarfx:FuzzBinary dwarfx:FuzzPclntab trace:FuzzProbeSites dwarfx:FuzzReadStringArray inspect:FuzzDecodeImage
+FUZZ_TARGETS := elfbin:FuzzBinary pclntab:FuzzPclntab trace:FuzzProbeSites runtimelayout:FuzzReadStringArray inspect:FuzzDecodeImage
 fuzz:
 	@set -o pipefail; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "== $$fn ($$pkg, $(FUZZTIME))"; \
@@ -92,11 +92,11 @@ fuzz:
 generate: deps
 	$(GO) generate ./bpf/
 
-# Rebuild dwarfx's table of runtime layouts for stripped binaries: builds a
+# Rebuild runtimelayout's table of runtime layouts for stripped binaries: builds a
 # probe program with every supported Go release (toolchains through the
 # module proxy) for amd64 and arm64 and reads its DWARF.
 generate-tables:
-	cd dwarfx && $(GO) generate ./
+	cd runtimelayout && $(GO) generate ./
 
 # Fail if the committed bpf2go output is not what gi.bpf.c compiles to.
 check-generate: deps

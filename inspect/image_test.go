@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/ptrace"
@@ -162,7 +162,7 @@ func monotonicNow() int64 {
 // through a recorder, resumes it, and returns the capture and the snapshot.
 func captureImage(t *testing.T, p *targets.Process, bin string, opts targets.BuildOptions) (*capturedImage, *inspect.Snapshot) {
 	t.Helper()
-	b, err := dwarfx.Open(bin)
+	b, err := elfbin.Open(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func captureImage(t *testing.T, p *targets.Process, bin string, opts targets.Bui
 
 // decodeImage decodes a captured image with the binary at bin.
 func decodeImage(t testing.TB, img *capturedImage, bin string) (*inspect.Snapshot, error) {
-	b, err := dwarfx.Open(bin)
+	b, err := elfbin.Open(bin)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +328,7 @@ func TestDecodeCommittedImage(t *testing.T) {
 func FuzzDecodeImage(f *testing.F) {
 	img := loadImage(f)
 	bin := imageBinary(f, img)
-	b, err := dwarfx.Open(bin)
+	b, err := elfbin.Open(bin)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // copyLabels reads the pprof labels of every goroutine that has some. The
-// representation depends on the Go release (see dwarfx.LabelsKind).
+// representation depends on the Go release (see runtimelayout.LabelsKind).
 func (t *Target) copyLabels(gs []*rawG) error {
 	var firstErr error
 	for _, rg := range gs {
@@ -30,9 +30,9 @@ func (t *Target) copyLabels(gs []*rawG) error {
 
 func (t *Target) readLabels(p uint64) (map[string]string, error) {
 	switch t.Layout.Labels {
-	case dwarfx.LabelsList:
+	case runtimelayout.LabelsList:
 		return t.readLabelList(p)
-	case dwarfx.LabelsMap:
+	case runtimelayout.LabelsMap:
 		return t.readLabelMap(p)
 	}
 	return nil, fmt.Errorf("unknown labels representation in %s", t.Binary.GoVersion)
@@ -43,7 +43,7 @@ func (t *Target) readLabels(p uint64) (map[string]string, error) {
 // another goroutine. Labels may change while the goroutine runs (pprof.Do),
 // so the answer is as of the read.
 func (t *Target) LabelsOf(g, goid uint64) (map[string]string, error) {
-	if t.Layout.G.Labels == dwarfx.Missing {
+	if t.Layout.G.Labels == runtimelayout.Missing {
 		return nil, nil
 	}
 	hi := max(t.Layout.G.Goid, t.Layout.G.Labels) + 8

@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gi-debug/gi/dwarfx"
 	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // rawG is one goroutine's bytes as copied while the process was stopped.
@@ -250,7 +250,7 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 		off += stackRanges[i].Len
 	}
 
-	if L.G.Labels != dwarfx.Missing {
+	if L.G.Labels != runtimelayout.Missing {
 		if err := t.copyLabels(out.gs); err != nil {
 			out.warnings = append(out.warnings, "labels: "+err.Error())
 		}

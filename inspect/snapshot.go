@@ -13,8 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // Limits that bound every walk over target memory, so that corrupt or racing
@@ -47,8 +48,8 @@ var ErrNotGo = errors.New("not a Go program")
 // it, and its memory. Open once, take as many snapshots as needed.
 type Target struct {
 	PID    int
-	Binary *dwarfx.Binary
-	Layout *dwarfx.RuntimeLayout
+	Binary *elfbin.Binary
+	Layout *runtimelayout.RuntimeLayout
 	// Bias is the load bias: runtime address minus link-time address (PIE).
 	Bias uint64
 	Mem  Memory
@@ -71,7 +72,7 @@ func Open(pid int) (*Target, error) {
 		return nil, fmt.Errorf("process %d: %w", pid, ptrace.ErrNoSuchProcess)
 	}
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
-	bin, err := dwarfx.Open(exe)
+	bin, err := elfbin.Open(exe)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return nil, fmt.Errorf("process %d: open executable: %w", pid, ptrace.ErrPermission)
@@ -93,9 +94,9 @@ func Open(pid int) (*Target, error) {
 // pid is the process the memory came from, bin its executable, bias its load
 // bias. Snapshots of it come from Decode; tests use it to decode a captured
 // image of a process with no process and no privileges.
-func NewTarget(pid int, bin *dwarfx.Binary, mem Memory, bias uint64) (*Target, error) {
+func NewTarget(pid int, bin *elfbin.Binary, mem Memory, bias uint64) (*Target, error) {
 	t := &Target{PID: pid, Binary: bin, Mem: mem, Bias: bias}
-	layout, table, err := dwarfx.LoadRuntimeLayout(bin)
+	layout, table, err := bin.RuntimeLayout()
 	if err != nil {
 		return nil, fmt.Errorf("process %d: runtime layout: %w", pid, err)
 	}
@@ -121,9 +122,9 @@ func (t *Target) Decode(threads []ptrace.Thread, now int64) (*Snapshot, error) {
 }
 
 func (t *Target) init() error {
-	var table *dwarfx.VersionLayout
+	var table *runtimelayout.VersionLayout
 	var err error
-	t.Layout, table, err = dwarfx.LoadRuntimeLayout(t.Binary)
+	t.Layout, table, err = t.Binary.RuntimeLayout()
 	if err != nil {
 		return fmt.Errorf("process %d: runtime layout: %w", t.PID, err)
 	}
@@ -144,7 +145,7 @@ func (t *Target) init() error {
 // loadStrings reads the runtime's wait-reason and status strings: from the
 // generated table for a stripped binary, else from the target's memory
 // (relocations applied), and makes the symbolizer.
-func (t *Target) loadStrings(table *dwarfx.VersionLayout) error {
+func (t *Target) loadStrings(table *runtimelayout.VersionLayout) error {
 	var err error
 	if table != nil {
 		// Stripped: the strings of the same Go release, generated.
@@ -181,7 +182,7 @@ func (t *Target) closeMem() {
 
 // loadBias computes runtime minus link-time addresses from the entry point
 // the kernel recorded in the auxiliary vector.
-func loadBias(pid int, bin *dwarfx.Binary) (uint64, error) {
+func loadBias(pid int, bin *elfbin.Binary) (uint64, error) {
 	if !bin.PIE {
 		return 0, nil
 	}
@@ -193,7 +194,7 @@ func loadBias(pid int, bin *dwarfx.Binary) (uint64, error) {
 }
 
 func (t *Target) readStringArray(addr uint64, n int64) ([]string, error) {
-	return dwarfx.ReadStringArray(t.Mem, addr+t.Bias, n, maxStringLen)
+	return runtimelayout.ReadStringArray(t.Mem, addr+t.Bias, n, maxStringLen)
 }
 
 // Snapshot stops the process, copies what it needs, resumes it and decodes.
@@ -248,7 +249,7 @@ func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 		NSPid:     t.PID,
 		Exe:       t.Binary.Path,
 		GoVersion: t.Binary.GoVersion,
-		Runtime21: t.Layout.G.ParentGoid != dwarfx.Missing,
+		Runtime21: t.Layout.G.ParentGoid != runtimelayout.Missing,
 		Warnings:  raw.warnings,
 	}
 	snap.Goroutines = t.decode(raw, now)

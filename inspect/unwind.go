@@ -5,7 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/pclntab"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // Function flags from the runtime's abi.FuncFlag (stable since Go 1.17).
@@ -17,27 +19,27 @@ const (
 // symbolizer caches pclntab lookups by runtime pc: a process with 100k
 // goroutines has only a few hundred distinct pcs on its stacks.
 type symbolizer struct {
-	lines     *dwarfx.LineTable
+	lines     *pclntab.LineTable
 	bias      uint64
 	wrapperID uint8
 	minor     int // Go minor version of the target (21 for go1.21.x), 0 if unknown
-	funcs     map[uint64]*dwarfx.Func
+	funcs     map[uint64]*pclntab.Func
 	spdelta   map[uint64]int64
-	frames    map[uint64][]dwarfx.Frame
+	frames    map[uint64][]pclntab.Frame
 	textLo    uint64
 	textHi    uint64
 }
 
-func newSymbolizer(bin *dwarfx.Binary, bias uint64) *symbolizer {
+func newSymbolizer(bin *elfbin.Binary, bias uint64) *symbolizer {
 	lo, hi := bin.TextRange()
 	return &symbolizer{
 		lines:     bin.Lines,
 		bias:      bias,
 		wrapperID: bin.Lines.WrapperFuncID(),
 		minor:     goMinor(bin.GoVersion),
-		funcs:     make(map[uint64]*dwarfx.Func),
+		funcs:     make(map[uint64]*pclntab.Func),
 		spdelta:   make(map[uint64]int64),
-		frames:    make(map[uint64][]dwarfx.Frame),
+		frames:    make(map[uint64][]pclntab.Frame),
 		textLo:    lo + bias,
 		textHi:    hi + bias,
 	}
@@ -45,7 +47,7 @@ func newSymbolizer(bin *dwarfx.Binary, bias uint64) *symbolizer {
 
 // goMinor returns 21 for "go1.21.13" and 0 when it cannot tell.
 func goMinor(v string) int {
-	n, _ := dwarfx.GoMinor(v)
+	n, _ := runtimelayout.GoMinor(v)
 	return n
 }
 
@@ -53,7 +55,7 @@ func (s *symbolizer) isGoCode(pc uint64) bool {
 	return pc >= s.textLo && pc < s.textHi && s.funcFor(pc) != nil
 }
 
-func (s *symbolizer) funcFor(pc uint64) *dwarfx.Func {
+func (s *symbolizer) funcFor(pc uint64) *pclntab.Func {
 	if f, ok := s.funcs[pc]; ok {
 		return f
 	}
@@ -62,7 +64,7 @@ func (s *symbolizer) funcFor(pc uint64) *dwarfx.Func {
 	return f
 }
 
-func (s *symbolizer) spDelta(f *dwarfx.Func, pc uint64) (int64, error) {
+func (s *symbolizer) spDelta(f *pclntab.Func, pc uint64) (int64, error) {
 	if d, ok := s.spdelta[pc]; ok {
 		return d, nil
 	}
@@ -74,7 +76,7 @@ func (s *symbolizer) spDelta(f *dwarfx.Func, pc uint64) (int64, error) {
 	return d, nil
 }
 
-func (s *symbolizer) logical(f *dwarfx.Func, symPC uint64) ([]dwarfx.Frame, error) {
+func (s *symbolizer) logical(f *pclntab.Func, symPC uint64) ([]pclntab.Frame, error) {
 	if fr, ok := s.frames[symPC]; ok {
 		return fr, nil
 	}
@@ -112,7 +114,7 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 			HostThreadID:   rg.hostTID,
 			Labels:         rg.labels,
 		}
-		if L.G.ParentGoid != dwarfx.Missing {
+		if L.G.ParentGoid != runtimelayout.Missing {
 			g.ParentID = t.u64(rg.g, L.G.ParentGoid)
 		}
 		reason := rg.g[L.G.WaitReason]
@@ -154,7 +156,7 @@ func (t *Target) statusName(v uint32) string {
 
 // isSystem mirrors runtime.isSystemGoroutine: goroutines started in package
 // runtime, except runtime.main and a few that run user code.
-func (t *Target) isSystem(start *dwarfx.Func) bool {
+func (t *Target) isSystem(start *pclntab.Func) bool {
 	switch start.Name {
 	case "runtime.main", "runtime.handleAsyncEvent", "runtime.corostart":
 		return false
@@ -249,7 +251,7 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 }
 
 // showFrame mirrors runtime.showfuncinfo at GOTRACEBACK=single/all.
-func (s *symbolizer) showFrame(f dwarfx.Frame, firstFrame bool, callee string) bool {
+func (s *symbolizer) showFrame(f pclntab.Frame, firstFrame bool, callee string) bool {
 	if f.FuncID == s.wrapperID && s.wrapperID != 0 && elideWrapperCalling(callee) {
 		return false
 	}
@@ -305,7 +307,7 @@ func (t *Target) createdBy(g *Goroutine, gopc uint64) *Frame {
 	if f == nil {
 		return nil
 	}
-	if !s.showFrame(dwarfx.Frame{Function: f.Name, FuncID: f.FuncID}, false, "") {
+	if !s.showFrame(pclntab.Frame{Function: f.Name, FuncID: f.FuncID}, false, "") {
 		return nil
 	}
 	tracepc := gopc

@@ -1,14 +1,14 @@
 package link
 
 import (
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/trace"
 )
 
 // ProgramOf describes the program in bin: its main module from the build
 // info, and traceability as trace.Select decides it (no runtime internals,
 // no assembly, code that decodes strictly), asked once per function.
-func ProgramOf(bin *dwarfx.Binary) Program {
+func ProgramOf(bin *elfbin.Binary) Program {
 	known := map[string]bool{}
 	return Program{
 		MainModule: bin.MainModule,

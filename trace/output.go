@@ -16,13 +16,14 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 	"golang.org/x/sys/unix"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/pclntab"
 	"github.com/gi-debug/gi/ptrace"
 )
 
 // Symbols resolves addresses of the traced process(es) to functions and lines.
 type Symbols struct {
-	Lines *dwarfx.LineTable
+	Lines *pclntab.LineTable
 
 	pie       bool
 	linkEntry uint64
@@ -30,7 +31,7 @@ type Symbols struct {
 }
 
 // NewSymbols returns a resolver for processes running bin.
-func NewSymbols(bin *dwarfx.Binary) *Symbols {
+func NewSymbols(bin *elfbin.Binary) *Symbols {
 	return &Symbols{Lines: bin.Lines, pie: bin.PIE, linkEntry: bin.File.Entry, bias: map[uint32]uint64{}}
 }
 

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
 )
 
 var (
@@ -53,7 +53,7 @@ func FindProbeSites(machine elf.Machine, code []byte, entry uint64) (ProbeSites,
 	case elf.EM_AARCH64:
 		return probeSitesARM64(code, entry)
 	}
-	return ProbeSites{}, fmt.Errorf("probe sites for %v: %w", machine, dwarfx.ErrUnsupportedArch)
+	return ProbeSites{}, fmt.Errorf("probe sites for %v: %w", machine, elfbin.ErrUnsupportedArch)
 }
 
 func probeSitesX86(code []byte, entry uint64) (ProbeSites, error) {

@@ -4,7 +4,7 @@ import (
 	"debug/elf"
 	"testing"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/trace"
 )
@@ -15,7 +15,7 @@ import (
 // functions of the tracee built for both architectures.
 func FuzzProbeSites(f *testing.F) {
 	for _, arch := range []string{"amd64", "arm64"} {
-		b, err := dwarfx.Open(targets.Build(f, "tracee", targets.BuildOptions{Arch: arch}))
+		b, err := elfbin.Open(targets.Build(f, "tracee", targets.BuildOptions{Arch: arch}))
 		if err != nil {
 			f.Fatal(err)
 		}

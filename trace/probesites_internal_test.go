@@ -3,8 +3,9 @@ package trace
 import (
 	"testing"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // TestStackGuard0MatchesDWARF checks the offset of g.stackguard0, which the
@@ -12,12 +13,12 @@ import (
 // binary has no DWARF to give it), against the DWARF of every Go release
 // in the generated table.
 func TestStackGuard0MatchesDWARF(t *testing.T) {
-	for _, tc := range dwarfx.TableToolchains() {
-		b, err := dwarfx.Open(targets.Build(t, "tracee", targets.BuildOptions{Toolchain: tc}))
+	for _, tc := range runtimelayout.TableToolchains() {
+		b, err := elfbin.Open(targets.Build(t, "tracee", targets.BuildOptions{Toolchain: tc}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := dwarfx.LoadDebug(b.File)
+		d, err := runtimelayout.LoadDebug(b.File)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -25,7 +26,7 @@ func TestStackGuard0MatchesDWARF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if off, ft, err := dwarfx.FieldOffset(g, "stackguard0"); err != nil || off != stackguard0Offset || ft.Size() != 8 {
+		if off, ft, err := runtimelayout.FieldOffset(g, "stackguard0"); err != nil || off != stackguard0Offset || ft.Size() != 8 {
 			t.Errorf("%s: g.stackguard0 at %d (%v), probe sites assume %d", tc, off, err, stackguard0Offset)
 		}
 		b.Close()

@@ -10,8 +10,9 @@ import (
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/pclntab"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -36,7 +37,7 @@ func objdumpRETs(t *testing.T, bin, fn string) int {
 	return n
 }
 
-func funcCode(t *testing.T, bin *dwarfx.Binary, name string) (*dwarfx.Func, []byte) {
+func funcCode(t *testing.T, bin *elfbin.Binary, name string) (*pclntab.Func, []byte) {
 	t.Helper()
 	f := bin.Lines.FuncByName(name)
 	if f == nil {
@@ -53,7 +54,7 @@ var probedFuncs = []string{"main.multiRet", "main.chainA", "main.tiny", "main.gr
 
 func TestProbeSitesAMD64(t *testing.T) {
 	path := targets.Build(t, "tracee", targets.BuildOptions{Arch: "amd64"})
-	bin, err := dwarfx.Open(path)
+	bin, err := elfbin.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestProbeSitesAMD64(t *testing.T) {
 
 func TestProbeSitesARM64(t *testing.T) {
 	path := targets.Build(t, "tracee", targets.BuildOptions{Arch: "arm64"})
-	bin, err := dwarfx.Open(path)
+	bin, err := elfbin.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestProbeSitesARM64(t *testing.T) {
 
 // checkWholeBinary decodes every function of the binary: none may panic, and
 // nearly all must give probe sites or a clean ErrNoReturn.
-func checkWholeBinary(t *testing.T, bin *dwarfx.Binary, m elf.Machine) {
+func checkWholeBinary(t *testing.T, bin *elfbin.Binary, m elf.Machine) {
 	var ok, noRet, bad int
 	var badNames []string
 	for _, f := range bin.Lines.Funcs() {
@@ -182,7 +183,7 @@ func checkWholeBinary(t *testing.T, bin *dwarfx.Binary, m elf.Machine) {
 	}
 }
 
-func checkHugeFrame(t *testing.T, bin *dwarfx.Binary, m elf.Machine) {
+func checkHugeFrame(t *testing.T, bin *elfbin.Binary, m elf.Machine) {
 	t.Helper()
 	f, code := funcCode(t, bin, "main.grower")
 	sites, err := trace.FindProbeSites(m, code, f.Entry)

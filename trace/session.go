@@ -17,7 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/bpf"
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // Errors naming what the machine lacks.
@@ -73,7 +74,7 @@ type probe struct {
 
 // Session is an attached trace. Close detaches it.
 type Session struct {
-	Binary    *dwarfx.Binary
+	Binary    *elfbin.Binary
 	Selection *Selection
 	Opts      Options
 	// Probes is the number of probe points attached.
@@ -109,7 +110,7 @@ func Open(opts Options) (*Session, error) {
 	if opts.RingBytes == 0 {
 		opts.RingBytes = DefaultRingBytes
 	}
-	bin, err := dwarfx.Open(opts.Path)
+	bin, err := elfbin.Open(opts.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +175,7 @@ func (s *Session) open() error {
 		return fmt.Errorf("load BPF spec: %w", err)
 	}
 	parentOff := uint64(0)
-	if layout.G.ParentGoid != dwarfx.Missing {
+	if layout.G.ParentGoid != runtimelayout.Missing {
 		parentOff = uint64(layout.G.ParentGoid)
 	}
 	// Events carry pids as gi's own PID namespace numbers them, so that
@@ -336,8 +337,8 @@ func boolByte(b bool) uint8 {
 }
 
 // goroutineLayout returns the offsets the BPF programs need.
-func goroutineLayout(bin *dwarfx.Binary) (*dwarfx.RuntimeLayout, error) {
-	l, _, err := dwarfx.LoadRuntimeLayout(bin)
+func goroutineLayout(bin *elfbin.Binary) (*runtimelayout.RuntimeLayout, error) {
+	l, _, err := bin.RuntimeLayout()
 	if err != nil {
 		return nil, fmt.Errorf("%s: runtime layout: %w", bin.Path, err)
 	}
@@ -346,7 +347,7 @@ func goroutineLayout(bin *dwarfx.Binary) (*dwarfx.RuntimeLayout, error) {
 
 // goexitSite is where the goroutine-exit probe goes: runtime.goexit1, which
 // every goroutine runs on its own stack as it exits.
-func goexitSite(bin *dwarfx.Binary) (uint64, bool) {
+func goexitSite(bin *elfbin.Binary) (uint64, bool) {
 	f := bin.Lines.FuncByName("runtime.goexit1")
 	if f == nil {
 		return 0, false

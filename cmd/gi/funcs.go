@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -45,7 +45,7 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string) error {
 	if pid != 0 {
 		path = "/proc/" + strconv.Itoa(pid) + "/exe"
 	}
-	bin, err := dwarfx.Open(path)
+	bin, err := elfbin.Open(path)
 	if err != nil {
 		return err
 	}

@@ -8,13 +8,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // MatrixToolchains are the Go releases of the compatibility matrix
-// (`make test-matrix`): those of dwarfx's generated table, the newest patch
+// (`make test-matrix`): those of runtimelayout's generated table, the newest patch
 // of each supported minor release.
-var MatrixToolchains = dwarfx.TableToolchains()
+var MatrixToolchains = runtimelayout.TableToolchains()
 
 // MatrixBuilds are the build variants of the matrix.
 var MatrixBuilds = []BuildOptions{{}, {PIE: true}, {CgoExternal: true}, {Stripped: true}, {Trimpath: true}}

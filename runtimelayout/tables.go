@@ -1,4 +1,4 @@
-package dwarfx
+package runtimelayout
 
 import (
 	"encoding/binary"
@@ -76,12 +76,7 @@ func less(a, b string) bool {
 
 // LayoutOfProbe reads the runtime layout and string tables of a
 // (non-stripped, non-PIE) binary built with toolchain: a table entry.
-func LayoutOfProbe(path, toolchain string) (*VersionLayout, error) {
-	bin, err := Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer bin.Close()
+func LayoutOfProbe(bin Source, toolchain string) (*VersionLayout, error) {
 	dbg, err := LoadDebug(bin.File)
 	if err != nil {
 		return nil, err
@@ -93,11 +88,11 @@ func LayoutOfProbe(path, toolchain string) (*VersionLayout, error) {
 	v := &VersionLayout{Arch: bin.Arch, Toolchain: toolchain}
 	minor, _ := GoMinor(bin.GoVersion)
 	v.Go = "go1." + strconv.Itoa(minor)
-	if v.WaitReasons, err = ReadStringArray(bin, l.WaitReasonStrings, l.WaitReasonCount, 1<<12); err != nil {
+	if v.WaitReasons, err = ReadStringArray(bin.Contents, l.WaitReasonStrings, l.WaitReasonCount, 1<<12); err != nil {
 		return nil, fmt.Errorf("runtime.waitReasonStrings: %w", err)
 	}
 	if l.GStatusStrings != 0 {
-		if v.GStatuses, err = ReadStringArray(bin, l.GStatusStrings, l.GStatusCount, 1<<12); err != nil {
+		if v.GStatuses, err = ReadStringArray(bin.Contents, l.GStatusStrings, l.GStatusCount, 1<<12); err != nil {
 			return nil, fmt.Errorf("runtime.gStatusStrings: %w", err)
 		}
 	}

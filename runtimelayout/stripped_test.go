@@ -1,8 +1,11 @@
-package dwarfx
+package runtimelayout_test
 
 import (
 	"os/exec"
 	"testing"
+
+	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // TestFindAllgsWithoutSymbols finds runtime.allgs and runtime.allglen through
@@ -10,7 +13,7 @@ import (
 // result against the symbol table, for every Go release in the table, PIE
 // and not.
 func TestFindAllgsWithoutSymbols(t *testing.T) {
-	for _, tc := range TableToolchains() {
+	for _, tc := range runtimelayout.TableToolchains() {
 		for _, pie := range []string{"", "-buildmode=pie"} {
 			dir := t.TempDir()
 			args := []string{"build", "-o", dir + "/b"}
@@ -23,11 +26,11 @@ func TestFindAllgsWithoutSymbols(t *testing.T) {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatal(string(out))
 			}
-			b, err := Open(dir + "/b")
+			b, err := elfbin.Open(dir + "/b")
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, l, err := b.findAllgs()
+			g, l, err := runtimelayout.FindAllgs(b.Layout())
 			sg, _ := b.Symbol("runtime.allgs")
 			sl, _ := b.Symbol("runtime.allglen")
 			b.Close()

@@ -1,4 +1,4 @@
-package dwarfx
+package elfbin
 
 import (
 	"bytes"
@@ -97,11 +97,11 @@ func testBinaryOpenErrors(t *testing.T, pb *pclnBuilder) {
 	}
 	defer b.Close()
 	full := pclnOpen(t, goBin)
-	if len(b.Lines.Funcs()) != len(full.Lines.Funcs()) || b.Lines.gofunc != full.Lines.gofunc || b.Lines.textStart != full.Lines.textStart {
+	if len(b.Lines.Funcs()) != len(full.Lines.Funcs()) || b.Lines.GoFunc() != full.Lines.GoFunc() || b.Lines.TextStart() != full.Lines.TextStart() {
 		t.Errorf("without section headers: %d funcs, gofunc %#x, text %#x; want %d, %#x, %#x",
-			len(b.Lines.Funcs()), b.Lines.gofunc, b.Lines.textStart, len(full.Lines.Funcs()), full.Lines.gofunc, full.Lines.textStart)
+			len(b.Lines.Funcs()), b.Lines.GoFunc(), b.Lines.TextStart(), len(full.Lines.Funcs()), full.Lines.GoFunc(), full.Lines.TextStart())
 	}
-	if lo, hi := b.TextRange(); lo != full.Lines.funcs[0].Entry || hi <= lo {
+	if lo, hi := b.TextRange(); lo != full.Lines.Funcs()[0].Entry || hi <= lo {
 		t.Errorf("TextRange without sections = %#x, %#x", lo, hi)
 	}
 }

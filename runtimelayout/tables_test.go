@@ -1,4 +1,4 @@
-package dwarfx_test
+package runtimelayout_test
 
 import (
 	"errors"
@@ -9,14 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gi-debug/gi/dwarfx"
+	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // TestGeneratedLayoutsMatchDWARF rebuilds the probe program with the
 // toolchain of every entry of the generated table and checks that its
 // DWARF says exactly what the table says.
 func TestGeneratedLayoutsMatchDWARF(t *testing.T) {
-	entries := dwarfx.GeneratedLayouts()
+	entries := runtimelayout.GeneratedLayouts()
 	if len(entries) < 16 {
 		t.Fatalf("the table has %d entries, want Go 1.20 to 1.27 on amd64 and arm64", len(entries))
 	}
@@ -31,7 +32,12 @@ func TestGeneratedLayoutsMatchDWARF(t *testing.T) {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("build: %v\n%s", err, out)
 			}
-			got, err := dwarfx.LayoutOfProbe(bin, want.Toolchain)
+			b, err := elfbin.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			got, err := runtimelayout.LayoutOfProbe(b.Layout(), want.Toolchain)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,28 +51,28 @@ func TestGeneratedLayoutsMatchDWARF(t *testing.T) {
 func TestTableLayoutVersions(t *testing.T) {
 	for _, v := range []string{"go1.20.3", "go1.21.13", "go1.26.8", "go1.26rc1", "go1.27.4"} {
 		for _, arch := range []string{"amd64", "arm64"} {
-			if _, err := dwarfx.TableLayout(v, arch); err != nil {
+			if _, err := runtimelayout.TableLayout(v, arch); err != nil {
 				t.Errorf("%s/%s: %v", v, arch, err)
 			}
 		}
 	}
-	_, err := dwarfx.TableLayout("go1.99.1", "amd64")
-	if !errors.Is(err, dwarfx.ErrNoTable) || !strings.Contains(err.Error(), "newer than gi's table") {
+	_, err := runtimelayout.TableLayout("go1.99.1", "amd64")
+	if !errors.Is(err, runtimelayout.ErrNoTable) || !strings.Contains(err.Error(), "newer than gi's table") {
 		t.Errorf("a future release: %v", err)
 	}
-	if _, err := dwarfx.TableLayout("go1.18", "amd64"); !errors.Is(err, dwarfx.ErrNoTable) {
+	if _, err := runtimelayout.TableLayout("go1.18", "amd64"); !errors.Is(err, runtimelayout.ErrNoTable) {
 		t.Errorf("an old release: %v", err)
 	}
 }
 
 func TestGoMinor(t *testing.T) {
 	for v, want := range map[string]int{"go1.21.13": 21, "go1.26rc1": 26, "go1.27.4 X:boringcrypto": 27, "go1.22-bigcorp": 22, "go1.20": 20} {
-		if got, ok := dwarfx.GoMinor(v); !ok || got != want {
+		if got, ok := runtimelayout.GoMinor(v); !ok || got != want {
 			t.Errorf("GoMinor(%q) = %d, %v; want %d", v, got, ok, want)
 		}
 	}
 	for _, v := range []string{"", "devel go1.28-abcdef", "go2.0", "gibberish"} {
-		if got, ok := dwarfx.GoMinor(v); ok {
+		if got, ok := runtimelayout.GoMinor(v); ok {
 			t.Errorf("GoMinor(%q) = %d, want not ok", v, got)
 		}
 	}

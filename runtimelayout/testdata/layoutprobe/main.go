@@ -1,5 +1,5 @@
 // Command layoutprobe is built with every Go release gi supports; its DWARF
-// is where dwarfx's table of runtime layouts for stripped binaries comes
+// is where runtimelayout's table of runtime layouts for stripped binaries comes
 // from. It uses pprof labels so that their types are linked in.
 package main
 

@@ -1,4 +1,8 @@
-package dwarfx
+// Package elfbin opens Go ELF executables: segments and file offsets,
+// symbols, relocations, the build info, and the pc/line table and
+// moduledata located in them (decoded by package pclntab). All addresses
+// are link-time: for a PIE the caller adds the load bias.
+package elfbin
 
 import (
 	"bytes"
@@ -11,6 +15,9 @@ import (
 	"os"
 	"sort"
 	"sync"
+
+	"github.com/gi-debug/gi/pclntab"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // Errors returned (wrapped) by Open.
@@ -50,7 +57,7 @@ type Binary struct {
 	// Stripped reports whether the binary has no .symtab (-ldflags=-s).
 	Stripped bool
 	// Lines is the decoded Go pc/line table.
-	Lines *LineTable
+	Lines *pclntab.LineTable
 
 	f     io.ReaderAt // the file's contents
 	close func() error
@@ -247,7 +254,7 @@ func (b *Binary) TextRange() (lo, hi uint64) {
 	if s := b.File.Section(".text"); s != nil && s.Addr != 0 {
 		return s.Addr, s.Addr + s.Size
 	}
-	if fs := b.Lines.funcs; len(fs) > 0 {
+	if fs := b.Lines.Funcs(); len(fs) > 0 {
 		return fs[0].Entry, fs[len(fs)-1].End
 	}
 	return 0, 0
@@ -400,7 +407,7 @@ func (b *Binary) findPclntab() (data []byte, addr uint64, err error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		for _, magic := range []uint32{go120Magic, go118Magic} {
+		for _, magic := range pclntab.Magics {
 			var pat [4]byte
 			b.order.PutUint32(pat[:], magic)
 			for off := 0; off < len(seg); {
@@ -410,7 +417,7 @@ func (b *Binary) findPclntab() (data []byte, addr uint64, err error) {
 				}
 				off += i
 				if (p.Vaddr+uint64(off))%8 == 0 {
-					if _, err := parsePCHeader(seg[off:], b.order); err == nil {
+					if _, err := pclntab.ParseHeader(seg[off:], b.order); err == nil {
 						return seg[off:], p.Vaddr + uint64(off), nil
 					}
 				}
@@ -459,4 +466,19 @@ func (b *Binary) GTLSOffset() int64 {
 		}
 		return -align(tls.Memsz, tls.Align) + sym
 	}
+}
+
+// Layout is what runtimelayout reads the binary's runtime layout from.
+func (b *Binary) Layout() runtimelayout.Source {
+	return runtimelayout.Source{File: b.File, Lines: b.Lines, Contents: b, GoVersion: b.GoVersion, Arch: b.Arch}
+}
+
+// RuntimeLayout returns the binary's runtime layout (runtimelayout.Load).
+func (b *Binary) RuntimeLayout() (*runtimelayout.RuntimeLayout, *runtimelayout.VersionLayout, error) {
+	return runtimelayout.Load(b.Layout())
+}
+
+// Pclntab returns the bytes of the pc/line table and its link-time address.
+func (b *Binary) Pclntab() (data []byte, addr uint64, err error) {
+	return b.findPclntab()
 }

@@ -1,5 +1,5 @@
 // Command pclntest reports what the Go runtime itself knows about its own
-// stacks, for dwarfx's pclntab tests to compare against a static decoding of
+// stacks, for elfbin's pclntab tests to compare against a static decoding of
 // the same binary.
 //
 // Without arguments it prints, for a set of call sites (inlined calls, deep

@@ -1,18 +1,32 @@
-package dwarfx
+package runtimelayout
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
+
+	"github.com/gi-debug/gi/pclntab"
 
 	"golang.org/x/arch/x86/x86asm"
 )
 
-// LoadRuntimeLayout returns the runtime layout of bin: from its DWARF, or,
-// for a stripped binary, from the generated table for its Go release with
-// the addresses of runtime.allgs and runtime.allglen found in its code.
-// table is the table entry used (nil with DWARF): its string tables stand
-// in for the binary's.
-func LoadRuntimeLayout(bin *Binary) (l *RuntimeLayout, table *VersionLayout, err error) {
+// Source is the binary a layout is read from: its ELF file (for DWARF), its
+// pc/line table and contents (for the code of runtime.allgadd), and its Go
+// release and architecture from the build info.
+type Source struct {
+	File      *elf.File
+	Lines     *pclntab.LineTable
+	Contents  AddressReader
+	GoVersion string
+	Arch      string
+}
+
+// Load returns the runtime layout of a binary: from its DWARF, or, for a
+// stripped binary, from the generated table for its Go release with the
+// addresses of runtime.allgs and runtime.allglen found in its code. table
+// is the table entry used (nil with DWARF): its string tables stand in for
+// the binary's.
+func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 	dbg, err := LoadDebug(bin.File)
 	if err == nil {
 		l, err = LayoutFromDWARF(dbg)
@@ -30,19 +44,19 @@ func LoadRuntimeLayout(bin *Binary) (l *RuntimeLayout, table *VersionLayout, err
 	for k, s := range v.Layout.Status {
 		cp.Status[k] = s
 	}
-	if cp.AllGs, cp.AllGLen, err = bin.findAllgs(); err != nil {
+	if cp.AllGs, cp.AllGLen, err = FindAllgs(bin); err != nil {
 		return nil, nil, fmt.Errorf("stripped %s binary: %w", bin.GoVersion, err)
 	}
 	return &cp, v, nil
 }
 
-// findAllgs locates runtime.allgs and runtime.allglen in a binary without
+// FindAllgs locates runtime.allgs and runtime.allglen in a binary without
 // symbols through the code of runtime.allgadd, found by name in the
 // pclntab. That function appends to the allgs slice (it reads and writes
 // allgs, allgs+8 and allgs+16) and publishes the length with an atomic
 // store: LEAQ runtime.allglen(SB), R; XCHGQ X, 0(R). The other atomic
 // store (to allgptr) is told apart by the comparison allgadd makes with it.
-func (b *Binary) findAllgs() (allgs, allglen uint64, err error) {
+func FindAllgs(b Source) (allgs, allglen uint64, err error) {
 	if b.Arch != "amd64" {
 		return 0, 0, fmt.Errorf("finding runtime.allgs without symbols is implemented for amd64 only, not %s", b.Arch)
 	}
@@ -51,7 +65,7 @@ func (b *Binary) findAllgs() (allgs, allglen uint64, err error) {
 		return 0, 0, errors.New("runtime.allgadd not in the pclntab")
 	}
 	code := make([]byte, f.End-f.Entry)
-	if _, err := b.ReadAt(code, f.Entry); err != nil {
+	if _, err := b.Contents.ReadAt(code, f.Entry); err != nil {
 		return 0, 0, fmt.Errorf("read runtime.allgadd: %w", err)
 	}
 	refs := map[uint64]bool{}     // RIP-relative addresses referenced

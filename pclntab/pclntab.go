@@ -1,11 +1,13 @@
-package dwarfx
+// Package pclntab decodes the Go runtime's pc/line table: the functions of
+// a binary, their files and lines, frame sizes (pcsp) and inline trees, the
+// way the runtime's own traceback reads them. It survives stripping: a
+// binary without symbols or DWARF still has it.
+package pclntab
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 )
@@ -15,6 +17,10 @@ const (
 	go118Magic = 0xfffffff0 // Go 1.18 and 1.19
 	go120Magic = 0xfffffff1 // Go 1.20 and later
 )
+
+// Magics are the first words of the pclntabs the decoder reads, newest
+// first: a stripped binary's table is found by them.
+var Magics = []uint32{go120Magic, go118Magic}
 
 // Indexes of the pcdata and funcdata tables the decoder uses
 // (internal/abi: PCDATA_InlTreeIndex, FUNCDATA_InlTree).
@@ -90,6 +96,10 @@ type Func struct {
 	nfuncdata uint8
 }
 
+// HasLines reports whether f has file and line tables (marker symbols and
+// some assembly have none).
+func (f *Func) HasLines() bool { return f.pcfile != 0 && f.pcln != 0 }
+
 // Frame is a logical frame: a physical function or a call inlined into it.
 type Frame struct {
 	// Function is the raw symbol name of the (possibly inlined) function.
@@ -112,8 +122,9 @@ type Frame struct {
 
 // The layout of runtime._func and runtime.inlinedCall from Go 1.20 on, as
 // the decoder reads them from the pclntab and go:func.* (a stripped binary
-// has no DWARF to describe them). TestRuntimeFactsMatchDWARF checks every
-// offset and size against the DWARF of each release in the generated table.
+// has no DWARF to describe them). Records publishes them, and
+// runtimelayout's TestRecordsMatchDWARF checks every offset and size
+// against the DWARF of each release in the generated table.
 const (
 	funcEntryOff  = 0  // _func.entryOff uint32
 	funcNameOff   = 4  // _func.nameOff int32
@@ -135,8 +146,32 @@ const (
 	inlSize      = 16 // sizeof(inlinedCall)
 )
 
-// pcHeader is the decoded runtime.pcHeader.
-type pcHeader struct {
+// Field is one field of a runtime record as the decoder reads it.
+type Field struct {
+	Name         string
+	Offset, Size int64
+}
+
+// Record is a runtime struct the decoder reads without DWARF.
+type Record struct {
+	Type   string // DWARF name: "runtime._func"
+	Size   int64
+	Fields []Field
+}
+
+// Records are the layouts of runtime._func and runtime.inlinedCall the
+// decoder assumes (Go 1.20 and later), for tests to check against DWARF.
+var Records = []Record{
+	{"runtime._func", funcSize, []Field{
+		{"entryOff", funcEntryOff, 4}, {"nameOff", funcNameOff, 4}, {"pcsp", funcPcsp, 4}, {"pcfile", funcPcfile, 4},
+		{"pcln", funcPcln, 4}, {"npcdata", funcNpcdata, 4}, {"cuOffset", funcCuOffset, 4}, {"startLine", funcStartLine, 4},
+		{"funcID", funcFuncID, 1}, {"flag", funcFlag, 1}, {"nfuncdata", funcNfuncdata, 1},
+	}},
+	{"runtime.inlinedCall", inlSize, []Field{{"funcID", inlFuncID, 1}, {"nameOff", inlNameOff, 4}, {"parentPc", inlParentPc, 4}, {"startLine", inlStartLine, 4}}},
+}
+
+// Header is the decoded runtime.pcHeader.
+type Header struct {
 	magic     uint32
 	quantum   uint8
 	ptrSize   uint8
@@ -147,11 +182,63 @@ type pcHeader struct {
 	offs [5]uint64
 }
 
-func parsePCHeader(data []byte, order binary.ByteOrder) (*pcHeader, error) {
+// Go118 reports whether the table has the layout of Go 1.18 and 1.19.
+func (h *Header) Go118() bool { return h.magic == go118Magic }
+
+// NFunc is the number of functions in the table.
+func (h *Header) NFunc() uint64 { return h.nfunc }
+
+// TextStart is the header's record of moduledata.text, 0 from Go 1.26 on.
+func (h *Header) TextStart() uint64 { return h.textStart }
+
+// TableOffset is the offset from the header of table i: 0 funcnametab,
+// 1 cutab, 2 filetab, 3 pctab, 4 pclntable (the function table).
+func (h *Header) TableOffset(i int) uint64 { return h.offs[i] }
+
+// Module locates what a pclntab refers to outside itself, as the binary's
+// moduledata (or its symbols) say.
+type Module struct {
+	// TextStart is moduledata.text: function entries are offsets from it.
+	TextStart uint64
+	// Addr is the address of runtime.firstmoduledata, 0 if unknown.
+	Addr uint64
+	// GoFunc is the address of go:func.* (funcdata offsets, inline trees
+	// are relative to it) and GoFuncData its contents up to the end of its
+	// section; GoFuncErr says why they are unavailable.
+	GoFunc     uint64
+	GoFuncData []byte
+	GoFuncErr  error
+}
+
+// Decode decodes the pclntab in data, whose header h is, for a binary of
+// byte order order laid out as m says.
+func Decode(data []byte, order binary.ByteOrder, h *Header, m Module) (*LineTable, error) {
+	t := &LineTable{order: order, magic: h.magic, quantum: uint64(h.quantum), textStart: m.TextStart, module: m.Addr,
+		gofunc: m.GoFunc, gofuncData: m.GoFuncData, gofuncErr: m.GoFuncErr}
+	if err := t.parse(data, h); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// TextStart is the address function entries are offsets from.
+func (t *LineTable) TextStart() uint64 { return t.textStart }
+
+// GoFunc is the address of go:func.*, 0 if unknown.
+func (t *LineTable) GoFunc() uint64 { return t.gofunc }
+
+// GoFuncErr says why inline trees are unavailable, nil if they are.
+func (t *LineTable) GoFuncErr() error { return t.gofuncErr }
+
+// Module is the address of runtime.firstmoduledata, 0 if it was not found.
+func (t *LineTable) Module() uint64 { return t.module }
+
+// ParseHeader decodes the runtime.pcHeader at the start of a pclntab.
+func ParseHeader(data []byte, order binary.ByteOrder) (*Header, error) {
 	if len(data) < 8 {
 		return nil, fmt.Errorf("pclntab of %d bytes is too short", len(data))
 	}
-	h := &pcHeader{magic: order.Uint32(data), quantum: data[6], ptrSize: data[7]}
+	h := &Header{magic: order.Uint32(data), quantum: data[6], ptrSize: data[7]}
 	if h.magic != go118Magic && h.magic != go120Magic {
 		return nil, fmt.Errorf("unsupported pclntab magic %#x (Go 1.18 or later is needed)", h.magic)
 	}
@@ -172,30 +259,8 @@ func parsePCHeader(data []byte, order binary.ByteOrder) (*pcHeader, error) {
 	return h, nil
 }
 
-// moduleLayouts returns the moduledata layouts to try: the generated
-// table's for the binary's Go release or, for a release the table does not
-// know, every distinct one in the table that can be checked by its
-// epclntab, newest first.
-func (b *Binary) moduleLayouts(h *pcHeader) []ModuleLayout {
-	if h.magic == go118Magic {
-		// Go 1.18 and 1.19, older than the table: no covctrs, ecovctrs.
-		return []ModuleLayout{{Text: 22 * 8, GoFunc: 38 * 8, EPclntab: Missing}}
-	}
-	if v, err := TableLayout(b.GoVersion, b.Arch); err == nil {
-		return []ModuleLayout{v.Layout.Module}
-	}
-	var out []ModuleLayout
-	for i := len(generatedLayouts) - 1; i >= 0; i-- {
-		ml := generatedLayouts[i].Layout.Module
-		if ml.EPclntab > 0 && !slices.Contains(out, ml) {
-			out = append(out, ml)
-		}
-	}
-	return out
-}
-
 // table returns header table i, up to the next table or the end of data.
-func (h *pcHeader) table(data []byte, i int) []byte {
+func (h *Header) table(data []byte, i int) []byte {
 	start, end := h.offs[i], uint64(len(data))
 	for _, o := range h.offs {
 		if o > start && o < end {
@@ -205,148 +270,7 @@ func (h *pcHeader) table(data []byte, i int) []byte {
 	return data[start:end]
 }
 
-// moduleInfo holds the moduledata fields the decoder needs.
-type moduleInfo struct {
-	addr   uint64
-	text   uint64
-	gofunc uint64
-}
-
-func (b *Binary) loadLineTable() (*LineTable, error) {
-	data, addr, err := b.findPclntab()
-	if err != nil {
-		return nil, err
-	}
-	h, err := parsePCHeader(data, b.order)
-	if err != nil {
-		return nil, fmt.Errorf("read pclntab header at %#x: %w", addr, err)
-	}
-	md, mdErr := b.findModuledata(addr, h, uint64(len(data)))
-
-	t := &LineTable{order: b.order, magic: h.magic, quantum: uint64(h.quantum)}
-	switch {
-	case mdErr == nil:
-		t.textStart, t.module = md.text, md.addr
-	case h.textStart != 0:
-		t.textStart = h.textStart
-	default:
-		if s, ok := b.Symbol("runtime.text"); ok {
-			t.textStart = s.Addr
-		} else if s := b.File.Section(".text"); s != nil {
-			t.textStart = s.Addr
-		} else {
-			return nil, fmt.Errorf("locate text start: %w", mdErr)
-		}
-	}
-	if err := t.parse(data, h); err != nil {
-		return nil, fmt.Errorf("read pclntab at %#x: %w", addr, err)
-	}
-
-	// go:func.*, the base of funcdata offsets (inline trees).
-	if mdErr == nil {
-		t.gofunc = md.gofunc
-	}
-	for _, name := range []string{"go:func.*", "go.func.*"} { // 1.20+, 1.18-1.19
-		if t.gofunc != 0 {
-			break
-		}
-		if s, ok := b.Symbol(name); ok {
-			t.gofunc = s.Addr
-		}
-	}
-	if t.gofunc == 0 {
-		if mdErr == nil {
-			mdErr = errors.New("moduledata.gofunc is 0")
-		}
-		t.gofuncErr = fmt.Errorf("inline tree unavailable: cannot locate go:func.*: %w", mdErr)
-	} else if t.gofuncData, err = b.readToSegmentEnd(t.gofunc); err != nil {
-		t.gofuncErr = fmt.Errorf("inline tree unavailable: read go:func.* at %#x: %w", t.gofunc, err)
-	}
-	return t, nil
-}
-
-// findModuledata locates runtime.firstmoduledata by its first field, the
-// address of the pcHeader, and checks it against the header's tables. The
-// offsets of moduledata's text, gofunc and epclntab fields come from the
-// generated table of the binary's Go release (they moved in Go 1.27). A
-// layout counts only if its text falls in executable code, its gofunc in
-// file-backed data and, where moduledata has it, its epclntab at the end of
-// the pclntab. A release outside the table is tried only with the layouts
-// that have epclntab: without that check a wrong layout could pass.
-func (b *Binary) findModuledata(pcln uint64, h *pcHeader, pclnLen uint64) (moduleInfo, error) {
-	const ptr = 8
-	layouts := b.moduleLayouts(h)
-	size := uint64(18 * ptr) // the words checked below
-	for _, ml := range layouts {
-		size = max(size, uint64(max(ml.Text, ml.GoFunc, ml.EPclntab)+ptr)) // Missing is -1
-	}
-	check := func(r region, addr uint64) (moduleInfo, bool) {
-		if addr < r.addr || addr+size > r.addr+uint64(len(r.data)) {
-			return moduleInfo{}, false
-		}
-		w := func(off int64) uint64 { return b.pointerAt(r.data, r.addr, addr+uint64(off)) }
-		n := func(i int) uint64 { return b.order.Uint64(r.data[addr-r.addr+uint64(i*ptr):]) }
-		if w(0) != pcln || w(1*ptr) != pcln+h.offs[0] || w(13*ptr) != pcln+h.offs[4] ||
-			w(16*ptr) != pcln+h.offs[4] || n(17) != h.nfunc+1 {
-			return moduleInfo{}, false
-		}
-		for _, ml := range layouts {
-			text, gofunc := w(ml.Text), w(ml.GoFunc)
-			if ml.EPclntab != Missing {
-				if end := w(ml.EPclntab); end <= pcln+h.offs[4] || end > pcln+pclnLen {
-					continue
-				}
-			}
-			if seg := b.segment(text); seg == nil || seg.Flags&elf.PF_X == 0 {
-				continue
-			}
-			if seg := b.segment(gofunc); seg == nil || gofunc >= seg.Vaddr+seg.Filesz {
-				continue
-			}
-			return moduleInfo{addr: addr, text: text, gofunc: gofunc}, true
-		}
-		return moduleInfo{}, false
-	}
-	regions, err := b.moduleCandidates()
-	if err != nil {
-		return moduleInfo{}, fmt.Errorf("locate moduledata: %w", err)
-	}
-	var want [8]byte
-	b.order.PutUint64(want[:], pcln)
-	for _, r := range regions {
-		for off := int((ptr - r.addr%ptr) % ptr); off+ptr <= len(r.data); off += ptr {
-			if r.data[off] == want[0] && string(r.data[off:off+ptr]) == string(want[:]) {
-				if md, ok := check(r, r.addr+uint64(off)); ok {
-					return md, nil
-				}
-			}
-		}
-	}
-	if b.PIE {
-		// Relocated data whose file contents were left zero by the linker.
-		for addr, addend := range b.relocations() {
-			if addend != pcln {
-				continue
-			}
-			for _, r := range regions {
-				if md, ok := check(r, addr); ok {
-					return md, nil
-				}
-			}
-		}
-	}
-	if s, ok := b.Symbol("runtime.firstmoduledata"); ok {
-		data, err := b.read(s.Addr, size)
-		if err == nil {
-			if md, ok := check(region{s.Addr, data}, s.Addr); ok {
-				return md, nil
-			}
-		}
-	}
-	return moduleInfo{}, errors.New("runtime.firstmoduledata not found")
-}
-
-func (t *LineTable) parse(data []byte, h *pcHeader) error {
+func (t *LineTable) parse(data []byte, h *Header) error {
 	t.funcnametab = string(h.table(data, 0))
 	t.cutab = h.table(data, 1)
 	t.filetab = string(h.table(data, 2))

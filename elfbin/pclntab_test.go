@@ -1,4 +1,4 @@
-package dwarfx
+package elfbin
 
 import (
 	"bufio"
@@ -17,9 +17,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gi-debug/gi/pclntab"
 )
 
-// The tests build dwarfx/testdata/pclntest with several Go toolchains and
+// The tests build elfbin/testdata/pclntest with several Go toolchains and
 // link modes, run it, and compare what the runtime reports about its own
 // stacks with the static decoding of the same binary.
 
@@ -308,7 +310,7 @@ type pclnElider struct {
 	panicky map[uint8]bool
 }
 
-func pclnNewElider(t *testing.T, lt *LineTable) pclnElider {
+func pclnNewElider(t *testing.T, lt *pclntab.LineTable) pclnElider {
 	e := pclnElider{wrapper: lt.WrapperFuncID(), panicky: map[uint8]bool{}}
 	for _, name := range []string{"runtime.gopanic", "runtime.sigpanic", "runtime.panicwrap"} {
 		f := lt.FuncByName(name)
@@ -338,7 +340,7 @@ func pclnCheckStack(t *testing.T, b *Binary, el pclnElider, bias uint64, s *pcln
 		t.Errorf("%s: %d pcs but %d frames", s.tag, len(s.pcs), len(s.frames))
 		return
 	}
-	var ours []Frame
+	var ours []pclntab.Frame
 	var entries []uint64
 	callee := uint8(0) // FuncIDNormal
 	for i := 0; i < len(s.pcs); {
@@ -613,7 +615,7 @@ func pclnSectionData(t *testing.T, b *Binary) []byte {
 // function: all pcs of the functions of package main, a sample elsewhere.
 func pclnCompareGosym(t *testing.T, b *Binary) {
 	lt := b.Lines
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(pclnSectionData(t, b), lt.textStart))
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(pclnSectionData(t, b), lt.TextStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -643,7 +645,7 @@ func pclnCompareGosym(t *testing.T, b *Binary) {
 			if gfn == nil || gfn.Entry != f.Entry {
 				t.Fatalf("gosym.PCToLine(%#x) in %v, want %s", pc, gfn, f.Name)
 			}
-			if err != nil && (gline <= 0 || f.pcfile == 0) {
+			if err != nil && (gline <= 0 || !f.HasLines()) {
 				// Alignment padding after the code, or a marker
 				// symbol without tables: gosym returns garbage.
 				continue
@@ -775,8 +777,8 @@ func testPclntabWrapperFuncID(t *testing.T, pb *pclnBuilder) {
 // keyed by function name and offset, with link-time pcs made relative.
 // The alignment padding after a function's code is in [Entry, End) but not
 // covered by its tables: there Frames fails, and the error is recorded.
-func pclnFramesAt(t *testing.T, lt *LineTable) map[string][]Frame {
-	m := map[string][]Frame{}
+func pclnFramesAt(t *testing.T, lt *pclntab.LineTable) map[string][]pclntab.Frame {
+	m := map[string][]pclntab.Frame{}
 	covered := 0
 	for _, f := range lt.Funcs() {
 		if !strings.HasPrefix(f.Name, "main.") {
@@ -785,7 +787,7 @@ func pclnFramesAt(t *testing.T, lt *LineTable) map[string][]Frame {
 		for pc := f.Entry; pc < f.End; pc++ {
 			fr, err := lt.Frames(f, pc)
 			if err != nil {
-				fr = []Frame{{Function: "error"}}
+				fr = []pclntab.Frame{{Function: "error"}}
 			} else {
 				covered++
 			}
@@ -828,14 +830,14 @@ func testPclntabStrippedMatchesSymbols(t *testing.T, pb *pclnBuilder) {
 			if !ok {
 				gofunc, ok = full.Symbol("go.func.*")
 			}
-			if !ok || gofunc.Addr != full.Lines.gofunc {
-				t.Errorf("gofunc from moduledata = %#x, symbol go:func.* = %#x (%v)", full.Lines.gofunc, gofunc.Addr, ok)
+			if !ok || gofunc.Addr != full.Lines.GoFunc() {
+				t.Errorf("gofunc from moduledata = %#x, symbol go:func.* = %#x (%v)", full.Lines.GoFunc(), gofunc.Addr, ok)
 			}
-			if text, ok := full.Symbol("runtime.text"); !ok || text.Addr != full.Lines.textStart {
-				t.Errorf("text start = %#x, symbol runtime.text = %#x (%v)", full.Lines.textStart, text.Addr, ok)
+			if text, ok := full.Symbol("runtime.text"); !ok || text.Addr != full.Lines.TextStart() {
+				t.Errorf("text start = %#x, symbol runtime.text = %#x (%v)", full.Lines.TextStart(), text.Addr, ok)
 			}
-			if stripped.Lines.gofuncErr != nil {
-				t.Fatal(stripped.Lines.gofuncErr)
+			if stripped.Lines.GoFuncErr() != nil {
+				t.Fatal(stripped.Lines.GoFuncErr())
 			}
 			a, b := pclnFramesAt(t, full.Lines), pclnFramesAt(t, stripped.Lines)
 			if len(a) == 0 || len(a) != len(b) {
@@ -880,7 +882,7 @@ func testPclntabExternalLinking(t *testing.T, pb *pclnBuilder) {
 				for _, s := range rep.stacks {
 					pclnCheckStack(t, b, el, bias, s)
 				}
-				if lo, _ := b.TextRange(); lo == b.Lines.textStart {
+				if lo, _ := b.TextRange(); lo == b.Lines.TextStart() {
 					t.Logf("text section starts at runtime.text %#x", lo)
 				}
 			})
@@ -920,9 +922,9 @@ func testPclntabZeroedRelocations(t *testing.T, pb *pclnBuilder) {
 					t.Fatal(err)
 				}
 				z := pclnOpen(t, zpath)
-				if z.Lines.gofunc != orig.Lines.gofunc || z.Lines.textStart != orig.Lines.textStart || z.Lines.gofuncErr != nil {
+				if z.Lines.GoFunc() != orig.Lines.GoFunc() || z.Lines.TextStart() != orig.Lines.TextStart() || z.Lines.GoFuncErr() != nil {
 					t.Fatalf("zeroed: gofunc %#x text %#x (%v), original: gofunc %#x text %#x",
-						z.Lines.gofunc, z.Lines.textStart, z.Lines.gofuncErr, orig.Lines.gofunc, orig.Lines.textStart)
+						z.Lines.GoFunc(), z.Lines.TextStart(), z.Lines.GoFuncErr(), orig.Lines.GoFunc(), orig.Lines.TextStart())
 				}
 				a, b := pclnFramesAt(t, orig.Lines), pclnFramesAt(t, z.Lines)
 				if fmt.Sprint(a) != fmt.Sprint(b) {
@@ -949,7 +951,7 @@ func testPclntabCorrupt(t *testing.T, pb *pclnBuilder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := parsePCHeader(raw, orig.order)
+	h, err := pclntab.ParseHeader(raw, orig.order)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -962,12 +964,12 @@ func testPclntabCorrupt(t *testing.T, pb *pclnBuilder) {
 	}
 	// [start, end) file offsets of the regions to corrupt.
 	regions := [][2]uint64{
-		{pcln.Offset, pcln.Offset + h.offs[0]},                     // header
-		{pcln.Offset + h.offs[4], pcln.Offset + h.offs[4] + 65536}, // functab, _func
-		{pcln.Offset + h.offs[3], pcln.Offset + h.offs[4]},         // pctab
-		{pcln.Offset + h.offs[0], pcln.Offset + h.offs[3]},         // names, cutab, files
-		{fileOff(orig.Lines.gofunc), fileOff(orig.Lines.gofunc) + 65536},
-		{fileOff(orig.Lines.module), fileOff(orig.Lines.module) + 41*8},
+		{pcln.Offset, pcln.Offset + h.TableOffset(0)},                            // header
+		{pcln.Offset + h.TableOffset(4), pcln.Offset + h.TableOffset(4) + 65536}, // functab, _func
+		{pcln.Offset + h.TableOffset(3), pcln.Offset + h.TableOffset(4)},         // pctab
+		{pcln.Offset + h.TableOffset(0), pcln.Offset + h.TableOffset(3)},         // names, cutab, files
+		{fileOff(orig.Lines.GoFunc()), fileOff(orig.Lines.GoFunc()) + 65536},
+		{fileOff(orig.Lines.Module()), fileOff(orig.Lines.Module()) + 41*8},
 	}
 	dir := t.TempDir()
 	rng := rand.New(rand.NewSource(42))
@@ -1130,7 +1132,7 @@ func BenchmarkFrames(b *testing.B) {
 	fs := lt.Funcs()
 	rng := rand.New(rand.NewSource(1))
 	type site struct {
-		f  *Func
+		f  *pclntab.Func
 		pc uint64
 	}
 	sites := make([]site, 4096)

@@ -1,4 +1,4 @@
-package dwarfx
+package runtimelayout
 
 import (
 	"debug/dwarf"

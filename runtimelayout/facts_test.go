@@ -1,0 +1,61 @@
+package runtimelayout_test
+
+import (
+	"debug/elf"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/gi-debug/gi/pclntab"
+	"github.com/gi-debug/gi/runtimelayout"
+)
+
+// TestRecordsMatchDWARF checks the runtime facts the pclntab decoder needs
+// where a stripped binary has no DWARF to give them, and which are
+// therefore constants in it: the layouts of runtime._func and
+// runtime.inlinedCall (pclntab.Records), against the DWARF of every Go
+// release in the generated table, field by field, offset and size.
+func TestRecordsMatchDWARF(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range runtimelayout.TableToolchains() {
+		for _, arch := range []string{"amd64", "arm64"} {
+			t.Run(tc+"/"+arch, func(t *testing.T) {
+				bin := filepath.Join(dir, tc+"-"+arch)
+				cmd := exec.Command("go", "build", "-o", bin, ".")
+				cmd.Dir = "testdata/layoutprobe"
+				cmd.Env = append(cmd.Environ(), "GOTOOLCHAIN="+tc, "GOARCH="+arch, "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOWORK=off")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("build: %v\n%s", err, out)
+				}
+				f, err := elf.Open(bin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				d, err := runtimelayout.LoadDebug(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range pclntab.Records {
+					st, err := d.Struct(r.Type)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st.ByteSize != r.Size {
+						t.Errorf("%s is %d bytes, the decoder reads %d", r.Type, st.ByteSize, r.Size)
+					}
+					for _, fd := range r.Fields {
+						off, ft, err := runtimelayout.FieldOffset(st, fd.Name)
+						if err != nil {
+							t.Errorf("%s: %v", r.Type, err)
+							continue
+						}
+						if off != fd.Offset || ft.Size() != fd.Size {
+							t.Errorf("%s.%s at %d (%d bytes), the decoder reads it at %d (%d bytes)", r.Type, fd.Name, off, ft.Size(), fd.Offset, fd.Size)
+						}
+					}
+				}
+			})
+		}
+	}
+}
