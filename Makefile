@@ -77,6 +77,7 @@ lint:
 # Benchmarks print their own ratios against baselines measured in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./cmd/gi/ ./trace/
+	$(GO) test -run '^$$' -bench . ./bpf/
 
 # Fuzz every parser of untrusted bytes for FUZZTIME each (the seed corpora
 # run in make test as plain tests); prints executions and any crasher.

@@ -1,11 +1,20 @@
 package bpf
 
 import (
+	"fmt"
+	"reflect"
+	"unsafe"
+
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 )
 
-// Event is one probe hit as the programs write it to the ring buffer.
+// Event is one probe hit as the programs write it to the ring buffer: the
+// bpf2go-generated twin of struct event in gi.bpf.c.
 type Event = giEvent
+
+// EventSize is the size of an Event in the ring buffer.
+const EventSize = int(unsafe.Sizeof(Event{}))
 
 // Event kinds (Event.Kind).
 const (
@@ -18,29 +27,87 @@ const (
 // from thread-local storage instead of the register Go's ABI keeps it in.
 const CookieTLS = 1 << 32
 
-// Names of the programs, maps and load-time constants in the collection.
-const (
-	ProgEntry  = "gi_entry"
-	ProgReturn = "gi_return"
-	ProgGoexit = "gi_goexit"
-	ProgEmpty  = "gi_empty"
+// Specs are the programs, maps and load-time variables of gi.bpf.c before
+// loading, as bpf2go generates them: set the variables and size the maps
+// through them, so a name that no longer exists in the C fails to compile.
+type Specs = giSpecs
 
-	MapEvents = "events"
-	MapLost   = "lost"
-	MapGoids  = "goids"
+// Objects are the loaded programs, maps and variables (bpf2go's binding).
+type Objects = giObjects
 
-	ConstGoidOffset    = "goid_offset"
-	ConstStackHiOffset = "stack_hi_offset"
-	ConstGTLSOffset    = "g_tls_offset"
-	ConstFilterGoids   = "filter_goids"
-	ConstGoPCOffset    = "gopc_offset"
-	ConstParentOffset  = "parent_goid_offset"
-	ConstPidnsDev      = "pidns_dev"
-	ConstPidnsIno      = "pidns_ino"
-)
+// LoadSpecs returns the collection built for the host architecture, not yet
+// loaded, with its parts assigned to a Specs. It fails if struct event in
+// the object and the Event type disagree.
+func LoadSpecs() (*ebpf.CollectionSpec, *Specs, error) {
+	spec, err := loadGi()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := CheckEventLayout(spec); err != nil {
+		return nil, nil, err
+	}
+	var s Specs
+	if err := spec.Assign(&s); err != nil {
+		return nil, nil, fmt.Errorf("assign BPF specs: %w", err)
+	}
+	return spec, &s, nil
+}
 
-// Spec returns the collection of programs and maps built for the host
-// architecture, not yet loaded.
-func Spec() (*ebpf.CollectionSpec, error) {
-	return loadGi()
+// Load loads spec (after the caller set its variables) into the generated
+// objects.
+func Load(spec *ebpf.CollectionSpec) (*Objects, error) {
+	var o Objects
+	if err := spec.LoadAndAssign(&o, nil); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// CheckEventLayout compares struct event in spec's BTF with the Event type,
+// member by member (name, offset, size), and the total size.
+func CheckEventLayout(spec *ebpf.CollectionSpec) error {
+	var st *btf.Struct
+	if err := spec.Types.TypeByName("event", &st); err != nil {
+		return fmt.Errorf("struct event not in the BPF object's BTF: %w", err)
+	}
+	return checkEventStruct(st)
+}
+
+// checkEventStruct compares one BTF struct event with Event.
+func checkEventStruct(st *btf.Struct) error {
+	if int(st.Size) != EventSize {
+		return fmt.Errorf("struct event is %d bytes in the BPF object, bpf.Event %d", st.Size, EventSize)
+	}
+	gt := reflect.TypeOf(Event{})
+	var goFields []reflect.StructField
+	for i := range gt.NumField() {
+		if f := gt.Field(i); f.Name != "_" {
+			goFields = append(goFields, f)
+		}
+	}
+	if len(st.Members) != len(goFields) {
+		return fmt.Errorf("struct event has %d members in the BPF object, bpf.Event %d fields", len(st.Members), len(goFields))
+	}
+	for i, m := range st.Members {
+		f := goFields[i]
+		size, err := btf.Sizeof(m.Type)
+		if err != nil {
+			return fmt.Errorf("struct event member %s: %w", m.Name, err)
+		}
+		if uint32(f.Offset) != m.Offset.Bytes() || int(f.Type.Size()) != size {
+			return fmt.Errorf("struct event member %s at %d (%d bytes) in the BPF object, bpf.Event.%s at %d (%d bytes)",
+				m.Name, m.Offset.Bytes(), size, f.Name, f.Offset, f.Type.Size())
+		}
+	}
+	return nil
+}
+
+// DecodeEvent copies a ring-buffer record into ev (aligned, no allocation);
+// false if the record is shorter than an Event.
+func DecodeEvent(raw []byte, ev *Event) bool {
+	if len(raw) < EventSize {
+		return false
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(ev)), EventSize), raw)
+	return true
 }

@@ -1,13 +1,11 @@
 package trace
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -92,10 +90,11 @@ type Session struct {
 	Events uint64
 
 	probes []probe
-	coll   *ebpf.Collection
+	objs   *bpf.Objects
 	links  []link.Link
 	rd     *ringbuf.Reader
 	rec    ringbuf.Record
+	raw    bpf.Event // the record being decoded
 	closed bool
 }
 
@@ -170,7 +169,7 @@ func (s *Session) open() error {
 		s.Warnings = append(s.Warnings, "runtime.goexit1 not found: state of exited goroutines is freed only when their calls complete")
 	}
 
-	spec, err := bpf.Spec()
+	spec, specs, err := bpf.LoadSpecs()
 	if err != nil {
 		return fmt.Errorf("load BPF spec: %w", err)
 	}
@@ -185,25 +184,24 @@ func (s *Session) open() error {
 	if err := unix.Stat("/proc/self/ns/pid", &ns); err != nil {
 		return fmt.Errorf("gi's PID namespace: %w", err)
 	}
-	for name, v := range map[string]any{
-		bpf.ConstGoPCOffset:    uint64(layout.G.GoPC),
-		bpf.ConstParentOffset:  parentOff,
-		bpf.ConstGoidOffset:    uint64(layout.G.Goid),
-		bpf.ConstStackHiOffset: uint64(layout.G.StackHi),
-		bpf.ConstFilterGoids:   boolByte(len(s.Opts.Goids) > 0),
-		bpf.ConstGTLSOffset:    s.Binary.GTLSOffset(),
-		bpf.ConstPidnsDev:      uint64(ns.Dev),
-		bpf.ConstPidnsIno:      ns.Ino,
+	for _, v := range []struct {
+		spec  *ebpf.VariableSpec
+		value any
+	}{
+		{specs.GopcOffset, uint64(layout.G.GoPC)},
+		{specs.ParentGoidOffset, parentOff},
+		{specs.GoidOffset, uint64(layout.G.Goid)},
+		{specs.StackHiOffset, uint64(layout.G.StackHi)},
+		{specs.FilterGoids, boolByte(len(s.Opts.Goids) > 0)},
+		{specs.G_tlsOffset, s.Binary.GTLSOffset()},
+		{specs.PidnsDev, uint64(ns.Dev)},
+		{specs.PidnsIno, ns.Ino},
 	} {
-		vs, ok := spec.Variables[name]
-		if !ok {
-			return fmt.Errorf("BPF object lacks variable %s", name)
-		}
-		if err := vs.Set(v); err != nil {
-			return fmt.Errorf("set %s: %w", name, err)
+		if err := v.spec.Set(v.value); err != nil {
+			return fmt.Errorf("set %s: %w", v.spec.Name, err)
 		}
 	}
-	spec.Maps[bpf.MapEvents].MaxEntries = uint32(s.Opts.RingBytes)
+	specs.Events.MaxEntries = uint32(s.Opts.RingBytes)
 	multi := !s.Opts.PerfEvents
 	if multi {
 		if err := features.HaveBPFLinkUprobeMulti(); err != nil {
@@ -216,23 +214,23 @@ func (s *Session) open() error {
 			p.AttachType = ebpf.AttachNone
 		}
 	}
-	coll, err := ebpf.NewCollection(spec)
+	objs, err := bpf.Load(spec)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return ErrBPFPermission
 		}
 		return fmt.Errorf("load BPF programs: %w", err)
 	}
-	s.coll = coll
+	s.objs = objs
 	if len(s.Opts.Goids) > 0 {
 		one := uint8(1)
 		for _, id := range s.Opts.Goids {
-			if err := coll.Maps[bpf.MapGoids].Put(id, one); err != nil {
+			if err := objs.Goids.Put(id, one); err != nil {
 				return fmt.Errorf("goroutine filter: %w", err)
 			}
 		}
 	}
-	s.rd, err = ringbuf.NewReader(coll.Maps[bpf.MapEvents])
+	s.rd, err = ringbuf.NewReader(objs.Events)
 	if err != nil {
 		return fmt.Errorf("open ring buffer: %w", err)
 	}
@@ -242,20 +240,18 @@ func (s *Session) open() error {
 	if err != nil {
 		return fmt.Errorf("open %s for uprobes: %w", s.Opts.Path, err)
 	}
-	progOf := func(name string) *ebpf.Program {
-		if s.Opts.Empty {
-			return coll.Programs[bpf.ProgEmpty]
-		}
-		return coll.Programs[name]
-	}
 	for _, group := range []struct {
-		prog string
+		prog *ebpf.Program
 		idx  []int
-	}{{bpf.ProgEntry, entries}, {bpf.ProgReturn, returns}, {bpf.ProgGoexit, exits}} {
+	}{{objs.GiEntry, entries}, {objs.GiReturn, returns}, {objs.GiGoexit, exits}} {
 		if len(group.idx) == 0 {
 			continue
 		}
-		if err := s.attach(ex, progOf(group.prog), group.idx, multi); err != nil {
+		prog := group.prog
+		if s.Opts.Empty {
+			prog = objs.GiEmpty
+		}
+		if err := s.attach(ex, prog, group.idx, multi); err != nil {
 			return err
 		}
 	}
@@ -363,9 +359,6 @@ func goexitSite(bin *elfbin.Binary) (uint64, bool) {
 	return sites.Entry, true
 }
 
-// eventSize is the size of struct event in gi.bpf.c (bpf.Event).
-const eventSize = int(unsafe.Sizeof(bpf.Event{}))
-
 // Event is one decoded probe hit.
 type Event struct {
 	Kind    uint8
@@ -397,19 +390,14 @@ func (s *Session) Drain(fn func(*Event)) error {
 			}
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
-		raw := s.rec.RawSample
-		if len(raw) < eventSize {
+		if !bpf.DecodeEvent(s.rec.RawSample, &s.raw) {
 			continue
 		}
 		s.Events++
-		le := binary.LittleEndian
-		ev = Event{
-			Time: le.Uint64(raw[0:]), Goid: le.Uint64(raw[8:]), G: le.Uint64(raw[16:]),
-			SP: le.Uint64(raw[24:]), StackHi: le.Uint64(raw[32:]), Caller: le.Uint64(raw[40:]),
-			GoPC: le.Uint64(raw[48:]), Parent: le.Uint64(raw[56:]),
-			PID: le.Uint32(raw[68:]), TID: le.Uint32(raw[72:]), Kind: raw[76],
-		}
-		cookie := le.Uint32(raw[64:])
+		r := &s.raw
+		ev = Event{Time: r.Ts, Goid: r.Goid, G: r.G, SP: r.Sp, StackHi: r.StackHi, Caller: r.Caller,
+			GoPC: r.Gopc, Parent: r.Parent, PID: r.Pid, TID: r.Tid, Kind: r.Kind}
+		cookie := r.Cookie
 		if int(cookie) >= len(s.probes) {
 			continue
 		}
@@ -421,11 +409,11 @@ func (s *Session) Drain(fn func(*Event)) error {
 
 // Lost returns the events the programs could not write, summed over CPUs.
 func (s *Session) Lost() uint64 {
-	if s.coll == nil {
+	if s.objs == nil {
 		return 0
 	}
 	var perCPU []uint64
-	if err := s.coll.Maps[bpf.MapLost].Lookup(uint32(0), &perCPU); err != nil {
+	if err := s.objs.Lost.Lookup(uint32(0), &perCPU); err != nil {
 		return 0
 	}
 	var n uint64
@@ -455,8 +443,8 @@ func (s *Session) Close() error {
 	if s.rd != nil {
 		s.rd.Close()
 	}
-	if s.coll != nil {
-		s.coll.Close()
+	if s.objs != nil {
+		s.objs.Close()
 	}
 	if s.Binary != nil {
 		s.Binary.Close()
