@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +14,6 @@ import (
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/link"
 	"github.com/gi-debug/gi/ptrace"
-	"github.com/gi-debug/gi/trace"
 )
 
 // Terminal control sequences gi top uses.
@@ -31,10 +27,12 @@ const (
 	styleOff     = "\x1b[0m"
 )
 
-// How often the view refreshes and the traced functions may be re-attached.
+// How often the view refreshes and the traced functions may be re-attached,
+// and how long an incomplete escape sequence waits for its end.
 const (
 	topRefresh  = time.Second
 	topReattach = 5 * time.Second
+	escapeWait  = 40 * time.Millisecond
 )
 
 func newTopCommand(a *app) *cobra.Command {
@@ -61,18 +59,6 @@ type topGroup struct {
 	state, function, location string
 	goroutines                []*inspect.Goroutine
 	maxWait                   time.Duration
-}
-
-// topView is the interactive state.
-type topView struct {
-	sortBy    byte // 'c', 'w', 'p'
-	filter    *regexp.Regexp
-	filterSrc string
-	editing   bool
-	input     string
-	selected  int
-	expanded  bool
-	message   string
 }
 
 func runTop(a *app, target string, tf targetFlags) error {
@@ -112,18 +98,16 @@ func runTop(a *app, target string, tf targetFlags) error {
 	tt := link.NewLive(pid, topReattach)
 	defer tt.Close()
 
-	keys := make(chan byte, 64)
+	input := make(chan []byte, 16)
 	go func() {
-		buf := make([]byte, 64)
 		for {
+			buf := make([]byte, 64)
 			n, err := os.Stdin.Read(buf)
 			if err != nil {
-				close(keys)
+				close(input)
 				return
 			}
-			for _, b := range buf[:n] {
-				keys <- b
-			}
+			input <- buf[:n]
 		}
 	}()
 
@@ -145,7 +129,26 @@ func runTop(a *app, target string, tf targetFlags) error {
 	refresh()
 	draw := func() { drawTop(out, snap, groups, v, tt) }
 	draw()
-	escape := 0
+	var dec keyDecoder
+	escTimer := time.NewTimer(time.Hour)
+	escTimer.Stop()
+	// handle applies keys and redraws; true when a key quits.
+	handle := func(keys []topKey) bool {
+		if len(keys) == 0 {
+			return false
+		}
+		_, height, err := term.GetSize(int(os.Stdout.Fd()))
+		if err != nil || height < 10 {
+			height = 40
+		}
+		for _, k := range keys {
+			if v.apply(k, height/2) {
+				return true
+			}
+		}
+		draw()
+		return false
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -163,73 +166,21 @@ func runTop(a *app, target string, tf targetFlags) error {
 				refresh()
 			}
 			draw()
-		case b, ok := <-keys:
+		case chunk, ok := <-input:
 			if !ok {
 				return nil
 			}
-			// Arrow keys arrive as ESC [ A / ESC [ B.
-			switch {
-			case escape == 1 && b == '[':
-				escape = 2
-				continue
-			case escape == 2:
-				escape = 0
-				switch b {
-				case 'A':
-					b = 'k'
-				case 'B':
-					b = 'j'
-				default:
-					continue
-				}
-			case b == 0x1b && !v.editing:
-				escape = 1
-				continue
-			}
-			if v.editing {
-				switch b {
-				case '\r', '\n':
-					v.editing = false
-					re, err := regexp.Compile(v.input)
-					if err != nil {
-						v.message = "bad filter: " + err.Error()
-					} else {
-						v.filter, v.filterSrc, v.selected = re, v.input, 0
-						if v.input == "" {
-							v.filter = nil
-						}
-					}
-				case 0x1b:
-					v.editing = false
-				case 0x7f, 0x08:
-					if len(v.input) > 0 {
-						v.input = v.input[:len(v.input)-1]
-					}
-				default:
-					if b >= 0x20 && b < 0x7f {
-						v.input += string(b)
-					}
-				}
-				draw()
-				continue
-			}
-			switch b {
-			case 'q', 3: // q, Ctrl-C
+			if handle(dec.Feed(chunk)) {
 				return nil
-			case 'c', 'w', 'p':
-				v.sortBy, v.selected = b, 0
-			case '/':
-				v.editing, v.input = true, ""
-			case 'j':
-				v.selected++
-			case 'k':
-				if v.selected > 0 {
-					v.selected--
-				}
-			case '\r', '\n', 'e':
-				v.expanded = !v.expanded
 			}
-			draw()
+			if dec.Pending() {
+				// An escape sequence cut between reads, or the Escape key.
+				escTimer.Reset(escapeWait)
+			}
+		case <-escTimer.C:
+			if handle(dec.Flush()) {
+				return nil
+			}
 		}
 	}
 }
@@ -264,121 +215,19 @@ func groupForTop(prog link.Program, gs []*inspect.Goroutine) []*topGroup {
 	return out
 }
 
+// drawTop writes one frame of the view to the terminal.
 func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*topGroup, v *topView, tt *link.Live) {
 	width, height, err := term.GetSize(int(os.Stdout.Fd()))
 	if err != nil || width < 40 || height < 10 {
 		width, height = 120, 40
 	}
-	type row struct {
-		g *topGroup
-		h *trace.Histogram
-	}
-	var rows []row
-	for _, g := range groups {
-		if v.filter != nil && !v.filter.MatchString(g.state+" "+g.location) {
-			continue
-		}
-		rows = append(rows, row{g: g, h: tt.Histogram(g.function)})
-	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
-		switch v.sortBy {
-		case 'w':
-			return a.g.maxWait > b.g.maxWait
-		case 'p':
-			return p99(a.h) > p99(b.h)
-		}
-		return len(a.g.goroutines) > len(b.g.goroutines)
-	})
-	if v.selected >= len(rows) {
-		v.selected = max(0, len(rows)-1)
-	}
-	var lines []string
-	total := 0
-	for _, g := range snap.Goroutines {
-		if !g.System {
-			total++
-		}
-	}
-	sortName := map[byte]string{'c': "count", 'w': "wait", 'p': "p99"}[v.sortBy]
-	lines = append(lines, fmt.Sprintf("gi top - pid %s (%s) - %d goroutines - paused %v - %s - sort: %s",
-		pidText(snap.PID, snap.NSPid), snap.GoVersion, total, snap.Pause.Round(10*time.Microsecond), time.Now().Format("15:04:05"), sortName))
-	filter := "filter: " + v.filterSrc
-	if v.editing {
-		filter = "filter: /" + v.input + "_"
-	}
-	lines = append(lines, "keys: c w p sort  / filter  j k move  Enter expand  q quit   "+filter)
-	if err := tt.Err(); err != "" {
-		lines = append(lines, "trace: "+err)
-	}
-	if v.message != "" {
-		lines = append(lines, v.message)
-	}
-	lines = append(lines, fmt.Sprintf("%6s  %-22s %8s %8s %9s %9s  %s", "COUNT", "STATE", "MAXWAIT", "CALLS", "P50", "P99", "FUNCTION"))
-	for i, r := range rows {
-		calls, p50s, p99s := "", "", ""
-		if r.h != nil {
-			calls = strconv.FormatUint(r.h.Count(), 10)
-			p50s, p99s = trace.FormatDuration(r.h.Quantile(0.5)), trace.FormatDuration(r.h.Quantile(0.99))
-		}
-		line := fmt.Sprintf("%6d  %-22s %8s %8s %9s %9s  %s", len(r.g.goroutines), clip(r.g.state, 22),
-			formatWait(r.g.maxWait, r.g.maxWait > 0), calls, p50s, p99s, r.g.location)
-		if i == v.selected {
-			line = reverseOn + clip(line, width) + styleOff
-		}
-		lines = append(lines, line)
-		if i == v.selected && v.expanded {
-			lines = append(lines, expandGroup(snap, r.g, height/2)...)
-		}
-	}
+	lines := renderTop(topScreen{snap: snap, groups: groups, hist: tt.Histogram, traceErr: tt.Err(),
+		width: width, height: height - 1, now: time.Now()}, v)
 	var b strings.Builder
 	b.WriteString(clearHome)
-	for i, l := range lines {
-		if i >= height-1 {
-			break
-		}
-		if !strings.Contains(l, reverseOn) {
-			l = clip(l, width)
-		}
+	for _, l := range lines {
 		b.WriteString(l)
 		b.WriteString("\r\n")
 	}
 	io.WriteString(w, b.String())
-}
-
-// expandGroup lists a group's goroutines and the stack of the first.
-func expandGroup(snap *inspect.Snapshot, g *topGroup, limit int) []string {
-	var ids []string
-	for i, gr := range g.goroutines {
-		if i == 20 {
-			ids = append(ids, fmt.Sprintf("+%d more", len(g.goroutines)-20))
-			break
-		}
-		ids = append(ids, strconv.FormatUint(gr.ID, 10))
-	}
-	out := []string{"        goroutines " + strings.Join(ids, ", ")}
-	var sb strings.Builder
-	inspect.WriteDump(&sb, snap, g.goroutines[:1], false)
-	for _, l := range strings.Split(strings.TrimRight(sb.String(), "\n"), "\n") {
-		if len(out) >= limit {
-			out = append(out, "        ...")
-			break
-		}
-		out = append(out, "        "+strings.ReplaceAll(l, "\t", "    "))
-	}
-	return out
-}
-
-func p99(h *trace.Histogram) time.Duration {
-	if h == nil {
-		return -1
-	}
-	return h.Quantile(0.99)
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -130,7 +130,7 @@ func TestTopInTmux(t *testing.T) {
 }
 
 // handleRow matches a gi top row of main.handle; its group is CALLS.
-var handleRow = regexp.MustCompile(`(?m)^\s*\d+\s+.*\s(\d+)\s+\S+\s+\S+\s+main\.handle `)
+var handleRow = regexp.MustCompile(`(?m)^[ >]\s*\d+\s+.*\s(\d+)\s+\S+\s+\S+\s+main\.handle `)
 
 // handleCalls returns the CALLS of the main.handle row of a gi top screen,
 // 0 if there is none.
@@ -143,12 +143,12 @@ func handleCalls(screen string) int {
 	return n
 }
 
-// Columns of gi top's rows: "%6d  %-22s %8s %8s %9s %9s  %s" (COUNT, STATE,
-// MAXWAIT, CALLS, P50, P99, FUNCTION).
+// Columns of gi top's rows: "%s %6d  %-22s %8s %8s %9s %9s  %s" (the
+// selection mark, COUNT, STATE, MAXWAIT, CALLS, P50, P99, FUNCTION).
 var (
-	topCount   = [2]int{0, 6}
-	topMaxWait = [2]int{31, 39}
-	topP99     = [2]int{59, 68}
+	topCount   = [2]int{2, 8}
+	topMaxWait = [2]int{33, 41}
+	topP99     = [2]int{61, 70}
 )
 
 // checkSorted checks that the rows of a gi top screen are in descending
@@ -166,7 +166,7 @@ func checkSorted(t *testing.T, by, screen string, cols [2]int) {
 		if !header || len(line) < cols[1] {
 			continue
 		}
-		if _, err := strconv.Atoi(strings.TrimSpace(line[0:6])); err != nil {
+		if _, err := strconv.Atoi(strings.TrimSpace(line[topCount[0]:topCount[1]])); err != nil {
 			continue // an expanded group's lines
 		}
 		field := strings.TrimSpace(line[cols[0]:cols[1]])
@@ -222,4 +222,40 @@ func findProcess(t *testing.T, s string) int {
 	}
 	t.Fatalf("no process with %q in its command line", s)
 	return 0
+}
+
+// TestTopSmallTerminal runs gi top in a 12-line terminal on the psstates
+// target (more groups than fit) and moves the selection past the last
+// visible row: the view scrolls, the selected row (marked '>') stays on
+// screen, and the lines hidden above and below are counted.
+func TestTopSmallTerminal(t *testing.T) {
+	requirePrivilege(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is missing (make deps installs it)")
+	}
+	gi := buildGi(t)
+	p := targets.Start(t, targets.Build(t, "psstates", targets.BuildOptions{}), "-park", "50", "-depth", "20", "-spin", "1")
+	s := &tmuxSession{t: t, name: "gitopsmall" + strconv.Itoa(os.Getpid())}
+	s.run("new-session", "-d", "-s", s.name, "-x", "160", "-y", "12", "sh")
+	defer exec.Command("tmux", "kill-session", "-t", s.name).Run()
+	s.keys(gi+" top "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	sc := s.waitFor("the view with more below", contains("gi top - pid", "↓ "))
+	if !strings.Contains(sc, "> ") {
+		t.Fatalf("no selected row marked:\n%s", sc)
+	}
+	for i := 0; i < 12; i++ {
+		s.keys("j")
+	}
+	sc = s.waitFor("the selection scrolled into view", func(sc string) bool {
+		return strings.Contains(sc, "↑ ") && strings.Contains(sc, "\n> ")
+	})
+	if n := strings.Count(sc, "\n> "); n != 1 {
+		t.Errorf("%d selected rows on screen, want 1:\n%s", n, sc)
+	}
+	s.keys("Escape") // harmless outside the prompt
+	s.keys("Home")
+	s.waitFor("back at the top", func(sc string) bool { return !strings.Contains(sc, "↑ ") && strings.Contains(sc, "\n> ") })
+	s.keys("q")
+	s.waitFor("gi exiting", contains("GI-EXIT=0"))
+	targets.CheckNotStopped(t, p.Pid)
 }
