@@ -32,10 +32,11 @@ const (
 )
 
 // Memory is the target's address space as a snapshot reads it: a live
-// process (*ptrace.Memory) or, in tests, a captured image of one.
+// process (*ptrace.Memory) or, in tests, a captured image of one. Its
+// ReadAt is the address-reader seam a binary's contents share
+// (elfbin.Binary satisfies runtimelayout.AddressReader too).
 type Memory interface {
-	// ReadAt reads len(p) bytes at addr.
-	ReadAt(p []byte, addr uint64) (int, error)
+	runtimelayout.AddressReader
 	// ReadBatch reads every range into dst, back to back; a
 	// *ptrace.BatchError lists the ranges that could not be read.
 	ReadBatch(ranges []ptrace.Range, dst []byte) error

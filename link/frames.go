@@ -6,6 +6,7 @@ package link
 
 import (
 	"strings"
+	"time"
 
 	"github.com/gi-debug/gi/inspect"
 )
@@ -82,4 +83,48 @@ func packageOf(name string) string {
 		return name[:slash+1+i]
 	}
 	return name
+}
+
+// Group is goroutines in the same state whose measured function (or, where
+// none of their frames can be traced, whose location) is the same: one row
+// of gi top.
+type Group struct {
+	State string
+	// Function is the measured function, "" when no frame can be traced.
+	Function string
+	// At is the measured frame of the first member, or its location when
+	// nothing can be traced.
+	At         inspect.Frame
+	Goroutines []*inspect.Goroutine
+	// MaxWait is the longest known wait among the members.
+	MaxWait time.Duration
+}
+
+// Group folds the non-system goroutines of gs by state and measured
+// function, in the order they first appear.
+func (p Program) Group(gs []*inspect.Goroutine) []*Group {
+	index := map[string]*Group{}
+	var out []*Group
+	for _, g := range gs {
+		if g.System {
+			continue
+		}
+		at, _ := g.Location()
+		fn := ""
+		if m := p.MeasuredFrames(g, 1); len(m) > 0 {
+			at, fn = m[0], m[0].Function
+		}
+		key := g.State + "\x00" + at.Function
+		gr := index[key]
+		if gr == nil {
+			gr = &Group{State: g.State, Function: fn, At: at}
+			index[key] = gr
+			out = append(out, gr)
+		}
+		gr.Goroutines = append(gr.Goroutines, g)
+		if g.WaitKnown && g.Wait > gr.MaxWait {
+			gr.MaxWait = g.Wait
+		}
+	}
+	return out
 }

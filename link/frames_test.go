@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gi-debug/gi/inspect"
 )
@@ -97,5 +98,33 @@ func TestOwn(t *testing.T) {
 	}
 	if (Program{MainModule: "command-line-arguments"}).Own("command-line-arguments.F") {
 		t.Error("command-line-arguments is not a module path to match by prefix")
+	}
+}
+
+func TestGroup(t *testing.T) {
+	mk := func(id uint64, state string, wait time.Duration, names ...string) *inspect.Goroutine {
+		g := stack(names...)
+		g.ID, g.State, g.Wait, g.WaitKnown = id, state, wait, wait > 0
+		return g
+	}
+	gs := []*inspect.Goroutine{
+		mk(1, "sleep", 2*time.Second, "runtime.gopark elided", "time.Sleep", "main.traceC", "main.worker"),
+		mk(2, "sleep", 5*time.Second, "runtime.gopark elided", "time.Sleep", "main.traceC", "main.other"),
+		mk(3, "sync.Mutex.Lock", 0, "sync.runtime_SemacquireMutex", "main.traceC", "main.worker"),
+		mk(4, "chan receive", 0, "runtime.gopark elided", "runtime.chanrecv1", "runtime.bgsweep"),
+		{ID: 5, State: "running", System: true, Frames: stack("runtime.gcBgMarkWorker").Frames},
+	}
+	got := Program{Traceable: notRuntime}.Group(gs)
+	if len(got) != 3 {
+		t.Fatalf("%d groups, want 3 (sleep in main.traceC, Mutex in main.traceC, the untraceable one): %+v", len(got), got)
+	}
+	if g := got[0]; g.State != "sleep" || g.Function != "main.traceC" || len(g.Goroutines) != 2 || g.MaxWait != 5*time.Second {
+		t.Errorf("first group: %+v", g)
+	}
+	if g := got[1]; g.State != "sync.Mutex.Lock" || g.Function != "main.traceC" || len(g.Goroutines) != 1 {
+		t.Errorf("second group: %+v", g)
+	}
+	if g := got[2]; g.Function != "" || g.At.Function == "" || len(g.Goroutines) != 1 {
+		t.Errorf("untraceable group: %+v", g)
 	}
 }

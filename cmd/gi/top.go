@@ -54,13 +54,6 @@ q quits (and detaches).`,
 	return cmd
 }
 
-// topGroup is one row of the view.
-type topGroup struct {
-	state, function, location string
-	goroutines                []*inspect.Goroutine
-	maxWait                   time.Duration
-}
-
 func runTop(a *app, target string, tf targetFlags) error {
 	fd := int(os.Stdout.Fd())
 	if !term.IsTerminal(fd) || !term.IsTerminal(int(os.Stdin.Fd())) {
@@ -115,13 +108,13 @@ func runTop(a *app, target string, tf targetFlags) error {
 	v := &topView{sortBy: 'c'}
 	tick := time.NewTicker(topRefresh)
 	defer tick.Stop()
-	var groups []*topGroup
+	var groups []*link.Group
 	refresh := func() {
-		groups = groupForTop(prog, snap.Goroutines)
+		groups = prog.Group(snap.Goroutines)
 		var names []string
 		for _, g := range groups {
-			if g.function != "" {
-				names = append(names, g.function)
+			if g.Function != "" {
+				names = append(names, g.Function)
 			}
 		}
 		tt.Ensure(names)
@@ -185,38 +178,8 @@ func runTop(a *app, target string, tf targetFlags) error {
 	}
 }
 
-// groupForTop folds goroutines by state and the function they are in: the
-// measured one (link.Program.MeasuredFrames), traced and shown, or where
-// no frame can be traced, the goroutine's location.
-func groupForTop(prog link.Program, gs []*inspect.Goroutine) []*topGroup {
-	index := map[string]*topGroup{}
-	var out []*topGroup
-	for _, g := range gs {
-		if g.System {
-			continue
-		}
-		fn, loc := location(g)
-		traced := ""
-		if m := prog.MeasuredFrames(g, 1); len(m) > 0 {
-			traced, fn, loc = m[0].Function, m[0].Function, fmt.Sprintf("%s:%d", shortFile(m[0].File), m[0].Line)
-		}
-		key := g.State + "\x00" + fn
-		tg := index[key]
-		if tg == nil {
-			tg = &topGroup{state: g.State, function: traced, location: fn + " " + loc}
-			index[key] = tg
-			out = append(out, tg)
-		}
-		tg.goroutines = append(tg.goroutines, g)
-		if g.WaitKnown && g.Wait > tg.maxWait {
-			tg.maxWait = g.Wait
-		}
-	}
-	return out
-}
-
 // drawTop writes one frame of the view to the terminal.
-func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*topGroup, v *topView, tt *link.Live) {
+func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*link.Group, v *topView, tt *link.Live) {
 	width, height, err := term.GetSize(int(os.Stdout.Fd()))
 	if err != nil || width < 40 || height < 10 {
 		width, height = 120, 40

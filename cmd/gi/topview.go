@@ -11,6 +11,7 @@ import (
 	"github.com/mattn/go-runewidth"
 
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/link"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -229,28 +230,36 @@ func (v *topView) apply(k topKey, page int) (quit bool) {
 
 // topRow is one group on the screen, with its function's latencies.
 type topRow struct {
-	g *topGroup
+	g *link.Group
 	h *trace.Histogram
 }
 
+// groupLocation renders a group's FUNCTION column: function file:line.
+func groupLocation(g *link.Group) string {
+	if g.At.Function == "" {
+		return "?"
+	}
+	return fmt.Sprintf("%s %s:%d", g.At.Function, shortFile(g.At.File), g.At.Line)
+}
+
 // topRows filters and sorts the groups as the view asks.
-func topRows(groups []*topGroup, hist func(string) *trace.Histogram, v *topView) []topRow {
+func topRows(groups []*link.Group, hist func(string) *trace.Histogram, v *topView) []topRow {
 	var rows []topRow
 	for _, g := range groups {
-		if v.filter != nil && !v.filter.MatchString(g.state+" "+g.location) {
+		if v.filter != nil && !v.filter.MatchString(g.State+" "+groupLocation(g)) {
 			continue
 		}
-		rows = append(rows, topRow{g: g, h: hist(g.function)})
+		rows = append(rows, topRow{g: g, h: hist(g.Function)})
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
 		switch v.sortBy {
 		case 'w':
-			return a.g.maxWait > b.g.maxWait
+			return a.g.MaxWait > b.g.MaxWait
 		case 'p':
 			return p99(a.h) > p99(b.h)
 		}
-		return len(a.g.goroutines) > len(b.g.goroutines)
+		return len(a.g.Goroutines) > len(b.g.Goroutines)
 	})
 	return rows
 }
@@ -258,7 +267,7 @@ func topRows(groups []*topGroup, hist func(string) *trace.Histogram, v *topView)
 // topScreen is what renderTop needs besides the view.
 type topScreen struct {
 	snap          *inspect.Snapshot
-	groups        []*topGroup
+	groups        []*link.Group
 	hist          func(function string) *trace.Histogram
 	traceErr      string
 	width, height int
@@ -336,8 +345,8 @@ func renderTop(sc topScreen, v *topView) []string {
 		if i == v.selected {
 			mark = selectedMark
 		}
-		line := fmt.Sprintf("%s %6d  %-22s %8s %8s %9s %9s  %s", mark, len(r.g.goroutines), clipWidth(r.g.state, 22),
-			formatWait(r.g.maxWait, r.g.maxWait > 0), calls, p50s, p99s, r.g.location)
+		line := fmt.Sprintf("%s %6d  %-22s %8s %8s %9s %9s  %s", mark, len(r.g.Goroutines), clipWidth(r.g.State, 22),
+			formatWait(r.g.MaxWait, r.g.MaxWait > 0), calls, p50s, p99s, groupLocation(r.g))
 		line = clipWidth(line, width)
 		if i == v.selected {
 			line = reverseOn + line + styleOff
@@ -373,18 +382,18 @@ func clipWidth(s string, n int) string {
 
 // expandGroup lists a group's goroutines and the stack of the first, in at
 // most limit lines.
-func expandGroup(snap *inspect.Snapshot, g *topGroup, limit int) []string {
+func expandGroup(snap *inspect.Snapshot, g *link.Group, limit int) []string {
 	var ids []string
-	for i, gr := range g.goroutines {
+	for i, gr := range g.Goroutines {
 		if i == 20 {
-			ids = append(ids, fmt.Sprintf("+%d more", len(g.goroutines)-20))
+			ids = append(ids, fmt.Sprintf("+%d more", len(g.Goroutines)-20))
 			break
 		}
 		ids = append(ids, strconv.FormatUint(gr.ID, 10))
 	}
 	out := []string{"          goroutines " + strings.Join(ids, ", ")}
 	var sb strings.Builder
-	inspect.WriteDump(&sb, snap, g.goroutines[:1], false)
+	inspect.WriteDump(&sb, snap, g.Goroutines[:1], false)
 	for _, l := range strings.Split(strings.TrimRight(sb.String(), "\n"), "\n") {
 		if len(out) >= limit-1 {
 			out = append(out, "          ...")

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/link"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -74,29 +75,30 @@ func TestFilterPromptTypesCommandLetters(t *testing.T) {
 
 // topFixture is n groups whose counts, waits and p99s are known: group i
 // has n-i goroutines, waits i seconds, and its function's p99 is i ms.
-func topFixture(n int) (*inspect.Snapshot, []*topGroup, func(string) *trace.Histogram) {
+func topFixture(n int) (*inspect.Snapshot, []*link.Group, func(string) *trace.Histogram) {
 	snap := &inspect.Snapshot{PID: 7, NSPid: 7, GoVersion: "go1.27.4"}
-	var groups []*topGroup
+	var groups []*link.Group
 	hists := map[string]*trace.Histogram{}
 	id := uint64(1)
 	for i := 0; i < n; i++ {
-		g := &topGroup{state: "chan receive", function: fmt.Sprintf("main.f%d", i), location: fmt.Sprintf("main.f%d main.go:%d", i, i+1), maxWait: time.Duration(i) * time.Second}
+		fn := fmt.Sprintf("main.f%d", i)
+		g := &link.Group{State: "chan receive", Function: fn, At: inspect.Frame{Function: fn, File: "/src/main.go", Line: i + 1}, MaxWait: time.Duration(i) * time.Second}
 		for j := 0; j < n-i; j++ {
 			gr := &inspect.Goroutine{ID: id, State: "chan receive", Status: "waiting",
-				Frames: []inspect.Frame{{Function: g.function, File: "/src/main.go", Line: i + 1, PC: 0x10}}}
+				Frames: []inspect.Frame{{Function: fn, File: "/src/main.go", Line: i + 1, PC: 0x10}}}
 			id++
-			g.goroutines = append(g.goroutines, gr)
+			g.Goroutines = append(g.Goroutines, gr)
 			snap.Goroutines = append(snap.Goroutines, gr)
 		}
 		h := &trace.Histogram{}
 		h.Record(time.Duration(i+1) * time.Millisecond)
-		hists[g.function] = h
+		hists[fn] = h
 		groups = append(groups, g)
 	}
 	return snap, groups, func(f string) *trace.Histogram { return hists[f] }
 }
 
-var rowFunction = regexp.MustCompile(`main\.f(\d+) main\.go`)
+var rowFunction = regexp.MustCompile(`main\.f(\d+) \S*main\.go`)
 
 // screenRows returns the function number of each row on the screen, and
 // the selected one (-1 if not shown).
