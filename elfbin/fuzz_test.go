@@ -3,11 +3,10 @@ package elfbin
 import (
 	"bytes"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
@@ -47,17 +46,8 @@ func seedBinaries(tb testing.TB) [][]byte {
 		}
 		newest := tcs[len(tcs)-1]
 		builds = append(builds, build{newest, []string{"-buildmode=pie", "-ldflags=-s -w"}}, build{newest, nil})
-		for i, b := range builds {
-			out := filepath.Join(dir, "b"+string(rune('a'+i)))
-			cmd := exec.Command("go", append(append([]string{"build", "-o", out}, b.flags...), ".")...)
-			cmd.Dir = "../runtimelayout/testdata/layoutprobe"
-			cmd.Env = append(cmd.Environ(), "GOTOOLCHAIN="+b.tc, "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOWORK=off")
-			if msg, err := cmd.CombinedOutput(); err != nil {
-				seedErr = err
-				tb.Logf("%s", msg)
-				return
-			}
-			data, err := os.ReadFile(out)
+		for _, b := range builds {
+			data, err := os.ReadFile(targets.BuildProbe(tb, dir, b.tc, "", b.flags...))
 			if err != nil {
 				seedErr = err
 				return

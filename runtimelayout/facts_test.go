@@ -2,10 +2,9 @@ package runtimelayout_test
 
 import (
 	"debug/elf"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
+	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/pclntab"
 	"github.com/gi-debug/gi/runtimelayout"
 )
@@ -20,14 +19,7 @@ func TestRecordsMatchDWARF(t *testing.T) {
 	for _, tc := range runtimelayout.TableToolchains() {
 		for _, arch := range []string{"amd64", "arm64"} {
 			t.Run(tc+"/"+arch, func(t *testing.T) {
-				bin := filepath.Join(dir, tc+"-"+arch)
-				cmd := exec.Command("go", "build", "-o", bin, ".")
-				cmd.Dir = "testdata/layoutprobe"
-				cmd.Env = append(cmd.Environ(), "GOTOOLCHAIN="+tc, "GOARCH="+arch, "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOWORK=off")
-				if out, err := cmd.CombinedOutput(); err != nil {
-					t.Fatalf("build: %v\n%s", err, out)
-				}
-				f, err := elf.Open(bin)
+				f, err := elf.Open(targets.BuildProbe(t, dir, tc, arch))
 				if err != nil {
 					t.Fatal(err)
 				}

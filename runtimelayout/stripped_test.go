@@ -1,10 +1,10 @@
 package runtimelayout_test
 
 import (
-	"os/exec"
 	"testing"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
@@ -14,19 +14,8 @@ import (
 // and not.
 func TestFindAllgsWithoutSymbols(t *testing.T) {
 	for _, tc := range runtimelayout.TableToolchains() {
-		for _, pie := range []string{"", "-buildmode=pie"} {
-			dir := t.TempDir()
-			args := []string{"build", "-o", dir + "/b"}
-			if pie != "" {
-				args = append(args, pie)
-			}
-			cmd := exec.Command("go", append(args, ".")...)
-			cmd.Dir = "testdata/layoutprobe"
-			cmd.Env = append(cmd.Environ(), "GOTOOLCHAIN="+tc, "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatal(string(out))
-			}
-			b, err := elfbin.Open(dir + "/b")
+		for _, pie := range [][]string{nil, {"-buildmode=pie"}} {
+			b, err := elfbin.Open(targets.BuildProbe(t, t.TempDir(), tc, "", pie...))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,14 +2,12 @@ package runtimelayout_test
 
 import (
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
@@ -25,14 +23,7 @@ func TestGeneratedLayoutsMatchDWARF(t *testing.T) {
 	for _, want := range entries {
 		t.Run(want.Toolchain+"/"+want.Arch, func(t *testing.T) {
 			t.Parallel()
-			bin := filepath.Join(dir, want.Toolchain+"-"+want.Arch)
-			cmd := exec.Command("go", "build", "-o", bin, ".")
-			cmd.Dir = "testdata/layoutprobe"
-			cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+want.Toolchain, "GOARCH="+want.Arch, "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOWORK=off")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("build: %v\n%s", err, out)
-			}
-			b, err := elfbin.Open(bin)
+			b, err := elfbin.Open(targets.BuildProbe(t, dir, want.Toolchain, want.Arch))
 			if err != nil {
 				t.Fatal(err)
 			}
