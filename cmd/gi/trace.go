@@ -26,6 +26,8 @@ type traceOptions struct {
 	minDuration time.Duration
 	goids       []uint
 	json        bool
+	perfetto    string
+	pprofFile   string
 	perfEvents  bool
 	target      targetFlags
 }
@@ -63,6 +65,8 @@ running that binary.`,
 	f.DurationVar(&o.minDuration, "min-duration", 0, "print a root call's tree only if it took at least `D`")
 	f.UintSliceVar(&o.goids, "goid", nil, "only these goroutines (repeatable; filtered in the kernel)")
 	f.BoolVar(&o.json, "json", false, "print one JSON line per completed call, one per call still running at exit, and a final summary")
+	f.StringVar(&o.perfetto, "perfetto", "", "also write the calls to `FILE` as trace-event JSON (Perfetto UI, chrome://tracing): a track per goroutine")
+	f.StringVar(&o.pprofFile, "pprof", "", "also write a pprof profile of the time in the traced functions by call path to `FILE` (go tool pprof)")
 	f.BoolVar(&o.perfEvents, "perf-events", false, "attach one perf event per probe instead of uprobe_multi links")
 	f.MarkHidden("perf-events")
 	addTargetFlags(f, &o.target)
@@ -178,18 +182,24 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		}
 	default:
 		tp := &trace.TreePrinter{W: bw, Symbols: sym, Clock: clock, ShowPID: pid == 0}
-		hs.Root = func(h trace.Header, root *trace.Call) {
+		printRoot := func(h trace.Header, root *trace.Call) {
 			if time.Duration(root.Duration()) < o.minDuration {
 				return
 			}
 			tp.Print(h, root)
 		}
+		hs.Root = printRoot
 		// At exit, the trees of calls still running (worker loops,
 		// functions that never return), with their time so far.
-		hs.Running = func(h trace.Header, open []*trace.Call) { hs.Root(h, open[0]) }
+		hs.Running = func(h trace.Header, open []*trace.Call) { printRoot(h, open[0]) }
 		hs.Tick = func() { bw.Flush() }
 		o.interval = 200 * time.Millisecond
 	}
+	exports, err := openExports(o, clock)
+	if err != nil {
+		return err
+	}
+	hs = exports.wrap(hs)
 	ro := trace.RunOptions{Duration: o.duration, Interval: o.interval}
 	if pid != 0 {
 		// Labels are read from the live process, as gi ps reads them.
@@ -210,6 +220,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	bw.Flush()
 	closeErr := s.Close()
+	if err := exports.close(stderr); err != nil && closeErr == nil {
+		closeErr = err
+	}
 	if jw != nil {
 		jw.Summary(trace.Summary{Events: res.Events, Lost: res.Lost, Probes: s.Probes,
 			AttachNS: s.AttachTime.Nanoseconds(), DetachNS: s.DetachTime.Nanoseconds()})

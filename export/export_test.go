@@ -1,0 +1,120 @@
+package export
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/gi-debug/gi/trace"
+)
+
+// tree builds root → (a → c), b with durations 100 → (60 → 25), 30.
+func tree() (*trace.Call, []*trace.Function) {
+	root, a, b, c := &trace.Function{Name: "main.root", Entry: 0x1000}, &trace.Function{Name: "main.a", Entry: 0x2000},
+		&trace.Function{Name: "main.b", Entry: 0x3000}, &trace.Function{Name: "main.c", Entry: 0x4000}
+	cc := &trace.Call{Func: c, Start: 20, End: 45, Depth: 2}
+	ca := &trace.Call{Func: a, Start: 10, End: 70, Depth: 1, Children: []*trace.Call{cc}}
+	cb := &trace.Call{Func: b, Start: 70, End: 100, Depth: 1, Unwound: true}
+	return &trace.Call{Func: root, Start: 0, End: 100, Children: []*trace.Call{ca, cb}}, []*trace.Function{root, a, b, c}
+}
+
+func TestProfileSelfTimes(t *testing.T) {
+	root, _ := tree()
+	pr := NewProfile()
+	h := trace.Header{Goid: 7, Labels: map[string]string{"worker": "w1"}}
+	pr.Root(h, root)
+	pr.Root(h, root)
+	var buf bytes.Buffer
+	if err := pr.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := map[string]int64{}
+	for _, s := range p.Sample {
+		var path []string
+		for _, l := range s.Location {
+			path = append(path, l.Line[0].Function.Name)
+		}
+		self[joinPath(path)] = s.Value[1]
+		if s.Label["worker"][0] != "w1" || s.Label["goroutine"][0] != "7" || s.Value[0] != 2 {
+			t.Errorf("sample %v: labels %v, calls %d", path, s.Label, s.Value[0])
+		}
+	}
+	want := map[string]int64{"main.root": 2 * 10, "main.a<main.root": 2 * 35, "main.c<main.a<main.root": 2 * 25, "main.b<main.root": 2 * 30}
+	if len(self) != len(want) {
+		t.Fatalf("samples %v, want %v", self, want)
+	}
+	for k, v := range want {
+		if self[k] != v {
+			t.Errorf("%s: %d ns, want %d", k, self[k], v)
+		}
+	}
+	if pr.Nanos != 200 {
+		t.Errorf("total %d, want 200", pr.Nanos)
+	}
+}
+
+func joinPath(p []string) string {
+	out := ""
+	for i, s := range p {
+		if i > 0 {
+			out += "<"
+		}
+		out += s
+	}
+	return out
+}
+
+func TestPerfettoStreams(t *testing.T) {
+	var buf bytes.Buffer
+	pf := NewPerfetto(&buf, trace.Clock{})
+	if err := pf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var empty []any
+	if err := json.Unmarshal(buf.Bytes(), &empty); err != nil || len(empty) != 0 {
+		t.Fatalf("an empty trace is not an empty JSON array: %v %q", err, buf.String())
+	}
+
+	buf.Reset()
+	pf = NewPerfetto(&buf, trace.Clock{})
+	root, _ := tree()
+	h := trace.Header{Goid: 9, PID: 4}
+	var walk func(c *trace.Call)
+	walk = func(c *trace.Call) {
+		for _, ch := range c.Children {
+			walk(ch)
+		}
+		pf.Call(h, c)
+	}
+	walk(root)
+	if err := pf.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Mid-trace the file lacks its closing bracket: still a valid trace.
+	if !bytes.HasPrefix(buf.Bytes(), []byte("[\n")) || bytes.HasSuffix(bytes.TrimSpace(buf.Bytes()), []byte("]")) {
+		t.Errorf("mid-trace file: %q", buf.String())
+	}
+	pf.Close()
+	var events []map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &events); err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 2+4 || pf.Slices != 4 {
+		t.Fatalf("%d events, %d slices: %s", len(events), pf.Slices, buf.String())
+	}
+	last := events[len(events)-1]
+	if last["name"] != "main.root" || last["dur"].(float64) != 0.1 || last["tid"].(float64) != 9 {
+		t.Errorf("root slice %v", last)
+	}
+	for _, e := range events {
+		if e["name"] == "main.b" && e["args"].(map[string]any)["unwound"] != true {
+			t.Errorf("unwound call not marked: %v", e)
+		}
+	}
+}

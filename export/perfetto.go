@@ -1,0 +1,115 @@
+// Package export writes traces into the formats of the tools people already
+// look at traces with: the Chrome trace-event JSON that Perfetto UI and
+// chrome://tracing open, and pprof profiles for `go tool pprof`.
+package export
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/gi-debug/gi/trace"
+)
+
+// Perfetto writes a trace-event JSON file as calls complete: one track
+// (thread) per goroutine, named as gi trace names goroutines, and one
+// complete ("X") slice per call. It writes as it goes and keeps only the
+// set of goroutines already named, so hours of events stay openable.
+type Perfetto struct {
+	w       *bufio.Writer
+	clock   trace.Clock
+	named   map[trace.GoroutineKey]bool
+	started bool
+	err     error
+	// Slices counts the call slices written.
+	Slices int
+}
+
+// NewPerfetto starts a trace-event file on w; clock converts event times.
+func NewPerfetto(w io.Writer, clock trace.Clock) *Perfetto {
+	return &Perfetto{w: bufio.NewWriterSize(w, 1<<16), clock: clock, named: map[trace.GoroutineKey]bool{}}
+}
+
+// traceEvent is one event of the Chrome trace-event format.
+type traceEvent struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	TS   float64        `json:"ts"` // µs
+	Dur  float64        `json:"dur,omitempty"`
+	PID  uint32         `json:"pid"`
+	TID  uint64         `json:"tid"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+func (p *Perfetto) emit(ev traceEvent) {
+	if p.err != nil {
+		return
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		p.err = err
+		return
+	}
+	if !p.started {
+		p.w.WriteString("[\n")
+		p.started = true
+	} else {
+		p.w.WriteString(",\n")
+	}
+	if _, err := p.w.Write(b); err != nil {
+		p.err = err
+	}
+}
+
+// Call writes one call of goroutine h: its slice, and the goroutine's track
+// name the first time the goroutine is seen.
+func (p *Perfetto) Call(h trace.Header, c *trace.Call) {
+	k := trace.GoroutineKey{PID: h.PID, Goid: h.Goid}
+	if !p.named[k] {
+		p.named[k] = true
+		p.emit(traceEvent{Name: "thread_name", Ph: "M", PID: h.PID, TID: h.Goid, Args: map[string]any{"name": h.String()}})
+		p.emit(traceEvent{Name: "thread_sort_index", Ph: "M", PID: h.PID, TID: h.Goid, Args: map[string]any{"sort_index": h.Goid}})
+	}
+	args := map[string]any{"file": c.Func.File, "line": c.Func.Line, "depth": c.Depth}
+	switch {
+	case c.Unwound:
+		args["unwound"] = true
+	case c.Running:
+		args["running"] = true
+	}
+	start := p.clock.Wall(c.Start).UnixNano()
+	p.emit(traceEvent{Name: c.Func.Name, Cat: "call", Ph: "X", TS: float64(start) / 1e3, Dur: float64(c.Duration()) / 1e3,
+		PID: h.PID, TID: h.Goid, Args: args})
+	p.Slices++
+}
+
+// Running writes the calls of a goroutine still open at the end of the
+// trace, outermost first, marked running.
+func (p *Perfetto) Running(h trace.Header, open []*trace.Call) {
+	for _, c := range open {
+		p.Call(h, c)
+	}
+}
+
+// Flush pushes what is buffered to the file (the file stays a valid
+// trace: the format allows the closing bracket to be missing).
+func (p *Perfetto) Flush() error {
+	if err := p.w.Flush(); err != nil && p.err == nil {
+		p.err = err
+	}
+	return p.err
+}
+
+// Close ends the JSON array and flushes.
+func (p *Perfetto) Close() error {
+	if !p.started {
+		p.w.WriteString("[\n")
+	}
+	p.w.WriteString("\n]\n")
+	if err := p.Flush(); err != nil {
+		return fmt.Errorf("write trace-event file: %w", err)
+	}
+	return nil
+}
