@@ -110,7 +110,7 @@ func (b *Binary) findModuledata(pcln uint64, h *pclntab.Header, pclnLen uint64) 
 		size = max(size, uint64(max(ml.Text, ml.GoFunc, ml.EPclntab)+ptr)) // Missing is -1
 	}
 	check := func(r region, addr uint64) (moduleInfo, bool) {
-		if addr < r.addr || addr+size > r.addr+uint64(len(r.data)) {
+		if !r.holds(addr, size) {
 			return moduleInfo{}, false
 		}
 		w := func(off int64) uint64 { return b.pointerAt(r.data, r.addr, addr+uint64(off)) }
@@ -173,4 +173,14 @@ func (b *Binary) findModuledata(pcln uint64, h *pclntab.Header, pclnLen uint64) 
 		}
 	}
 	return moduleInfo{}, errors.New("runtime.firstmoduledata not found")
+}
+
+// holds reports whether [addr, addr+size) lies inside the region, without
+// overflowing on addresses taken from corrupt relocations.
+func (r region) holds(addr, size uint64) bool {
+	if addr < r.addr {
+		return false
+	}
+	off := addr - r.addr
+	return off <= uint64(len(r.data)) && size <= uint64(len(r.data))-off
 }

@@ -118,3 +118,23 @@ func TestPerfettoStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileLabelsKeptApart: label sets that would join to the same text
+// stay two samples.
+func TestProfileLabelsKeptApart(t *testing.T) {
+	root, _ := tree()
+	pr := NewProfile()
+	pr.Root(trace.Header{Goid: 1, Labels: map[string]string{"a": "b,\"c\"=d"}}, root)
+	pr.Root(trace.Header{Goid: 1, Labels: map[string]string{"a": "b", "c": "d"}}, root)
+	var buf bytes.Buffer
+	if err := pr.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sample) != 8 {
+		t.Errorf("%d samples, want 8 (4 paths x 2 label sets)", len(p.Sample))
+	}
+}

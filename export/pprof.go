@@ -66,7 +66,7 @@ func (pr *Profile) add(stack []*trace.Function, labels map[string][]string, nano
 	}
 	lk := make([]string, 0, len(labels))
 	for k, v := range labels {
-		lk = append(lk, k+"="+v[0])
+		lk = append(lk, strconv.Quote(k)+"="+strconv.Quote(v[0]))
 	}
 	sort.Strings(lk)
 	key.WriteString(strings.Join(lk, ","))

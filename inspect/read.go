@@ -177,6 +177,7 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 				mFailed[i] = true
 			}
 		}
+		mappedNew := false
 		for i, rg := range mOwners {
 			if mFailed[i] {
 				continue
@@ -187,21 +188,25 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 			}
 			tid := int(t.u64(mb, L.M.ProcID))
 			rg.tid = tid
+			hostTID := tid
 			if nsTIDs != nil {
-				if _, known := nsTIDs[tid]; !known {
+				if _, known := nsTIDs[tid]; !known && !mappedNew {
 					t.mapNewThreads(stopped, nsTIDs)
+					mappedNew = true // once per stop: a thread may have exited
 				}
-				if host, ok := nsTIDs[tid]; ok && host != tid {
+				host, ok := nsTIDs[tid]
+				if !ok {
+					continue // no thread of ours is that id: no registers to trust
+				}
+				hostTID = host
+				if host != tid {
 					rg.hostTID = host
 				}
 			}
 			if rg.state&^L.ScanBit != running {
 				continue
 			}
-			regs, ok := threads[tid]
-			if rg.hostTID != 0 {
-				regs, ok = threads[rg.hostTID]
-			}
+			regs, ok := threads[hostTID]
 			if !ok {
 				continue
 			}
@@ -260,7 +265,7 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 
 // mapNewThreads adds to nsTIDs the stopped threads it lacks: threads
 // created after the map was made, before the stop. It runs at most once per
-// unknown id, and only for a target in another PID namespace.
+// stop, and only for a target in another PID namespace.
 func (t *Target) mapNewThreads(stopped []ptrace.Thread, nsTIDs map[int]int) {
 	hosts := make(map[int]bool, len(nsTIDs))
 	for _, h := range nsTIDs {

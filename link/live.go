@@ -94,6 +94,9 @@ func (l *Live) attach(pats []trace.Pattern) {
 	l.attaching = false
 	if err != nil {
 		l.err = err.Error()
+		// Forget the names so that the next Ensure (after the reattach
+		// interval) tries again, even if the set did not grow.
+		l.names = map[string]bool{}
 		return
 	}
 	l.err = ""
@@ -107,7 +110,15 @@ func (l *Live) attach(pats []trace.Pattern) {
 	go func() {
 		defer close(done)
 		defer s.Close()
-		s.Run(ctx, trace.RunOptions{}, trace.Handlers{Call: l.record})
+		res := s.Run(ctx, trace.RunOptions{}, trace.Handlers{Call: l.record})
+		if res.Err != nil && ctx.Err() == nil {
+			// The trace ended by itself (target gone, ring buffer):
+			// say so, and let the next Ensure attach again.
+			l.mu.Lock()
+			l.err = res.Err.Error()
+			l.names = map[string]bool{}
+			l.mu.Unlock()
+		}
 	}()
 }
 

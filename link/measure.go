@@ -119,7 +119,7 @@ func Measure(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *i
 	if res.Snapshot, err = t.Snapshot(tr); err != nil {
 		return nil, err
 	}
-	res.ByGoid = w.relate(prog, o.Depth, first, res.Snapshot, s.Selection.Functions, run.Open, uint32(t.PID), end)
+	res.ByGoid = w.relate(prog, o.Depth, first, res.Snapshot, s.Selection.Functions, run.Open, uint32(t.PID), end, run.Lost > 0)
 	return res, nil
 }
 
@@ -181,8 +181,9 @@ func (w *window) event(ev *trace.Event) {
 // the statistics of the window, its time in the current call when the call's
 // entry was seen (open, still open at monotonic time end), and stuck when the
 // goroutine was in that function before the window (in first) and the
-// function saw no event of it since.
-func (w *window) relate(prog Program, depth int, first, second *inspect.Snapshot, fns []*trace.Function, open []trace.OpenCall, pid uint32, end uint64) map[uint64]*Latency {
+// function saw no event of it since. With lost events no goroutine is said
+// to be stuck: the missing event may be its.
+func (w *window) relate(prog Program, depth int, first, second *inspect.Snapshot, fns []*trace.Function, open []trace.OpenCall, pid uint32, end uint64, lost bool) map[uint64]*Latency {
 	byName := map[string]*trace.Function{}
 	for _, f := range fns {
 		byName[f.Name] = f
@@ -224,7 +225,7 @@ func (w *window) relate(prog Program, depth int, first, second *inspect.Snapshot
 		k := trace.GoroutineKey{PID: pid, Goid: g.ID}
 		if oc, ok := innermost[k][fn]; ok && end > oc.Start {
 			l.InCallNS = int64(end - oc.Start)
-		} else if prev := before[g.ID]; prev != nil && !fn.EntryOnly && !w.touched[k][fn] && inFunction(prev, fn.Name) {
+		} else if prev := before[g.ID]; !lost && prev != nil && !fn.EntryOnly && !w.touched[k][fn] && inFunction(prev, fn.Name) {
 			// A function that never returns (a worker loop) is always in
 			// the same call: that is not being stuck.
 			l.Stuck = true

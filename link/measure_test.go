@@ -63,7 +63,10 @@ func TestRelate(t *testing.T) {
 		{Goroutine: key(4), Func: loop, Start: start - 50, Depth: 0},
 	}
 	end := start + 1_000_000_000
-	got := w.relate(prog, 1, before, after, []*trace.Function{handle, loop}, open, pid, end)
+	if withLoss := w.relate(prog, 1, before, after, []*trace.Function{handle, loop}, open, pid, end, true); withLoss[2] == nil || withLoss[2].Stuck {
+		t.Errorf("goroutine 2 with lost events: %+v, want measured, not stuck", withLoss[2])
+	}
+	got := w.relate(prog, 1, before, after, []*trace.Function{handle, loop}, open, pid, end, false)
 
 	if l := got[1]; l == nil || l.Function != "main.handle" || l.Calls != 3 || l.MaxNS != 40 || l.InCallNS != 600_000_000 || l.Stuck {
 		t.Errorf("goroutine 1 (entered in the window): %+v, want main.handle, 3 calls, max 40ns, in call 600ms, not stuck", l)

@@ -392,6 +392,9 @@ func expandGroup(snap *inspect.Snapshot, g *link.Group, limit int) []string {
 		ids = append(ids, strconv.FormatUint(gr.ID, 10))
 	}
 	out := []string{"          goroutines " + strings.Join(ids, ", ")}
+	if limit <= 1 {
+		return out
+	}
 	var sb strings.Builder
 	inspect.WriteDump(&sb, snap, g.Goroutines[:1], false)
 	for _, l := range strings.Split(strings.TrimRight(sb.String(), "\n"), "\n") {
