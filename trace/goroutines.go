@@ -25,8 +25,12 @@ func (r *headerCache) Seen(ev *Event) {
 	}
 	h := Header{Goid: ev.Goid, PID: ev.PID, ParentID: ev.Parent, G: ev.G}
 	if ev.GoPC != 0 {
-		h.CreatedBy = r.sym.Resolve(ev.PID, ev.GoPC, true)
 		h.Known = true
+		// Like the runtime's traceback, no creator for the main goroutine
+		// (its gopc is the bootstrap's call of newproc).
+		if ev.Goid != 1 {
+			h.CreatedBy = r.sym.Resolve(ev.PID, ev.GoPC, true)
+		}
 	}
 	if r.labels != nil && ev.G != 0 {
 		h.Labels = r.labels(k, ev.G)

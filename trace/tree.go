@@ -31,6 +31,11 @@ type Call struct {
 	// maxTreeNodes per root are kept, the rest only counted in Dropped.
 	Children []*Call
 	Dropped  int
+	// Parent is the traced call this call was made in, nil for a root call.
+	Parent *Call
+	// Seq numbers the calls of a Builder in the order they entered,
+	// from 1: it identifies a call within one trace (span ids).
+	Seq uint64
 
 	// frameKey is the distance of the call's return-address slot from the
 	// top of the goroutine's stack: it identifies the frame even after the
@@ -38,6 +43,18 @@ type Call struct {
 	frameKey uint64
 	root     *Call
 	nodes    int // on roots: nodes kept in this tree
+}
+
+// Root returns the root call of the tree the call belongs to.
+func (c *Call) Root() *Call {
+	if c.root != nil {
+		return c.root
+	}
+	r := c // a tree not made by a Builder: follow the parents
+	for r.Parent != nil {
+		r = r.Parent
+	}
+	return r
 }
 
 // Duration returns End-Start in nanoseconds.
@@ -67,6 +84,8 @@ type Builder struct {
 	gs map[GoroutineKey]*goroutineState
 	// maxGoroutines bounds gs (maxGoroutineStates; lowered by tests).
 	maxGoroutines int
+	// seq is the Seq of the last call entered.
+	seq uint64
 	// OnCall is called for every completed call (returned or unwound),
 	// innermost first.
 	OnCall func(GoroutineKey, *Call)
@@ -123,12 +142,14 @@ func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, c
 		b.Overflow++
 		return
 	}
-	c := &Call{Func: fn, Start: now, Depth: len(st.stack), CallerPC: callerPC, frameKey: frameKey}
+	b.seq++
+	c := &Call{Func: fn, Start: now, Depth: len(st.stack), CallerPC: callerPC, frameKey: frameKey, Seq: b.seq}
 	if len(st.stack) == 0 {
 		c.root = c
 		c.nodes = 1
 	} else {
 		parent := st.stack[len(st.stack)-1]
+		c.Parent = parent
 		c.root = parent.root
 		if c.root.nodes < maxTreeNodes {
 			parent.Children = append(parent.Children, c)

@@ -359,3 +359,33 @@ func TestBuilderBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestBuilderParentsAndSeq checks what exporters link spans by: each call
+// knows its caller and root, and numbers are unique and in entry order,
+// also for calls dropped from a full tree.
+func TestBuilderParentsAndSeq(t *testing.T) {
+	b := NewBuilder()
+	var done []*Call
+	b.OnCall = func(_ GoroutineKey, c *Call) { done = append(done, c) }
+	b.Entry(g1, 0xc000, fnA, 100, 0x100, 0x4010)
+	b.Entry(g1, 0xc000, fnB, 110, 0x180, 0x4020)
+	b.Entry(g1, 0xc000, fnC, 120, 0x200, 0x4030)
+	b.Return(g1, fnC, 130, 0x200, 0x5003)
+	b.Return(g1, fnB, 140, 0x180, 0x5002)
+	b.Return(g1, fnA, 160, 0x100, 0x5001)
+	b.Entry(g1, 0xc000, fnA, 170, 0x100, 0x4010)
+	b.Return(g1, fnA, 180, 0x100, 0x5001)
+	if len(done) != 4 {
+		t.Fatalf("%d calls completed", len(done))
+	}
+	c, bb, a, a2 := done[0], done[1], done[2], done[3]
+	if c.Parent != bb || bb.Parent != a || a.Parent != nil || a2.Parent != nil {
+		t.Errorf("parents: c→%v b→%v a→%v", c.Parent, bb.Parent, a.Parent)
+	}
+	if c.Root() != a || bb.Root() != a || a.Root() != a || a2.Root() != a2 {
+		t.Error("roots wrong")
+	}
+	if a.Seq != 1 || bb.Seq != 2 || c.Seq != 3 || a2.Seq != 4 {
+		t.Errorf("seq a=%d b=%d c=%d a2=%d, want 1 2 3 4", a.Seq, bb.Seq, c.Seq, a2.Seq)
+	}
+}

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,4 +120,98 @@ func BenchmarkTopOverhead(b *testing.B) {
 	b.ReportMetric(with, "calls/s-under-top")
 	b.ReportMetric(with/without, "throughput-ratio")
 	fmt.Printf("lockserver throughput: %.0f calls/s alone, %.0f calls/s under gi top (%.1f%%)\n", without, with, 100*with/without)
+}
+
+// BenchmarkTraceOutputs measures what each output of gi trace costs while
+// two goroutines of the tracee call a traced function as fast as they can:
+// events per second sustained (target's wall time), events lost, and gi's
+// CPU per event, for the call trees (the baseline), --json, --perfetto with
+// --pprof, and --otlp to a local OpenTelemetry Collector, in one run.
+func BenchmarkTraceOutputs(b *testing.B) {
+	requirePrivilege(b)
+	gi := buildGi(b)
+	p := targets.Start(b, targets.Build(b, "tracee", targets.BuildOptions{}))
+	col := targets.StartCollector(b)
+	dir := b.TempDir()
+	eventsRe := regexp.MustCompile(`gi: (\d+) events, (\d+) lost`)
+	type result struct{ rate, lost, cpuPerEvent float64 }
+	run := func(extra ...string) (result, string) {
+		args := append([]string{"trace"}, extra...)
+		args = append(args, strconv.Itoa(p.Pid), "main.tiny")
+		cmd := exec.Command(gi, args...)
+		var stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+		pr, pw := io.Pipe()
+		cmd.Stderr = io.MultiWriter(&stderr, pw)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		attached := make(chan struct{})
+		go func() {
+			sc := bufio.NewScanner(pr)
+			once := false
+			for sc.Scan() {
+				if !once && strings.HasPrefix(sc.Text(), "gi: tracing ") {
+					close(attached)
+					once = true
+				}
+			}
+		}()
+		select {
+		case <-attached:
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			b.Fatalf("gi %v did not attach: %s", args, stderr.String())
+		}
+		r, err := p.Do("tinypar 2 100000", 5*time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+		pw.Close()
+		m := eventsRe.FindStringSubmatch(stderr.String())
+		if m == nil {
+			b.Fatalf("gi %v: no summary: %s", args, stderr.String())
+		}
+		events, _ := strconv.ParseFloat(m[1], 64)
+		lost, _ := strconv.ParseFloat(m[2], 64)
+		wall, _ := strconv.ParseFloat(r["wall_ns"], 64)
+		cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		return result{rate: events / (wall / 1e9), lost: lost, cpuPerEvent: float64(cpu.Nanoseconds()) / max(events, 1)}, stderr.String()
+	}
+	modes := []struct {
+		name string
+		args []string
+	}{
+		{"trees", nil},
+		{"json", []string{"--json"}},
+		{"perfetto+pprof", []string{"--perfetto", filepath.Join(dir, "t.json"), "--pprof", filepath.Join(dir, "t.pprof")}},
+		{"otlp", []string{"--otlp", col.URL}},
+	}
+	sums := make([]result, len(modes))
+	var otlpLine string
+	for i := 0; i < b.N; i++ {
+		for j, m := range modes {
+			r, stderr := run(m.args...)
+			sums[j].rate += r.rate / float64(b.N)
+			sums[j].lost += r.lost
+			sums[j].cpuPerEvent += r.cpuPerEvent / float64(b.N)
+			if m.name == "otlp" {
+				otlpLine = otlpSummary.FindString(stderr)
+			}
+		}
+	}
+	base := sums[0]
+	for j, m := range modes {
+		s := sums[j]
+		b.ReportMetric(s.rate/1e3, m.name+"-k-events/s")
+		b.ReportMetric(s.cpuPerEvent, m.name+"-gi-cpu-ns/event")
+		fmt.Printf("gi trace %-15s %7.1f k events/s (%.2f× the trees'), %3.0f lost, gi CPU %5.0f ns/event (%.2f× the trees')\n",
+			m.name, s.rate/1e3, s.rate/base.rate, s.lost, s.cpuPerEvent, s.cpuPerEvent/base.cpuPerEvent)
+		if s.lost > 0 {
+			b.Errorf("%s: %v events lost", m.name, s.lost)
+		}
+	}
+	fmt.Printf("last --otlp run: %s\n", otlpLine)
 }

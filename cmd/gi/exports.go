@@ -1,26 +1,81 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gi-debug/gi/export"
 	"github.com/gi-debug/gi/trace"
 )
 
-// traceExports are the files gi trace writes besides its normal output
-// (--perfetto, --pprof); any combination works in one run.
+// traceExports are what gi trace writes besides its normal output
+// (--perfetto, --pprof, --otlp); any combination works in one run.
 type traceExports struct {
 	perfetto     *export.Perfetto
 	perfettoFile *os.File
 	profile      *export.Profile
 	pprofPath    string
+	otlp         *export.OTLP
+	otlpURL      string
 }
 
-// openExports creates the export files the options ask for.
-func openExports(o traceOptions, clock trace.Clock) (*traceExports, error) {
+// otlpCloseTimeout bounds how long gi waits at exit for the collector to
+// take the last spans.
+const otlpCloseTimeout = 5 * time.Second
+
+// checkExports validates the export options before anything is attached.
+func (o traceOptions) checkExports() error {
+	if o.otlp == "" {
+		if len(o.otlpHeaders) > 0 || o.service != "" {
+			return errors.New("--otlp-header and --service need --otlp URL")
+		}
+		return nil
+	}
+	u, err := url.Parse(o.otlp)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--otlp %q: want the collector's http:// or https:// URL, e.g. http://localhost:4318", o.otlp)
+	}
+	_, err = parseHeaders(o.otlpHeaders)
+	return err
+}
+
+// parseHeaders reads --otlp-header K=V flags.
+func parseHeaders(kvs []string) (map[string]string, error) {
+	h := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if k = strings.TrimSpace(k); !ok || k == "" || strings.ContainsAny(k, " :\r\n") || strings.ContainsAny(v, "\r\n") {
+			return nil, fmt.Errorf("--otlp-header %q: want NAME=VALUE", kv)
+		}
+		h[k] = v
+	}
+	return h, nil
+}
+
+// serviceName is the OTLP service.name: --service, else the name of the
+// traced binary.
+func serviceName(pid int, binPath, flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if pid != 0 {
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err == nil {
+			binPath = strings.TrimSuffix(exe, " (deleted)")
+		}
+	}
+	return filepath.Base(binPath)
+}
+
+// openExports creates the export files and the OTLP exporter the options
+// ask for.
+func openExports(o traceOptions, clock trace.Clock, sym *trace.Symbols, service string) (*traceExports, error) {
 	e := &traceExports{pprofPath: o.pprofFile}
 	if o.perfetto != "" {
 		f, err := os.Create(o.perfetto)
@@ -39,12 +94,25 @@ func openExports(o traceOptions, clock trace.Clock) (*traceExports, error) {
 		f.Close()
 		e.profile = export.NewProfile()
 	}
+	if o.otlp != "" {
+		headers, err := parseHeaders(o.otlpHeaders)
+		if err == nil {
+			host, _ := os.Hostname()
+			e.otlp, err = export.NewOTLP(export.OTLPOptions{Endpoint: o.otlp, Headers: headers, Service: service,
+				Host: host, Symbols: sym, Clock: clock})
+		}
+		if err != nil {
+			e.close(io.Discard)
+			return nil, fmt.Errorf("--otlp: %w", err)
+		}
+		e.otlpURL = o.otlp
+	}
 	return e, nil
 }
 
 // wrap adds the exports to the handlers of the normal output.
 func (e *traceExports) wrap(hs trace.Handlers) trace.Handlers {
-	if e.perfetto == nil && e.profile == nil {
+	if e.perfetto == nil && e.profile == nil && e.otlp == nil {
 		return hs
 	}
 	call, root, running, tick := hs.Call, hs.Root, hs.Running, hs.Tick
@@ -54,6 +122,9 @@ func (e *traceExports) wrap(hs trace.Handlers) trace.Handlers {
 		}
 		if e.perfetto != nil {
 			e.perfetto.Call(h, c)
+		}
+		if e.otlp != nil {
+			e.otlp.Call(h, c)
 		}
 	}
 	hs.Root = func(h trace.Header, c *trace.Call) {
@@ -73,6 +144,9 @@ func (e *traceExports) wrap(hs trace.Handlers) trace.Handlers {
 		}
 		if e.profile != nil {
 			e.profile.Root(h, open[0])
+		}
+		if e.otlp != nil {
+			e.otlp.Running(h, open)
 		}
 	}
 	hs.Tick = func() {
@@ -115,6 +189,15 @@ func (e *traceExports) close(stderr io.Writer) error {
 			fmt.Fprintf(stderr, "gi: wrote a profile of %v in traced functions to %s\n", time.Duration(e.profile.Nanos).Round(time.Microsecond), e.pprofPath)
 		}
 		e.profile = nil
+	}
+	if e.otlp != nil {
+		st := e.otlp.Close(otlpCloseTimeout)
+		fmt.Fprintf(stderr, "gi: OTLP: sent %d spans to %s, dropped %d", st.Sent, e.otlpURL, st.Dropped)
+		if st.Dropped > 0 && st.LastError != "" {
+			fmt.Fprintf(stderr, " (%s)", st.LastError)
+		}
+		fmt.Fprintln(stderr)
+		e.otlp = nil
 	}
 	return first
 }

@@ -28,6 +28,9 @@ type traceOptions struct {
 	json        bool
 	perfetto    string
 	pprofFile   string
+	otlp        string
+	otlpHeaders []string
+	service     string
 	perfEvents  bool
 	target      targetFlags
 }
@@ -67,6 +70,9 @@ running that binary.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON line per completed call, one per call still running at exit, and a final summary")
 	f.StringVar(&o.perfetto, "perfetto", "", "also write the calls to `FILE` as trace-event JSON (Perfetto UI, chrome://tracing): a track per goroutine")
 	f.StringVar(&o.pprofFile, "pprof", "", "also write a pprof profile of the time in the traced functions by call path to `FILE` (go tool pprof)")
+	f.StringVar(&o.otlp, "otlp", "", "also send every call as an OpenTelemetry span over OTLP/HTTP to the collector at `URL` (http://host:4318)")
+	f.StringArrayVar(&o.otlpHeaders, "otlp-header", nil, "add the header `K=V` to OTLP requests (repeatable; e.g. authorization)")
+	f.StringVar(&o.service, "service", "", "service.name of the OTLP spans (default: the traced binary's name)")
 	f.BoolVar(&o.perfEvents, "perf-events", false, "attach one perf event per probe instead of uprobe_multi links")
 	f.MarkHidden("perf-events")
 	addTargetFlags(f, &o.target)
@@ -112,6 +118,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	if o.interval > 0 && !o.stats {
 		return errors.New("--interval needs --stats")
+	}
+	if err := o.checkExports(); err != nil {
+		return err
 	}
 	var pid int
 	var path string
@@ -195,7 +204,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		hs.Tick = func() { bw.Flush() }
 		o.interval = 200 * time.Millisecond
 	}
-	exports, err := openExports(o, clock)
+	exports, err := openExports(o, clock, sym, serviceName(pid, s.Binary.Path, o.service))
 	if err != nil {
 		return err
 	}

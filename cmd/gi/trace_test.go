@@ -401,7 +401,7 @@ func TestTraceNeverReturnsCLI(t *testing.T) {
 			doomBlocks = append(doomBlocks, block)
 			if len(lines) != 5 || !strings.Contains(lines[2], "  main.doomed() {") || !strings.Contains(lines[3], "  } main.doomed") ||
 				!strings.HasSuffix(lines[3], "unwound (panic, recover or Goexit)") || !strings.Contains(lines[4], "} main.doomCatcher") ||
-				strings.Contains(lines[4], "unwound") || !strings.HasPrefix(lines[0], "goroutine "+doom["goid"]+" ") {
+				strings.Contains(lines[4], "unwound") || !strings.HasPrefix(lines[0]+" ", "goroutine "+doom["goid"]+" ") {
 				t.Errorf("doom tree:\n%s", block)
 			}
 		}
