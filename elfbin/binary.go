@@ -65,6 +65,8 @@ type Binary struct {
 	order binary.ByteOrder
 
 	symOnce sync.Once
+	// objects are the sized data symbols, by address (DataSymbol).
+	objects []Symbol
 	syms    map[string]Symbol
 
 	relOnce sync.Once
@@ -189,7 +191,23 @@ func (b *Binary) indexSymbols() {
 		if _, dup := b.syms[s.Name]; !dup {
 			b.syms[s.Name] = Symbol{Name: s.Name, Addr: s.Value, Size: s.Size}
 		}
+		if elf.ST_TYPE(s.Info) == elf.STT_OBJECT && s.Size > 0 {
+			b.objects = append(b.objects, Symbol{Name: s.Name, Addr: s.Value, Size: s.Size})
+		}
 	}
+	sort.Slice(b.objects, func(i, j int) bool { return b.objects[i].Addr < b.objects[j].Addr })
+}
+
+// DataSymbol returns the variable (a data symbol with a size) whose storage
+// holds link-time address addr, and addr's offset in it: the name of a
+// global such as main.slowMu. A stripped binary has none.
+func (b *Binary) DataSymbol(addr uint64) (Symbol, uint64, bool) {
+	b.symOnce.Do(b.indexSymbols)
+	i := sort.Search(len(b.objects), func(i int) bool { return b.objects[i].Addr > addr }) - 1
+	if i < 0 || addr-b.objects[i].Addr >= b.objects[i].Size {
+		return Symbol{}, 0, false
+	}
+	return b.objects[i], addr - b.objects[i].Addr, true
 }
 
 // ReadAt reads the static file contents at link-time virtual address vaddr,

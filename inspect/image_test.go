@@ -320,6 +320,12 @@ func TestDecodeCommittedImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareDump(t, snap, img.Dump, img.DumperGoid, 20)
+	// What blocked goroutines wait on decodes from the image too: the
+	// parked goroutines share one channel nobody sends on.
+	objs := inspect.WaitedObjects(snap.Goroutines)
+	if len(objs) == 0 || objs[0].Object.Kind != "chan" || objs[0].Object.Chan == nil || objs[0].Object.Chan.Receivers != len(objs[0].Goroutines) || len(objs[0].Goroutines) < 10 {
+		t.Errorf("waiting on, from the image: %v", objs)
+	}
 }
 
 // FuzzDecodeImage decodes the committed image with bytes of its memory

@@ -87,6 +87,9 @@ type Goroutine struct {
 	// Truncated is set when the stack could not be fully unwound; Problem says why.
 	Truncated bool
 	Problem   string
+	// WaitingOn lists what a blocked goroutine waits on (several for a
+	// select), as read in the stop; nil when it waits on nothing gi knows.
+	WaitingOn []WaitObject
 }
 
 // Frame is one logical frame of a goroutine's stack.

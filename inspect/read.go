@@ -40,6 +40,7 @@ type rawG struct {
 type rawSnapshot struct {
 	gs       []*rawG
 	warnings []string
+	waits    *rawWaits
 }
 
 func (t *Target) u64(b []byte, off int64) uint64 {
@@ -260,6 +261,10 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 			out.warnings = append(out.warnings, "labels: "+err.Error())
 		}
 	}
+	if t.SkipWaits {
+		return out, nil
+	}
+	out.waits = t.copyWaits(out.gs, bufs.sudogs, bufs.waits)
 	return out, nil
 }
 
@@ -292,6 +297,8 @@ func (t *Target) mapNewThreads(stopped []ptrace.Thread, nsTIDs map[int]int) {
 // pause.
 type buffers struct {
 	g, stacks []byte
+	sudogs    []byte // what goroutines wait on: one sudog each, mostly
+	waits     *waitScratch
 	gs        []rawG
 	ptrs      []*rawG
 	mapped    [][]byte
@@ -355,6 +362,14 @@ func (t *Target) prepareBuffers() *buffers {
 	}
 	b.g = b.huge(int(n) * int(t.Layout.G.Size))
 	b.stacks = b.huge(int(n) * stackEstimate)
+	if w := &t.Layout.Wait; w.Known && !t.SkipWaits {
+		b.sudogs = b.huge(int(n)*int(w.Sudog.Size) + 1<<16)
+		ws := &waitScratch{reads: make([]waitRead, 0, n), bufs: make([][]byte, n), member: make([]int32, n)}
+		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&ws.reads[:1][0])), int(n)*int(unsafe.Sizeof(waitRead{}))))
+		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&ws.bufs[0])), int(n)*int(unsafe.Sizeof([]byte(nil)))))
+		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&ws.member[0])), int(n)*4))
+		b.waits = ws
+	}
 	gs := make([]rawG, n)
 	prefault(unsafe.Slice((*byte)(unsafe.Pointer(&gs[0])), len(gs)*int(unsafe.Sizeof(rawG{}))))
 	b.gs = gs

@@ -59,6 +59,11 @@ type Target struct {
 	// namespaces): g.waitsince is in the target's clock.
 	clockOffset time.Duration
 
+	// SkipWaits leaves out what blocked goroutines wait on (WaitingOn):
+	// the snapshot as gi took it before it read them, the baseline of the
+	// pause benchmark.
+	SkipWaits bool
+
 	waitReasons []string
 	statusNames []string
 	sym         *symbolizer
@@ -254,6 +259,16 @@ func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 		Warnings:  raw.warnings,
 	}
 	snap.Goroutines = t.decode(raw, now)
+	if raw.waits != nil {
+		gBytes := make(map[uint64][]byte, len(raw.gs))
+		gAddrs := make(map[uint64]bool, len(raw.gs))
+		for _, rg := range raw.gs {
+			gBytes[rg.addr], gAddrs[rg.addr] = rg.g, true
+		}
+		t.index(raw.waits, gAddrs)
+		snap.Warnings = append(snap.Warnings, raw.waits.problemWarnings()...)
+		t.decodeWaits(raw.waits, snap.Goroutines, now, gBytes)
+	}
 	sort.SliceStable(snap.Goroutines, func(i, j int) bool { return snap.Goroutines[i].ID < snap.Goroutines[j].ID })
 	return snap
 }

@@ -5,6 +5,7 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 
 	"github.com/gi-debug/gi/inspect"
@@ -43,9 +44,63 @@ type Goroutine struct {
 	Frames         []Frame           `json:"frames"`
 	Truncated      bool              `json:"truncated,omitempty"`
 	Problem        string            `json:"problem,omitempty"`
+	// WaitingOn lists the objects a blocked goroutine waits on (several
+	// for a select).
+	WaitingOn []WaitObject `json:"waiting_on,omitempty"`
 	// Trace is set by `gi ps --trace`: the latency of the goroutine's
 	// measured function.
 	Trace *link.Latency `json:"trace,omitempty"`
+}
+
+// WaitObject is one object a goroutine waits on.
+type WaitObject struct {
+	// Kind is chan, mutex, rwmutex, waitgroup, cond, sema or timer.
+	Kind string `json:"kind"`
+	// Addr is the object's address as the target prints it with %p.
+	Addr string `json:"addr"`
+	Name string `json:"name,omitempty"`
+	Type string `json:"type,omitempty"`
+	// Dir is send or recv on a channel, read or write on a RWMutex.
+	Dir string `json:"dir,omitempty"`
+	// Channels.
+	Len       *uint64 `json:"len,omitempty"`
+	Cap       *uint64 `json:"cap,omitempty"`
+	Closed    *bool   `json:"closed,omitempty"`
+	Receivers *int    `json:"receivers,omitempty"`
+	Senders   *int    `json:"senders,omitempty"`
+	// Sync objects.
+	Locked   *bool  `json:"locked,omitempty"`
+	Starving *bool  `json:"starving,omitempty"`
+	Readers  *int32 `json:"readers,omitempty"`
+	Counter  *int32 `json:"counter,omitempty"`
+	Waiters  *int   `json:"waiters,omitempty"`
+	// WakeInNS is, for a sleep, the time until it ends.
+	WakeInNS *int64 `json:"wake_in_ns,omitempty"`
+	// Unknown says what could not be learnt.
+	Unknown string `json:"unknown,omitempty"`
+}
+
+// NewWaitObject converts an inspect.WaitObject.
+func NewWaitObject(o inspect.WaitObject) WaitObject {
+	w := WaitObject{Kind: o.Kind, Addr: fmt.Sprintf("%#x", o.Addr), Name: o.Name, Type: o.Type, Dir: o.Dir, Unknown: o.Unknown}
+	if c := o.Chan; c != nil {
+		w.Len, w.Cap, w.Closed, w.Receivers, w.Senders = &c.Len, &c.Cap, &c.Closed, &c.Receivers, &c.Senders
+	}
+	if s := o.Sync; s != nil {
+		w.Waiters = &s.Waiters
+		switch o.Kind {
+		case "mutex":
+			w.Locked, w.Starving = &s.Locked, &s.Starving
+		case "rwmutex":
+			w.Locked, w.Readers = &s.Locked, &s.Readers
+		case "waitgroup":
+			w.Counter = &s.Counter
+		}
+	}
+	if o.Kind == "timer" && o.Unknown == "" {
+		w.WakeInNS = &o.WakeIn
+	}
+	return w
 }
 
 // CreatedBy names the go statement that created a goroutine.
@@ -162,6 +217,9 @@ func newGoroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
 	if c := g.CreatedBy; c != nil {
 		jg.CreatedBy = &CreatedBy{Function: c.Function, File: c.File, Line: c.Line, Goid: g.ParentID}
 	}
+	for _, o := range g.WaitingOn {
+		jg.WaitingOn = append(jg.WaitingOn, NewWaitObject(o))
+	}
 	for _, f := range g.Frames {
 		if f.Elided && !allFrames {
 			continue
@@ -176,4 +234,51 @@ func Write(w io.Writer, doc any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(doc)
+}
+
+// Objects is the document `gi ps --objects --json` prints: the objects
+// goroutines wait on, most waiters first.
+type Objects struct {
+	PID     int             `json:"pid"`
+	PauseNS int64           `json:"pause_ns"`
+	Objects []*WaitedObject `json:"objects"`
+	// Blocked of Goroutines (system ones aside) are waiting: all of them
+	// when the program can make no progress on its own.
+	Blocked    int      `json:"blocked"`
+	Goroutines int      `json:"goroutines"`
+	Warnings   []string `json:"warnings,omitempty"`
+}
+
+// WaitedObject is one entry of Objects.
+type WaitedObject struct {
+	Object        WaitObject     `json:"object"`
+	Waiters       int            `json:"waiters"`
+	BySide        map[string]int `json:"by_side"`
+	LongestWaitNS int64          `json:"longest_wait_ns"`
+	Goids         []uint64       `json:"goids"`
+	// Facts are plain facts that point at a bug ("no goroutine waits to send").
+	Facts []string `json:"facts"`
+}
+
+// NewObjects builds the document for goroutines gs of snap.
+func NewObjects(snap *inspect.Snapshot, gs []*inspect.Goroutine) *Objects {
+	out := &Objects{PID: snap.PID, PauseNS: snap.Pause.Nanoseconds(), Objects: []*WaitedObject{}, Warnings: snap.Warnings}
+	out.Blocked, out.Goroutines = inspect.AllBlocked(snap.Goroutines)
+	for _, wo := range inspect.WaitedObjects(gs) {
+		o := &WaitedObject{Object: NewWaitObject(wo.Object), Waiters: len(wo.Goroutines), BySide: map[string]int{},
+			LongestWaitNS: wo.LongestWait.Nanoseconds(), Facts: wo.Facts()}
+		for d, n := range wo.ByDir {
+			if d != "" {
+				o.BySide[d] = n
+			}
+		}
+		if o.Facts == nil {
+			o.Facts = []string{}
+		}
+		for _, g := range wo.Goroutines {
+			o.Goids = append(o.Goids, g.ID)
+		}
+		out.Objects = append(out.Objects, o)
+	}
+	return out
 }

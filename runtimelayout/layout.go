@@ -108,6 +108,9 @@ type RuntimeLayout struct {
 
 	Labels LabelsKind
 	Hmap   HmapLayout
+	// Wait describes what blocked goroutines wait through (channels,
+	// semaphores, timers).
+	Wait WaitLayout
 }
 
 // StatusValue returns the value of status name (without the package, e.g. "_Gwaiting").
@@ -255,6 +258,7 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 	}
 	l.Labels, l.Hmap = labelsLayout(d)
 	l.TracebackLabels = tracebackLabels(d)
+	l.Wait = waitLayoutFromDWARF(d, g)
 	return l, nil
 }
 

@@ -22,6 +22,8 @@ import (
 
 type psOptions struct {
 	stacks, group, json, all, allFrames bool
+	objects                             bool
+	waits                               bool
 	pprofFile                           string
 	state                               string
 	match                               string
@@ -47,6 +49,7 @@ and lists them: id, state, how long each has waited, where it is and who created
 	f.BoolVar(&o.stacks, "stacks", false, "print full stacks in the Go runtime's own dump format")
 	f.BoolVar(&o.group, "group", false, "fold goroutines with the same state and stack")
 	f.BoolVar(&o.json, "json", false, "print one JSON document")
+	f.BoolVar(&o.objects, "objects", false, "list the objects goroutines wait on (channels, mutexes, ...), most waiters first")
 	f.StringVar(&o.pprofFile, "pprof", "", "write a pprof goroutine profile to `FILE`")
 	f.BoolVar(&o.all, "all", false, "include system goroutines")
 	f.BoolVar(&o.allFrames, "all-frames", false, "keep the runtime-internal frames the runtime's dump elides")
@@ -55,6 +58,8 @@ and lists them: id, state, how long each has waited, where it is and who created
 	f.DurationVar(&o.minWait, "min-wait", 0, "only goroutines that have waited at least `DURATION`")
 	f.DurationVar(&o.trace, "trace", 0, "trace the functions the goroutines are in for `D`, then list them with those functions' latencies")
 	f.IntVar(&o.traceDepth, "trace-depth", 1, "with --trace, trace this many code frames of each goroutine: the one its row shows (the innermost of the program's own code that can be traced) and those above it")
+	f.BoolVar(&o.waits, "waits", true, "read what blocked goroutines wait on (--waits=false: the stop copies goroutines and stacks only)")
+	f.MarkHidden("waits")
 	addTargetFlags(f, &o.target)
 	return cmd
 }
@@ -79,6 +84,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		return err
 	}
 	defer t.Close()
+	t.SkipWaits = !o.waits
 	snap, err := t.Snapshot(a.tracer)
 	if err != nil {
 		return err
@@ -120,6 +126,10 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 	}
 	switch {
+	case o.objects && o.json:
+		return report.Write(out, report.NewObjects(snap, gs))
+	case o.objects:
+		return writeObjects(out, snap, gs)
 	case o.json && o.group:
 		return report.Write(out, report.NewPsGroups(snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames, res))
 	case o.json:
@@ -270,6 +280,86 @@ func hasLabels(gs []*inspect.Goroutine) bool {
 	return false
 }
 
+// hasWaits reports whether any goroutine has a WAITING ON cell.
+func hasWaits(gs []*inspect.Goroutine) bool {
+	for _, g := range gs {
+		if len(g.WaitingOn) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// groupWaitingOn is a group's WAITING ON cell: the object when every member
+// waits on the same, else how many objects.
+func groupWaitingOn(gr *inspect.Group) string {
+	objs := inspect.WaitedObjects(gr.Goroutines)
+	switch len(objs) {
+	case 0:
+		return ""
+	case 1:
+		return gr.Representative().WaitingOnText()
+	}
+	return fmt.Sprintf("%d objects (gi ps --objects)", len(objs))
+}
+
+// writeObjects lists the objects goroutines wait on, most waiters first,
+// with the facts that point at a bug.
+func writeObjects(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine) error {
+	objs := inspect.WaitedObjects(gs)
+	tbl := newTable(out)
+	tbl.Header("WAITERS", "KIND", "OBJECT", "TYPE", "STATE", "BY SIDE", "LONGEST WAIT", "GOIDS")
+	for _, wo := range objs {
+		o := wo.Object
+		ref := o.Name
+		if ref == "" {
+			ref = fmt.Sprintf("%#x", o.Addr)
+		}
+		state := o.String()
+		if i := strings.IndexByte(state, '('); i >= 0 {
+			state = strings.TrimSuffix(state[i+1:], ")")
+		} else if o.Kind == "timer" || (o.Kind == "chan" && o.Addr == 0) {
+			state, ref = o.String(), "-"
+		} else {
+			state = ""
+		}
+		var sides []string
+		for _, d := range []string{"recv", "send", "read", "write"} {
+			if n := wo.ByDir[d]; n > 0 {
+				sides = append(sides, fmt.Sprintf("%d %s", n, d))
+			}
+		}
+		ids := make([]string, 0, 6)
+		for i, g := range wo.Goroutines {
+			if i == 5 {
+				ids = append(ids, fmt.Sprintf("+%d", len(wo.Goroutines)-5))
+				break
+			}
+			ids = append(ids, strconv.FormatUint(g.ID, 10))
+		}
+		if err := tbl.Append([]string{strconv.Itoa(len(wo.Goroutines)), o.Kind, ref, o.Type, state, strings.Join(sides, ", "),
+			formatWait(wo.LongestWait, wo.LongestWait > 0), strings.Join(ids, ",")}); err != nil {
+			return err
+		}
+	}
+	if err := tbl.Render(); err != nil {
+		return err
+	}
+	for _, wo := range objs {
+		for _, f := range wo.Facts() {
+			ref := wo.Object.Name
+			if ref == "" {
+				ref = fmt.Sprintf("%#x", wo.Object.Addr)
+			}
+			fmt.Fprintf(out, "%s %s: %s\n", wo.Object.Kind, ref, f)
+		}
+	}
+	if blocked, total := inspect.AllBlocked(snap.Goroutines); total > 0 && blocked == total {
+		fmt.Fprintf(out, "all %d goroutines of the program are blocked\n", total)
+	}
+	return writeWarnings(out, snap)
+}
+
 func stateText(g *inspect.Goroutine) string {
 	s := g.State
 	if g.LockedToThread {
@@ -291,6 +381,10 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 	if pt != nil {
 		header = append(header, "CALLS", "P50", "P99", "MAX", "IN CALL")
 	}
+	waits := hasWaits(gs)
+	if waits {
+		header = append(header, "WAITING ON")
+	}
 	tbl.Header(header...)
 	for _, g := range gs {
 		fn, loc := pt.location(g)
@@ -300,6 +394,9 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 		}
 		if pt != nil {
 			row = append(row, pt.columns(pt.ByGoid[g.ID])...)
+		}
+		if waits {
+			row = append(row, g.WaitingOnText())
 		}
 		if err := tbl.Append(row); err != nil {
 			return err
@@ -321,6 +418,10 @@ func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Gorout
 	if pt != nil {
 		header = append(header, "CALLS", "P50", "P99", "MAX", "IN CALL")
 	}
+	waits := hasWaits(gs)
+	if waits {
+		header = append(header, "WAITING ON")
+	}
 	tbl.Header(header...)
 	for _, gr := range groups {
 		g := gr.Representative()
@@ -331,6 +432,9 @@ func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Gorout
 		}
 		if pt != nil {
 			row = append(row, pt.groupColumns(gr)...)
+		}
+		if waits {
+			row = append(row, groupWaitingOn(gr))
 		}
 		if err := tbl.Append(row); err != nil {
 			return err

@@ -104,3 +104,44 @@ func TestJSONSchemaIsStrict(t *testing.T) {
 		t.Error("a frame without its required inlined field passed")
 	}
 }
+
+// TestObjectsCLI runs gi ps --objects on the waiters target, whose 100
+// goroutines receive from one channel nobody sends on: the first row says
+// so, with the fact stated, and the JSON document matches the schema.
+func TestObjectsCLI(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "waiters", targets.BuildOptions{}), "-fan", "100")
+	out := giOK(t, "ps", "--objects", strconv.Itoa(p.Pid))
+	lines := strings.Split(out, "\n")
+	if len(lines) < 3 {
+		t.Fatalf("gi ps --objects:\n%s", out)
+	}
+	if f := strings.Fields(lines[1]); len(f) < 4 || f[0] != "100" || f[1] != "chan" || !strings.Contains(lines[1], "100 receivers, 0 senders") {
+		t.Errorf("first row %q: want the channel 100 goroutines receive from", lines[1])
+	}
+	fanAddr := strings.Fields(lines[1])[2]
+	if !strings.Contains(out, "chan "+fanAddr+": no goroutine waits to send") || !strings.Contains(out, "goroutines of the program are blocked") {
+		t.Errorf("facts missing:\n%s", out)
+	}
+	var fanLines int
+	for _, l := range p.Lines() {
+		if strings.Contains(l, "addr="+fanAddr+" ") {
+			fanLines++
+		}
+	}
+	if fanLines != 100 {
+		t.Errorf("the target names %s for %d goroutines, want 100 (gi's address is not the target's)", fanAddr, fanLines)
+	}
+	validate(t, compileSchema(t, "psObjects"), "gi ps --objects --json", giOK(t, "ps", "--objects", "--json", strconv.Itoa(p.Pid)))
+	validate(t, compileSchema(t, "ps"), "gi ps --json (waiters)", giOK(t, "ps", "--json", strconv.Itoa(p.Pid)))
+}
+
+// giOK runs gi and returns its stdout, failing the test unless it succeeds.
+func giOK(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, code := runGi(t, args...)
+	if code != 0 {
+		t.Fatalf("gi %v: exit %d: %s", args, code, errOut)
+	}
+	return out
+}

@@ -28,6 +28,7 @@ var Arches = []string{"amd64", "arm64"}
 
 func main() {
 	out := flag.String("o", "layouts_generated.go", "output file")
+	only := flag.String("toolchains", "", "comma-separated releases to generate for instead of the newest of each (e.g. the table's current ones)")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "gentables")
 	if err != nil {
@@ -35,8 +36,10 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 
-	toolchains, err := goreleases.Newest()
-	if err != nil {
+	var toolchains []string
+	if *only != "" {
+		toolchains = strings.Split(*only, ",")
+	} else if toolchains, err = goreleases.Newest(); err != nil {
 		log.Fatal(err)
 	}
 	log.Printf("Go releases: %v", toolchains)
