@@ -528,41 +528,39 @@ func (o *OTLP) post(body []byte) (rejected uint64, retryAfter time.Duration, err
 // (field 1 partial_success, its field 1 rejected_spans), with protowire for
 // the same reason request uses TracesData.
 func partialSuccess(b []byte) (uint64, error) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return 0, protowire.ParseError(n)
-		}
-		b = b[n:]
-		if num == 1 && typ == protowire.BytesType {
-			ps, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return 0, protowire.ParseError(n)
-			}
-			for len(ps) > 0 {
-				f, t, m := protowire.ConsumeTag(ps)
-				if m < 0 {
-					return 0, protowire.ParseError(m)
-				}
-				ps = ps[m:]
-				if f == 1 && t == protowire.VarintType {
-					v, m := protowire.ConsumeVarint(ps)
-					if m < 0 {
-						return 0, protowire.ParseError(m)
-					}
-					return v, nil
-				}
-				if m = protowire.ConsumeFieldValue(f, t, ps); m < 0 {
-					return 0, protowire.ParseError(m)
-				}
-				ps = ps[m:]
-			}
-			return 0, nil
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return 0, protowire.ParseError(n)
-		}
-		b = b[n:]
+	ps, found, err := protoField(b, 1, protowire.BytesType)
+	if err != nil || !found {
+		return 0, err
 	}
-	return 0, nil
+	v, found, err := protoField(ps, 1, protowire.VarintType)
+	if err != nil || !found {
+		return 0, err
+	}
+	n, _ := protowire.ConsumeVarint(v)
+	return n, nil
+}
+
+// protoField returns the encoded value of the first field num of wire type
+// typ in message b: the payload of a bytes field, the varint of a varint.
+func protoField(b []byte, num protowire.Number, typ protowire.Type) ([]byte, bool, error) {
+	for len(b) > 0 {
+		f, t, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, false, protowire.ParseError(n)
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(f, t, b)
+		if m < 0 {
+			return nil, false, protowire.ParseError(m)
+		}
+		if f == num && t == typ {
+			if typ == protowire.BytesType {
+				v, _ := protowire.ConsumeBytes(b)
+				return v, true, nil
+			}
+			return b[:m], true, nil
+		}
+		b = b[m:]
+	}
+	return nil, false, nil
 }

@@ -13,24 +13,12 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/trace"
 )
 
-// traceJSONLine is a call line of gi trace --json.
-type traceJSONLine struct {
-	Goid       uint64 `json:"goid"`
-	Function   string `json:"function"`
-	CallerFile string `json:"caller_file"`
-	CallerLine int    `json:"caller_line"`
-	Depth      int    `json:"depth"`
-	StartNS    int64  `json:"start_ns"`
-	DurationNS int64  `json:"duration_ns"`
-	Unwound    bool   `json:"unwound"`
-	Running    bool   `json:"running"`
-}
-
-func parseTraceJSON(t *testing.T, out string) []traceJSONLine {
+func parseTraceJSON(t *testing.T, out string) []trace.JSONCall {
 	t.Helper()
-	var lines []traceJSONLine
+	var lines []trace.JSONCall
 	dec := json.NewDecoder(strings.NewReader(out))
 	for {
 		var raw map[string]json.RawMessage
@@ -43,7 +31,7 @@ func parseTraceJSON(t *testing.T, out string) []traceJSONLine {
 			continue
 		}
 		b, _ := json.Marshal(raw)
-		var l traceJSONLine
+		var l trace.JSONCall
 		if err := json.Unmarshal(b, &l); err != nil {
 			t.Fatal(err)
 		}
