@@ -264,7 +264,7 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	if t.SkipWaits {
 		return out, nil
 	}
-	out.waits = t.copyWaits(out.gs, bufs.sudogs, bufs.waits)
+	out.waits = t.copyWaits(out.gs, bufs.sudogs, bufs.waits, bufs.polls)
 	return out, nil
 }
 
@@ -299,6 +299,7 @@ type buffers struct {
 	g, stacks []byte
 	sudogs    []byte // what goroutines wait on: one sudog each, mostly
 	waits     *waitScratch
+	polls     map[uint64]int // pollDesc address → descriptor, found before the stop
 	gs        []rawG
 	ptrs      []*rawG
 	mapped    [][]byte

@@ -215,6 +215,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
+	bufs.polls = t.pollDescs()
 	stopped, err := tr.Stop(t.PID)
 	if err != nil {
 		return nil, fmt.Errorf("stop process %d: %w", t.PID, err)
@@ -267,7 +268,7 @@ func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 		}
 		t.index(raw.waits, gAddrs)
 		snap.Warnings = append(snap.Warnings, raw.waits.problemWarnings()...)
-		t.decodeWaits(raw.waits, snap.Goroutines, now, gBytes)
+		t.decodeWaits(raw.waits, snap.Goroutines, now, gBytes, gAddrs)
 	}
 	sort.SliceStable(snap.Goroutines, func(i, j int) bool { return snap.Goroutines[i].ID < snap.Goroutines[j].ID })
 	return snap

@@ -36,14 +36,18 @@ type rawWaits struct {
 	// timerWhen maps a g's address to its time.Sleep deadline, read from
 	// its timer (before Go 1.23; later releases keep it in the g).
 	timerWhen map[uint64]int64
-	problems  []string
+	// polls are the netpoller's pollDescs registered with epoll, by
+	// address: their bytes, and the descriptor each is for.
+	polls    map[uint64][]byte
+	pollFD   map[uint64]int
+	problems []string
 }
 
 type waitRead struct {
 	addr  uint64
 	owner uint64 // g address for timers
 	size  int32
-	what  int32 // 0 sudog, 1 chan, 2 timer, 3 window
+	what  int32 // 0 sudog, 1 chan, 2 timer, 3 window, 4 pollDesc
 }
 
 // waitRound is one round of reads and what they returned (nil if failed).
@@ -67,9 +71,10 @@ type waitScratch struct {
 // batched read (adjacent objects merged into one range); every walk is
 // bounded. It does as little as it can while the process is stopped: no
 // per-sudog map, buffers faulted in before the stop (pool).
-func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch) *rawWaits {
+func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls map[uint64]int) *rawWaits {
 	W := &t.Layout.Wait
-	w := &rawWaits{chans: map[uint64][]byte{}, semaOf: map[uint64]uint64{}, windows: map[uint64][]byte{}, timerWhen: map[uint64]int64{}}
+	w := &rawWaits{chans: map[uint64][]byte{}, semaOf: map[uint64]uint64{}, windows: map[uint64][]byte{}, timerWhen: map[uint64]int64{},
+		polls: map[uint64][]byte{}, pollFD: polls}
 	if !W.Known {
 		return w
 	}
@@ -100,6 +105,9 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch) *rawWa
 				next = append(next, waitRead{addr: tm + uint64(W.TimerWhen), size: 8, what: 2, owner: rg.addr})
 			}
 		}
+	}
+	for pd := range polls {
+		next = append(next, waitRead{addr: pd, size: int32(W.PollDesc.WG + 8), what: 4})
 	}
 	if W.SemTable != 0 {
 		table := make([]byte, W.SemTableLen*W.SemRootSize)
@@ -140,6 +148,8 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch) *rawWa
 				w.timerWhen[r.owner] = int64(binary.LittleEndian.Uint64(b))
 			case 3:
 				w.windows[r.addr+semWindowBefore] = b
+			case 4:
+				w.polls[r.addr] = b
 			default:
 				sudogs++
 				// A channel's sudog points at it; the others sleep on a
@@ -167,6 +177,74 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch) *rawWa
 		}
 	}
 	return w
+}
+
+// pollDescs finds, before the stop, the netpoller's pollDescs: the data
+// word of each epoll registration is a pollDesc's address (Go 1.21+: a
+// tagged pointer), confirmed by reading the descriptor number the pollDesc
+// holds. Only for a live process whose binary describes pollDesc.
+func (t *Target) pollDescs() map[uint64]int {
+	P := &t.Layout.Wait.PollDesc
+	if !t.live || P.Size == 0 || t.SkipWaits || !t.Layout.Wait.Known {
+		return nil
+	}
+	regs, err := ptrace.EpollRegistrations(t.PID)
+	if err != nil {
+		return nil
+	}
+	// The encoding of the data word depends on the release and the
+	// address bits the runtime assumes: untagged (Go 1.20), or the pointer
+	// shifted up with tag bits below (tagged pointers: 19 tag bits for
+	// 48-bit addresses, 10 for 57-bit ones, ...). Whichever makes the word
+	// a pollDesc holding its own descriptor number is the one; it is found
+	// once and used for the rest.
+	decode := func(data uint64, tagBits int) uint64 {
+		if tagBits == 0 {
+			return data
+		}
+		return data >> tagBits << 3
+	}
+	out := map[uint64]int{}
+	encodings := []int{0, 19, 10, 11, 12, 13, 14, 15, 16, 17, 18, 20, 21, 22, 23, 24}
+	found := -1
+	for data, fd := range regs {
+		for _, tb := range encodings {
+			if found >= 0 && tb != found {
+				continue
+			}
+			pd := decode(data, tb)
+			if pd == 0 {
+				continue
+			}
+			if v, err := t.readWord(pd + uint64(P.FD)); err == nil && v == uint64(fd) {
+				out[pd], found = fd, tb
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ioWaiters maps the goroutines the copied pollDescs name as waiting to
+// read (rg) or write (wg) to their pollDesc and side.
+func (t *Target) ioWaiters(w *rawWaits, gAddrs map[uint64]bool) map[uint64]ioWait {
+	P := &t.Layout.Wait.PollDesc
+	out := map[uint64]ioWait{}
+	for pd, b := range w.polls {
+		if g := t.u64(b, P.RG); gAddrs[g] {
+			out[g] = ioWait{pd: pd, fd: w.pollFD[pd], dir: "read"}
+		}
+		if g := t.u64(b, P.WG); gAddrs[g] {
+			out[g] = ioWait{pd: pd, fd: w.pollFD[pd], dir: "write"}
+		}
+	}
+	return out
+}
+
+type ioWait struct {
+	pd  uint64
+	fd  int
+	dir string
 }
 
 // problemWarnings are the snapshot warnings of what could not be followed.
@@ -287,8 +365,8 @@ func (t *Target) readAll(reads []waitRead, pool []byte, scratch *waitScratch) (o
 // WaitObject is one object a blocked goroutine waits on, as read in the
 // stop. A select waits on several.
 type WaitObject struct {
-	// Kind is "chan", "mutex", "rwmutex", "waitgroup", "cond", "sema" or
-	// "timer".
+	// Kind is "chan", "mutex", "rwmutex", "waitgroup", "cond", "sema",
+	// "timer" or "fd".
 	Kind string
 	// Addr is the object's address in the target (what %p prints); 0 for
 	// a nil channel and a sleep's timer.
@@ -305,6 +383,8 @@ type WaitObject struct {
 	Chan *ChanState
 	// Sync is set for sync objects.
 	Sync *SyncState
+	// FD is set for a descriptor (Addr is then its pollDesc).
+	FD *ptrace.FD
 	// WakeIn is, for a sleep, how long until the goroutine wakes up.
 	WakeIn int64 // nanoseconds, may be negative when overdue
 	// Unknown says what could not be learnt ("" when all is known).
@@ -333,7 +413,7 @@ type SyncState struct {
 }
 
 // decodeWaits fills WaitingOn of every waiting goroutine.
-func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map[uint64][]byte) {
+func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map[uint64][]byte, gAddrs map[uint64]bool) {
 	W := &t.Layout.Wait
 	if w == nil {
 		return
@@ -347,6 +427,8 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map
 		return
 	}
 	chanDir := t.walkChanQueues(w)
+	io := t.ioWaiters(w, gAddrs)
+	fds := map[int]*ptrace.FD{}
 	chans := map[uint64]WaitObject{}    // each channel described once: its queues may be long
 	objects := map[uint64]*WaitObject{} // sync objects shared by their waiters, counting them
 	for _, g := range gs {
@@ -393,6 +475,29 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map
 				continue
 			}
 			g.WaitingOn = []WaitObject{{Kind: "timer", Type: "time.Sleep", WakeIn: when - now}}
+		case reason == "IO wait":
+			iw, ok := io[g.Addr]
+			if !ok {
+				g.WaitingOn = []WaitObject{{Kind: "fd", Unknown: "no pollDesc registered with epoll names the goroutine"}}
+				continue
+			}
+			obj := WaitObject{Kind: "fd", Addr: iw.pd, Dir: iw.dir, Type: "fd"}
+			d := fds[iw.fd]
+			if d == nil {
+				desc := ptrace.FD{FD: iw.fd}
+				if t.live {
+					if got, err := ptrace.DescribeFD(t.PID, iw.fd); err == nil {
+						desc = got
+					}
+				}
+				d = &desc
+				fds[iw.fd] = d
+			}
+			obj.FD = d
+			if d.Kind != "" {
+				obj.Type = d.Kind
+			}
+			g.WaitingOn = []WaitObject{obj}
 		case reason == "sync.Cond.Wait":
 			g.WaitingOn = []WaitObject{{Kind: "cond", Type: "*sync.Cond", Unknown: "the sync.Cond's address: its waiters are not reachable from the goroutine"}}
 		default:
@@ -456,6 +561,8 @@ func waitKind(reason string) string {
 		return "cond"
 	case reason == "semacquire":
 		return "sema"
+	case reason == "IO wait":
+		return "fd"
 	case reason == "sleep":
 		return "timer"
 	}
@@ -678,6 +785,8 @@ func (o WaitObject) String() string {
 		return "nil chan (blocks forever)"
 	case o.Kind == "timer":
 		return "sleep, wakes in " + formatDuration(o.WakeIn)
+	case o.FD != nil:
+		return o.FD.String() + " (" + o.Dir + ")"
 	case o.Chan != nil:
 		c := o.Chan
 		if c.Cap == 0 {

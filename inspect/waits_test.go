@@ -16,6 +16,7 @@ import (
 type announced struct {
 	goid                  uint64
 	kind, addr, name, dir string
+	fd                    int
 	more                  string
 }
 
@@ -46,6 +47,8 @@ func parseWaits(t *testing.T, lines []string) map[uint64][]announced {
 				a.dir = v
 			case "more":
 				a.more = v
+			case "fd":
+				a.fd, _ = strconv.Atoi(v)
 			}
 		}
 		out[a.goid] = append(out[a.goid], a)
@@ -86,7 +89,7 @@ func TestWaitingOn(t *testing.T) {
 
 func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announced, stripped bool) {
 	t.Helper()
-	if len(want) != 3+2+1+100+1+4+1+2+1+2+1+1 {
+	if len(want) != 3+3+2+1+100+1+4+1+2+1+2+1+1 {
 		t.Fatalf("the target announced %d blocked goroutines", len(want))
 	}
 	byID := map[uint64]*inspect.Goroutine{}
@@ -123,6 +126,14 @@ func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announce
 				if o.Unknown == "" {
 					t.Errorf("%s: a sync.Cond's address cannot be known, yet nothing is said unknown", desc)
 				}
+				continue
+			case "fd":
+				// kind,local,remote as the target's net package says.
+				f := strings.Split(a.more, ",")
+				if o.FD == nil || o.FD.FD != a.fd || o.Dir != a.dir || len(f) != 3 || o.FD.Kind != f[0] || o.FD.Local != f[1] || o.FD.Remote != f[2] {
+					t.Errorf("%s: want fd %d %s, %s (%s → %s)", desc, a.fd, a.dir, f[0], f[1], f[2])
+				}
+				compared++
 				continue
 			case "timer":
 				wake, _ := strconv.ParseInt(a.more, 10, 64)

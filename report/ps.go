@@ -54,7 +54,7 @@ type Goroutine struct {
 
 // WaitObject is one object a goroutine waits on.
 type WaitObject struct {
-	// Kind is chan, mutex, rwmutex, waitgroup, cond, sema or timer.
+	// Kind is chan, mutex, rwmutex, waitgroup, cond, sema, timer or fd.
 	Kind string `json:"kind"`
 	// Addr is the object's address as the target prints it with %p.
 	Addr string `json:"addr"`
@@ -74,6 +74,11 @@ type WaitObject struct {
 	Readers  *int32 `json:"readers,omitempty"`
 	Counter  *int32 `json:"counter,omitempty"`
 	Waiters  *int   `json:"waiters,omitempty"`
+	// Descriptors: the number, and a socket's addresses or a file's path.
+	FD     *int   `json:"fd,omitempty"`
+	Local  string `json:"local,omitempty"`
+	Remote string `json:"remote,omitempty"`
+	Path   string `json:"path,omitempty"`
 	// WakeInNS is, for a sleep, the time until it ends.
 	WakeInNS *int64 `json:"wake_in_ns,omitempty"`
 	// Unknown says what could not be learnt.
@@ -96,6 +101,9 @@ func NewWaitObject(o inspect.WaitObject) WaitObject {
 		case "waitgroup":
 			w.Counter = &s.Counter
 		}
+	}
+	if d := o.FD; d != nil {
+		w.FD, w.Local, w.Remote, w.Path = &d.FD, d.Local, d.Remote, d.Path
 	}
 	if o.Kind == "timer" && o.Unknown == "" {
 		w.WakeInNS = &o.WakeIn

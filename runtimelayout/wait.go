@@ -45,11 +45,21 @@ type WaitLayout struct {
 	WaitGroupSema      int64 // sync.WaitGroup
 	WaitGroupState     int64
 
+	// PollDesc is runtime.pollDesc (Size 0 if the binary has none): the
+	// netpoller's record of a descriptor, with the goroutines waiting to
+	// read (rg) and write (wg) on it.
+	PollDesc PollDescLayout
+
 	// TypeTFlag and TypeStr are the offsets of tflag and str (a name
 	// offset from the module's types base) in a runtime type descriptor
 	// (internal/abi.Type, runtime._type before Go 1.21): channel element
 	// types are named through them.
 	TypeTFlag, TypeStr int64
+}
+
+// PollDescLayout holds the offsets of runtime.pollDesc fields.
+type PollDescLayout struct {
+	Size, FD, RG, WG int64
 }
 
 // SudogLayout holds the offsets of runtime.sudog fields.
@@ -209,6 +219,14 @@ func waitLayout(d *Debug, g *dwarf.StructType) (WaitLayout, error) {
 	}
 	if w.TypeStr == Missing { // Go 1.20 spells them in lower case
 		if err := readFields(typ, typ.StructName, []fieldSpec{{&w.TypeTFlag, []string{"tflag"}, 1, false}, {&w.TypeStr, []string{"str"}, 4, false}}); err != nil {
+			return w, err
+		}
+	}
+
+	if pd, err := d.Struct("runtime.pollDesc"); err == nil {
+		p := &w.PollDesc
+		p.Size = pd.ByteSize
+		if err := readFields(pd, "runtime.pollDesc", []fieldSpec{{&p.FD, []string{"fd"}, 8, false}, {&p.RG, []string{"rg"}, 8, false}, {&p.WG, []string{"wg"}, 8, false}}); err != nil {
 			return w, err
 		}
 	}

@@ -5,7 +5,9 @@
 //
 // Lines printed on stdout before READY, one per blocked goroutine:
 //
-//	WAIT goid=N kind=K addr=0x… [name=main.slowMu] [dir=recv|send] [more=…]
+//	WAIT goid=N kind=K addr=0x… [name=main.slowMu] [dir=recv|send] [fd=N] [more=…]
+//
+// A descriptor's line has addr=fd and more=kind,local,remote.
 //
 // A select prints one WAIT line per case. READY comes once every goroutine
 // that announced itself is blocked (checked in the runtime's own dump).
@@ -15,12 +17,14 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -140,8 +144,63 @@ func sleeper(d time.Duration) {
 	time.Sleep(d)
 }
 
+// fdOf returns the descriptor number behind c.
+func fdOf(c syscall.Conn) int {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		panic(err)
+	}
+	fd := -1
+	rc.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}
+
+//go:noinline
+func acceptOne(ln *net.TCPListener) {
+	announce("IO wait", fmt.Sprintf("kind=fd addr=fd fd=%d dir=read more=tcp,%s,", fdOf(ln), ln.Addr()))
+	ln.Accept()
+}
+
+//go:noinline
+func readConn(c *net.TCPConn) {
+	announce("IO wait", fmt.Sprintf("kind=fd addr=fd fd=%d dir=read more=tcp,%s,%s", fdOf(c), c.LocalAddr(), c.RemoteAddr()))
+	c.Read(make([]byte, 1))
+}
+
+//go:noinline
+func readPipe(r *os.File) {
+	announce("IO wait", fmt.Sprintf("kind=fd addr=fd fd=%d dir=read more=pipe,,", fdOf(r)))
+	r.Read(make([]byte, 1))
+}
+
 func main() {
 	flag.Parse()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go acceptOne(ln.(*net.TCPListener))
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	client, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		panic(err)
+	}
+	server, err := srv.Accept() // kept open, never written to
+	if err != nil {
+		panic(err)
+	}
+	defer server.Close()
+	go readConn(client.(*net.TCPConn))
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		panic(err)
+	}
+	defer pw.Close()
+	go readPipe(pr)
+
 	jobs := make(chan job)
 	for i := 0; i < 3; i++ {
 		go recvJob(jobs)
@@ -183,7 +242,7 @@ func main() {
 
 	// READY once the runtime's own dump shows every announced goroutine
 	// blocked with its reason.
-	want := 3 + 2 + 1 + *fan + 1 + 4 + 1 + 2 + 1 + 2 + 1 + 1
+	want := 3 + 3 + 2 + 1 + *fan + 1 + 4 + 1 + 2 + 1 + 2 + 1 + 1
 	for {
 		printMu.Lock()
 		n := len(waiting)
