@@ -869,7 +869,8 @@ type WaitedObject struct {
 
 // WaitedObjects groups the goroutines of gs by the object they wait on,
 // most waiters first. Objects without an address (sleeps, unknown ones)
-// are grouped by kind and what is known.
+// are grouped by kind and what is known; folded sleeps show the soonest
+// wake-up.
 func WaitedObjects(gs []*Goroutine) []*WaitedObject {
 	byKey := map[string]*WaitedObject{}
 	var out []*WaitedObject
@@ -886,6 +887,9 @@ func WaitedObjects(gs []*Goroutine) []*WaitedObject {
 				wo = &WaitedObject{Object: obj, ByDir: map[string]int{}}
 				byKey[key] = wo
 				out = append(out, wo)
+			}
+			if o.Kind == "timer" && o.Unknown == "" && o.WakeIn < wo.Object.WakeIn {
+				wo.Object.WakeIn = o.WakeIn // sleeps are folded: the soonest wake-up
 			}
 			if n := len(wo.Goroutines); n == 0 || wo.Goroutines[n-1] != g { // a select may name a channel twice
 				wo.Goroutines = append(wo.Goroutines, g)

@@ -5,6 +5,7 @@
 package link
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -98,11 +99,27 @@ type Group struct {
 	Goroutines []*inspect.Goroutine
 	// MaxWait is the longest known wait among the members.
 	MaxWait time.Duration
+	// WaitingOn is what the members wait on when they all wait on the
+	// same (inspect.Goroutine.WaitingOnText), else how many objects.
+	WaitingOn string
+	mixed     bool
 }
 
 // Group folds the non-system goroutines of gs by state and measured
 // function, in the order they first appear.
 func (p Program) Group(gs []*inspect.Goroutine) []*Group {
+	return p.group(gs, false)
+}
+
+// GroupByObject folds them by the object they wait on instead (the first,
+// for a select): every goroutine queued on one channel or mutex is one
+// group whatever its function; goroutines that wait on nothing with an
+// address (sleeps, unknown objects) are folded by state and function.
+func (p Program) GroupByObject(gs []*inspect.Goroutine) []*Group {
+	return p.group(gs, true)
+}
+
+func (p Program) group(gs []*inspect.Goroutine, byObject bool) []*Group {
 	index := map[string]*Group{}
 	var out []*Group
 	for _, g := range gs {
@@ -115,15 +132,27 @@ func (p Program) Group(gs []*inspect.Goroutine) []*Group {
 			at, fn = m[0], m[0].Function
 		}
 		key := g.State + "\x00" + at.Function
+		if byObject && len(g.WaitingOn) > 0 && g.WaitingOn[0].Addr != 0 {
+			o := g.WaitingOn[0]
+			key = fmt.Sprintf("object\x00%s\x00%#x\x00%s", o.Kind, o.Addr, o.Unknown)
+		}
 		gr := index[key]
 		if gr == nil {
-			gr = &Group{State: g.State, Function: fn, At: at}
+			gr = &Group{State: g.State, Function: fn, At: at, WaitingOn: g.WaitingOnText()}
 			index[key] = gr
 			out = append(out, gr)
+		} else if gr.WaitingOn != g.WaitingOnText() {
+			gr.mixed = true
 		}
 		gr.Goroutines = append(gr.Goroutines, g)
 		if g.WaitKnown && g.Wait > gr.MaxWait {
 			gr.MaxWait = g.Wait
+		}
+	}
+	for _, gr := range out {
+		if gr.mixed {
+			// Members wait on different objects: say how many.
+			gr.WaitingOn = fmt.Sprintf("%d objects", len(inspect.WaitedObjects(gr.Goroutines)))
 		}
 	}
 	return out

@@ -128,3 +128,33 @@ func TestGroup(t *testing.T) {
 		t.Errorf("untraceable group: %+v", g)
 	}
 }
+
+// TestGroupByObject folds goroutines by the object they wait on, whatever
+// their function, and keeps the others by state and function; a group by
+// function whose members wait on different objects says how many.
+func TestGroupByObject(t *testing.T) {
+	ch := func(addr uint64) []inspect.WaitObject {
+		return []inspect.WaitObject{{Kind: "chan", Addr: addr, Chan: &inspect.ChanState{Receivers: 2}}}
+	}
+	mk := func(id uint64, fn string, waits []inspect.WaitObject) *inspect.Goroutine {
+		g := stack("runtime.gopark elided", "runtime.chanrecv1", fn)
+		g.ID, g.State, g.WaitingOn = id, "chan receive", waits
+		return g
+	}
+	gs := []*inspect.Goroutine{
+		mk(1, "main.a", ch(0xc000010000)),
+		mk(2, "main.b", ch(0xc000010000)),
+		mk(3, "main.a", ch(0xc000020000)),
+		mk(4, "main.c", nil),
+	}
+	p := Program{Traceable: notRuntime}
+	byObj := p.GroupByObject(gs)
+	if len(byObj) != 3 || len(byObj[0].Goroutines) != 2 || byObj[0].Goroutines[1].ID != 2 ||
+		!strings.HasPrefix(byObj[0].WaitingOn, "chan 0xc000010000") || byObj[2].Function != "main.c" || byObj[2].WaitingOn != "" {
+		t.Errorf("by object: %+v", byObj)
+	}
+	byFn := p.Group(gs)
+	if len(byFn) != 3 || byFn[0].Function != "main.a" || byFn[0].WaitingOn != "2 objects" {
+		t.Errorf("by function: %+v", byFn)
+	}
+}

@@ -110,7 +110,11 @@ func runTop(a *app, target string, tf targetFlags) error {
 	defer tick.Stop()
 	var groups []*link.Group
 	refresh := func() {
-		groups = prog.Group(snap.Goroutines)
+		if v.byObject {
+			groups = prog.GroupByObject(snap.Goroutines)
+		} else {
+			groups = prog.Group(snap.Goroutines)
+		}
 		var names []string
 		for _, g := range groups {
 			if g.Function != "" {
@@ -135,8 +139,12 @@ func runTop(a *app, target string, tf targetFlags) error {
 			height = 40
 		}
 		for _, k := range keys {
+			byObject := v.byObject
 			if v.apply(k, height/2) {
 				return true
+			}
+			if v.byObject != byObject {
+				refresh()
 			}
 		}
 		draw()

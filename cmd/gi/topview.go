@@ -35,7 +35,8 @@ const (
 	actPageUp
 	actHome
 	actEnd
-	actToggle // expand or fold the selected group
+	actToggle       // expand or fold the selected group
+	actGroupObjects // group by the object waited on, or by function again
 	actEnter
 	actEscape
 	actBackspace
@@ -142,7 +143,7 @@ func matchEscape(b []byte) (n int, action topAction, complete bool) {
 // plainKeys are the single-byte commands.
 var plainKeys = map[byte]topAction{
 	'q': actQuit, 3: actQuit, // q, Ctrl-C
-	'c': actSortCount, 'w': actSortWait, 'p': actSortP99,
+	'c': actSortCount, 'w': actSortWait, 'p': actSortP99, 'o': actGroupObjects,
 	'/': actFilter, 'j': actDown, 'k': actUp, 'g': actHome, 'G': actEnd,
 	'e': actToggle, '\r': actEnter, '\n': actEnter, 0x7f: actBackspace, 0x08: actBackspace,
 }
@@ -161,6 +162,7 @@ func plainKey(b byte) topKey {
 // topView is the interactive state.
 type topView struct {
 	sortBy    byte // 'c', 'w', 'p'
+	byObject  bool // groups by the object the goroutines wait on
 	filter    *regexp.Regexp
 	filterSrc string
 	editing   bool
@@ -223,6 +225,9 @@ func (v *topView) apply(k topKey, page int) (quit bool) {
 		v.selected = 1 << 30 // clamped by renderTop
 	case actToggle, actEnter:
 		v.expanded = !v.expanded
+	case actGroupObjects:
+		v.byObject = !v.byObject
+		v.selected, v.offset, v.expanded = 0, 0, false
 	}
 	v.selected = max(v.selected, 0)
 	return false
@@ -246,7 +251,7 @@ func groupLocation(g *link.Group) string {
 func topRows(groups []*link.Group, hist func(string) *trace.Histogram, v *topView) []topRow {
 	var rows []topRow
 	for _, g := range groups {
-		if v.filter != nil && !v.filter.MatchString(g.State+" "+groupLocation(g)) {
+		if v.filter != nil && !v.filter.MatchString(g.State+" "+groupLocation(g)+" "+g.WaitingOn) {
 			continue
 		}
 		rows = append(rows, topRow{g: g, h: hist(g.Function)})
@@ -295,20 +300,24 @@ func renderTop(sc topScreen, v *topView) []string {
 		}
 	}
 	sortName := map[byte]string{'c': "count", 'w': "wait", 'p': "p99"}[v.sortBy]
-	head := []string{fmt.Sprintf("gi top - pid %s (%s) - %d goroutines - paused %v - %s - sort: %s",
-		pidText(sc.snap.PID, sc.snap.NSPid), sc.snap.GoVersion, total, sc.snap.Pause.Round(10*time.Microsecond), sc.now.Format("15:04:05"), sortName)}
+	groupBy := "function"
+	if v.byObject {
+		groupBy = "object"
+	}
+	head := []string{fmt.Sprintf("gi top - pid %s (%s) - %d goroutines - paused %v - %s - sort: %s - by %s",
+		pidText(sc.snap.PID, sc.snap.NSPid), sc.snap.GoVersion, total, sc.snap.Pause.Round(10*time.Microsecond), sc.now.Format("15:04:05"), sortName, groupBy)}
 	filter := "filter: " + v.filterSrc
 	if v.editing {
 		filter = "filter: /" + v.input + "_"
 	}
-	head = append(head, "keys: c w p sort  / filter  j k PgUp PgDn move  Enter expand  q quit   "+filter)
+	head = append(head, "keys: c w p sort  o group by object  / filter  j k PgUp PgDn move  Enter expand  q quit   "+filter)
 	if sc.traceErr != "" {
 		head = append(head, "trace: "+sc.traceErr)
 	}
 	if v.message != "" {
 		head = append(head, v.message)
 	}
-	head = append(head, fmt.Sprintf("  %6s  %-22s %8s %8s %9s %9s  %s", "COUNT", "STATE", "MAXWAIT", "CALLS", "P50", "P99", "FUNCTION"))
+	head = append(head, fmt.Sprintf("  %6s  %-22s %8s %8s %9s %9s  %-40s  %s", "COUNT", "STATE", "MAXWAIT", "CALLS", "P50", "P99", "FUNCTION", "WAITING ON"))
 
 	// Room for rows: the height less the header and the two indicator lines.
 	room := max(height-len(head)-2, 1)
@@ -345,8 +354,8 @@ func renderTop(sc topScreen, v *topView) []string {
 		if i == v.selected {
 			mark = selectedMark
 		}
-		line := fmt.Sprintf("%s %6d  %-22s %8s %8s %9s %9s  %s", mark, len(r.g.Goroutines), clipWidth(r.g.State, 22),
-			formatWait(r.g.MaxWait, r.g.MaxWait > 0), calls, p50s, p99s, groupLocation(r.g))
+		line := fmt.Sprintf("%s %6d  %-22s %8s %8s %9s %9s  %-40s  %s", mark, len(r.g.Goroutines), clipWidth(r.g.State, 22),
+			formatWait(r.g.MaxWait, r.g.MaxWait > 0), calls, p50s, p99s, clipWidth(groupLocation(r.g), 40), r.g.WaitingOn)
 		line = clipWidth(line, width)
 		if i == v.selected {
 			line = reverseOn + line + styleOff

@@ -234,3 +234,29 @@ func displayWidth(s string) int {
 	}
 	return w
 }
+
+// TestTopGroupByObjectKey checks that 'o' switches the grouping, resets
+// the selection, says so in the header and shows the WAITING ON column.
+func TestTopGroupByObjectKey(t *testing.T) {
+	snap, groups, hist := topFixture(3)
+	groups[0].WaitingOn = "mutex main.slowMu (locked, 4 waiters)"
+	sc := topScreen{snap: snap, groups: groups, hist: hist, width: 200, height: 40, now: time.Unix(0, 0)}
+	v := &topView{sortBy: 'c', selected: 2}
+	var d keyDecoder
+	for _, k := range d.Feed([]byte("o")) {
+		v.apply(k, 10)
+	}
+	if !v.byObject || v.selected != 0 {
+		t.Fatalf("after 'o': byObject %v, selected %d", v.byObject, v.selected)
+	}
+	screen := strings.Join(renderTop(sc, v), "\n")
+	if !strings.Contains(screen, "by object") || !strings.Contains(screen, "WAITING ON") || !strings.Contains(screen, "mutex main.slowMu (locked, 4 waiters)") {
+		t.Errorf("screen after 'o':\n%s", screen)
+	}
+	for _, k := range d.Feed([]byte("o")) {
+		v.apply(k, 10)
+	}
+	if v.byObject || !strings.Contains(strings.Join(renderTop(sc, v), "\n"), "by function") {
+		t.Error("a second 'o' does not group by function again")
+	}
+}
