@@ -509,7 +509,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map
 				}
 				why := "not found in the semaphore table"
 				if W.SemTable == 0 {
-					why = "the semaphore table's address is unknown in a stripped binary"
+					why = "the semaphore table's address is unknown (a stripped binary on an architecture gi cannot find it on)"
 				}
 				if kind != "" {
 					g.WaitingOn = []WaitObject{{Kind: kind, Dir: dir, Unknown: why}}

@@ -47,6 +47,8 @@ func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 	if cp.AllGs, cp.AllGLen, err = FindAllgs(bin); err != nil {
 		return nil, nil, fmt.Errorf("stripped %s binary: %w", bin.GoVersion, err)
 	}
+	// Without it, sync waiters are said unknown: not fatal.
+	cp.Wait.SemTable, _ = FindSemtable(bin)
 	return &cp, v, nil
 }
 
@@ -123,4 +125,72 @@ func FindAllgs(b Source) (allgs, allglen uint64, err error) {
 		return 0, 0, fmt.Errorf("runtime.allgs (%#x) or runtime.allglen (%#x) not found in runtime.allgadd", allgs, allglen)
 	}
 	return allgs, allglen, nil
+}
+
+// FindSemtable locates runtime.semtable in a binary without symbols: the
+// one static address both runtime.semacquire1 and runtime.semrelease1 take
+// with a RIP-relative LEAQ (semroot, inlined in both, indexes the table).
+func FindSemtable(b Source) (uint64, error) {
+	if b.Arch != "amd64" {
+		return 0, fmt.Errorf("finding runtime.semtable without symbols is implemented for amd64 only, not %s", b.Arch)
+	}
+	var common map[uint64]bool
+	for _, name := range []string{"runtime.semacquire1", "runtime.semrelease1"} {
+		leas, err := leaTargets(b, name)
+		if err != nil {
+			return 0, err
+		}
+		if common == nil {
+			common = leas
+			continue
+		}
+		for a := range common {
+			if !leas[a] {
+				delete(common, a)
+			}
+		}
+	}
+	if len(common) != 1 {
+		return 0, fmt.Errorf("runtime.semacquire1 and runtime.semrelease1 share %d static addresses, want 1 (runtime.semtable)", len(common))
+	}
+	for a := range common {
+		return a, nil
+	}
+	return 0, nil
+}
+
+// maxScannedFunc bounds the code decoded from one function.
+const maxScannedFunc = 1 << 16
+
+// leaTargets returns the static addresses a function loads with a
+// RIP-relative LEAQ.
+func leaTargets(b Source, name string) (map[uint64]bool, error) {
+	f := b.Lines.FuncByName(name)
+	if f == nil {
+		return nil, fmt.Errorf("%s not in the pclntab", name)
+	}
+	if f.End <= f.Entry || f.End-f.Entry > maxScannedFunc {
+		return nil, fmt.Errorf("%s has an implausible size", name)
+	}
+	code := make([]byte, f.End-f.Entry)
+	if _, err := b.Contents.ReadAt(code, f.Entry); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	out := map[uint64]bool{}
+	for off := 0; off < len(code); {
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			off++ // padding or data: resynchronise
+			continue
+		}
+		next := f.Entry + uint64(off+inst.Len)
+		off += inst.Len
+		if inst.Op != x86asm.LEA {
+			continue
+		}
+		if m, ok := inst.Args[1].(x86asm.Mem); ok && m.Base == x86asm.RIP {
+			out[uint64(int64(next)+m.Disp)] = true
+		}
+	}
+	return out, nil
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // TestFindAllgsWithoutSymbols finds runtime.allgs and runtime.allglen through
-// the code of runtime.allgadd, as for a stripped binary, and checks the
-// result against the symbol table, for every Go release in the table, PIE
+// the code of runtime.allgadd, and runtime.semtable through the code of
+// semacquire1 and semrelease1, as for a stripped binary, and checks the
+// results against the symbol table, for every Go release in the table, PIE
 // and not.
 func TestFindAllgsWithoutSymbols(t *testing.T) {
 	for _, tc := range runtimelayout.TableToolchains() {
@@ -22,9 +23,14 @@ func TestFindAllgsWithoutSymbols(t *testing.T) {
 			g, l, err := runtimelayout.FindAllgs(b.Layout())
 			sg, _ := b.Symbol("runtime.allgs")
 			sl, _ := b.Symbol("runtime.allglen")
+			sem, semErr := runtimelayout.FindSemtable(b.Layout())
+			ss, _ := b.Symbol("runtime.semtable")
 			b.Close()
 			if err != nil || g != sg.Addr || l != sl.Addr || g == 0 {
 				t.Errorf("%s %s: found allgs %#x allglen %#x (%v), symbols say %#x %#x", tc, pie, g, l, err, sg.Addr, sl.Addr)
+			}
+			if semErr != nil || sem != ss.Addr || sem == 0 {
+				t.Errorf("%s %s: found semtable %#x (%v), the symbol says %#x", tc, pie, sem, semErr, ss.Addr)
 			}
 		}
 	}
