@@ -35,6 +35,12 @@ type rawG struct {
 	stackErr         string
 
 	labels map[string]string
+
+	// The system call the goroutine's thread is in (status syscall), as
+	// its registers say: number and first argument.
+	syscall     int64
+	syscallArg0 uint64
+	inSyscall   bool
 }
 
 type rawSnapshot struct {
@@ -203,6 +209,12 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 				if host != tid {
 					rg.hostTID = host
 				}
+			}
+			if rg.state&^L.ScanBit == syscall {
+				if regs, ok := threads[hostTID]; ok && regs.Syscall >= 0 {
+					rg.syscall, rg.syscallArg0, rg.inSyscall = regs.Syscall, regs.Arg0, true
+				}
+				continue
 			}
 			if rg.state&^L.ScanBit != running {
 				continue

@@ -261,14 +261,14 @@ func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 	}
 	snap.Goroutines = t.decode(raw, now)
 	if raw.waits != nil {
-		gBytes := make(map[uint64][]byte, len(raw.gs))
+		raws := make(map[uint64]*rawG, len(raw.gs))
 		gAddrs := make(map[uint64]bool, len(raw.gs))
 		for _, rg := range raw.gs {
-			gBytes[rg.addr], gAddrs[rg.addr] = rg.g, true
+			raws[rg.addr], gAddrs[rg.addr] = rg, true
 		}
 		t.index(raw.waits, gAddrs)
 		snap.Warnings = append(snap.Warnings, raw.waits.problemWarnings()...)
-		t.decodeWaits(raw.waits, snap.Goroutines, now, gBytes, gAddrs)
+		t.decodeWaits(raw.waits, snap.Goroutines, now, raws, gAddrs)
 	}
 	sort.SliceStable(snap.Goroutines, func(i, j int) bool { return snap.Goroutines[i].ID < snap.Goroutines[j].ID })
 	return snap

@@ -383,8 +383,12 @@ type WaitObject struct {
 	Chan *ChanState
 	// Sync is set for sync objects.
 	Sync *SyncState
-	// FD is set for a descriptor (Addr is then its pollDesc).
+	// FD is set for a descriptor (Addr is then its pollDesc, 0 for a
+	// blocking system call).
 	FD *ptrace.FD
+	// Syscall names the system call a goroutine is blocked in on FD
+	// ("read", "accept4"), "" for the netpoller's IO wait.
+	Syscall string
 	// WakeIn is, for a sleep, how long until the goroutine wakes up.
 	WakeIn int64 // nanoseconds, may be negative when overdue
 	// Unknown says what could not be learnt ("" when all is known).
@@ -413,7 +417,7 @@ type SyncState struct {
 }
 
 // decodeWaits fills WaitingOn of every waiting goroutine.
-func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map[uint64][]byte, gAddrs map[uint64]bool) {
+func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[uint64]*rawG, gAddrs map[uint64]bool) {
 	W := &t.Layout.Wait
 	if w == nil {
 		return
@@ -429,6 +433,29 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map
 	chanDir := t.walkChanQueues(w)
 	io := t.ioWaiters(w, gAddrs)
 	fds := map[int]*ptrace.FD{}
+	describe := func(fd int) *ptrace.FD {
+		d := fds[fd]
+		if d == nil {
+			desc := ptrace.FD{FD: fd}
+			if t.live {
+				if got, err := ptrace.DescribeFD(t.PID, fd); err == nil {
+					desc = got
+				}
+			}
+			d = &desc
+			fds[fd] = d
+		}
+		return d
+	}
+	for _, g := range gs {
+		// A goroutine blocked in a system call on a descriptor.
+		if rg := raws[g.Addr]; rg != nil && rg.inSyscall && g.StatusValue == t.mustStatus("_Gsyscall") {
+			if sc, ok := fdSyscalls[rg.syscall]; ok && rg.syscallArg0 < 1<<31 {
+				d := describe(int(rg.syscallArg0))
+				g.WaitingOn = []WaitObject{{Kind: "fd", Dir: sc.dir, Syscall: sc.name, FD: d, Type: typeOr(d.Kind, "fd")}}
+			}
+		}
+	}
 	chans := map[uint64]WaitObject{}    // each channel described once: its queues may be long
 	objects := map[uint64]*WaitObject{} // sync objects shared by their waiters, counting them
 	for _, g := range gs {
@@ -443,7 +470,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map
 			}
 			g.WaitingOn = []WaitObject{{Kind: "chan", Dir: dir, Type: "chan (nil)"}}
 		case reason == "chan receive" || reason == "chan send" || reason == "select":
-			gb := gBytes[g.Addr]
+			gb := raws[g.Addr].g
 			for s, n := t.u64(gb, W.GWaiting), 0; s != 0 && n < 1<<16; n++ {
 				sb, ok := w.sudogs[s]
 				if !ok {
@@ -467,7 +494,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map
 		case reason == "sleep":
 			var when int64
 			if W.GSleepWhen != runtimelayout.Missing {
-				when = int64(t.u64(gBytes[g.Addr], W.GSleepWhen))
+				when = int64(t.u64(raws[g.Addr].g, W.GSleepWhen))
 			} else if tw, ok := w.timerWhen[g.Addr]; ok {
 				when = tw
 			} else {
@@ -481,23 +508,8 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map
 				g.WaitingOn = []WaitObject{{Kind: "fd", Unknown: "no pollDesc registered with epoll names the goroutine"}}
 				continue
 			}
-			obj := WaitObject{Kind: "fd", Addr: iw.pd, Dir: iw.dir, Type: "fd"}
-			d := fds[iw.fd]
-			if d == nil {
-				desc := ptrace.FD{FD: iw.fd}
-				if t.live {
-					if got, err := ptrace.DescribeFD(t.PID, iw.fd); err == nil {
-						desc = got
-					}
-				}
-				d = &desc
-				fds[iw.fd] = d
-			}
-			obj.FD = d
-			if d.Kind != "" {
-				obj.Type = d.Kind
-			}
-			g.WaitingOn = []WaitObject{obj}
+			d := describe(iw.fd)
+			g.WaitingOn = []WaitObject{{Kind: "fd", Addr: iw.pd, Dir: iw.dir, FD: d, Type: typeOr(d.Kind, "fd")}}
 		case reason == "sync.Cond.Wait":
 			g.WaitingOn = []WaitObject{{Kind: "cond", Type: "*sync.Cond", Unknown: "the sync.Cond's address: its waiters are not reachable from the goroutine"}}
 		default:
@@ -539,6 +551,13 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, gBytes map
 			}
 		}
 	}
+}
+
+func typeOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func (t *Target) mustStatus(name string) uint32 {
@@ -785,6 +804,8 @@ func (o WaitObject) String() string {
 		return "nil chan (blocks forever)"
 	case o.Kind == "timer":
 		return "sleep, wakes in " + formatDuration(o.WakeIn)
+	case o.FD != nil && o.Syscall != "":
+		return o.FD.String() + " (in " + o.Syscall + ")"
 	case o.FD != nil:
 		return o.FD.String() + " (" + o.Dir + ")"
 	case o.Chan != nil:

@@ -76,9 +76,19 @@ func TestWaitingOn(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer tgt.Close()
-				snap, err := tgt.Snapshot(sharedTracer())
-				if err != nil {
-					t.Fatal(err)
+				// The main goroutine prints READY and then sleeps: take
+				// snapshots until it has reached its sleep, so that every
+				// goroutine but the one in read(2) is blocked.
+				var snap *inspect.Snapshot
+				for try := 0; ; try++ {
+					snap, err = tgt.Snapshot(sharedTracer())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if mainSleeps(snap) || try == 200 {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
 				}
 				targets.CheckNotStopped(t, p.Pid)
 				checkWaits(t, snap, parseWaits(t, p.Lines()), v.stripped)
@@ -87,9 +97,18 @@ func TestWaitingOn(t *testing.T) {
 	}
 }
 
+func mainSleeps(snap *inspect.Snapshot) bool {
+	for _, g := range snap.Goroutines {
+		if g.ID == 1 {
+			return g.WaitReason == "sleep"
+		}
+	}
+	return false
+}
+
 func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announced, stripped bool) {
 	t.Helper()
-	if len(want) != 3+3+2+1+100+1+4+1+2+1+2+1+1 {
+	if len(want) != 4+3+2+1+100+1+4+1+2+1+2+1+1 {
 		t.Fatalf("the target announced %d blocked goroutines", len(want))
 	}
 	byID := map[uint64]*inspect.Goroutine{}
@@ -112,7 +131,7 @@ func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announce
 			// not in case order: match by address.
 			o := g.WaitingOn[i]
 			for _, c := range g.WaitingOn {
-				if fmt.Sprintf("%#x", c.Addr) == a.addr {
+				if a.kind == "chan" && fmt.Sprintf("%#x", c.Addr) == a.addr {
 					o = c
 				}
 			}
@@ -132,6 +151,9 @@ func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announce
 				f := strings.Split(a.more, ",")
 				if o.FD == nil || o.FD.FD != a.fd || o.Dir != a.dir || len(f) != 3 || o.FD.Kind != f[0] || o.FD.Local != f[1] || o.FD.Remote != f[2] {
 					t.Errorf("%s: want fd %d %s, %s (%s → %s)", desc, a.fd, a.dir, f[0], f[1], f[2])
+				}
+				if wantSys := map[string]string{"syscall": "read", "fd": ""}[a.addr]; o.Syscall != wantSys {
+					t.Errorf("%s: in system call %q, want %q", desc, o.Syscall, wantSys)
 				}
 				compared++
 				continue
@@ -210,7 +232,7 @@ func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announce
 			t.Errorf("main.wg: %+v, want counter 1 and 2 waiters", *s)
 		}
 	}
-	if blocked, total := inspect.AllBlocked(snap.Goroutines); blocked != total {
-		t.Errorf("%d of %d goroutines blocked; the target has all blocked", blocked, total)
+	if blocked, total := inspect.AllBlocked(snap.Goroutines); blocked != total-1 {
+		t.Errorf("%d of %d goroutines blocked; the target has all blocked but the one in read(2)", blocked, total)
 	}
 }

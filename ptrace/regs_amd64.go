@@ -8,5 +8,5 @@ func getRegs(tid int) (Regs, error) {
 	if err := unix.PtraceGetRegs(tid, &r); err != nil {
 		return Regs{}, err
 	}
-	return Regs{PC: r.Rip, SP: r.Rsp, BP: r.Rbp, FSBase: r.Fs_base, G: r.R14}, nil
+	return Regs{PC: r.Rip, SP: r.Rsp, BP: r.Rbp, FSBase: r.Fs_base, G: r.R14, Syscall: int64(r.Orig_rax), Arg0: r.Rdi}, nil
 }

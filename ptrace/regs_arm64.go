@@ -12,7 +12,9 @@ func getRegs(tid int) (Regs, error) {
 	if err := unix.PtraceGetRegSetArm64(tid, unix.NT_PRSTATUS, &r); err != nil {
 		return Regs{}, err
 	}
-	out := Regs{PC: r.Pc, SP: r.Sp, BP: r.Regs[29], LR: r.Regs[30], G: r.Regs[28]}
+	// x0 holds the return value once a system call is interrupted: its
+	// descriptor argument is not known here.
+	out := Regs{PC: r.Pc, SP: r.Sp, BP: r.Regs[29], LR: r.Regs[30], G: r.Regs[28], Syscall: -1}
 	// TPIDR_EL0 lives in its own register set.
 	var tls uint64
 	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&tls)), Len: 8}

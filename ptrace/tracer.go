@@ -125,6 +125,11 @@ type Regs struct {
 	FSBase uint64
 	// G is the register that holds the current g in Go code (r14, x28).
 	G uint64
+	// Syscall is the number of the system call the thread is in (amd64
+	// orig_rax), -1 when it is in none or cannot tell (arm64); Arg0 is the
+	// call's first argument (a descriptor for read, write, accept, ...).
+	Syscall int64
+	Arg0    uint64
 }
 
 // Thread is one stopped thread of a process.

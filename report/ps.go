@@ -74,11 +74,13 @@ type WaitObject struct {
 	Readers  *int32 `json:"readers,omitempty"`
 	Counter  *int32 `json:"counter,omitempty"`
 	Waiters  *int   `json:"waiters,omitempty"`
-	// Descriptors: the number, and a socket's addresses or a file's path.
-	FD     *int   `json:"fd,omitempty"`
-	Local  string `json:"local,omitempty"`
-	Remote string `json:"remote,omitempty"`
-	Path   string `json:"path,omitempty"`
+	// Descriptors: the number, and a socket's addresses or a file's path;
+	// Syscall names the system call a goroutine is blocked in on it.
+	FD      *int   `json:"fd,omitempty"`
+	Syscall string `json:"syscall,omitempty"`
+	Local   string `json:"local,omitempty"`
+	Remote  string `json:"remote,omitempty"`
+	Path    string `json:"path,omitempty"`
 	// WakeInNS is, for a sleep, the time until it ends.
 	WakeInNS *int64 `json:"wake_in_ns,omitempty"`
 	// Unknown says what could not be learnt.
@@ -103,7 +105,7 @@ func NewWaitObject(o inspect.WaitObject) WaitObject {
 		}
 	}
 	if d := o.FD; d != nil {
-		w.FD, w.Local, w.Remote, w.Path = &d.FD, d.Local, d.Remote, d.Path
+		w.FD, w.Local, w.Remote, w.Path, w.Syscall = &d.FD, d.Local, d.Remote, d.Path, o.Syscall
 	}
 	if o.Kind == "timer" && o.Unknown == "" {
 		w.WakeInNS = &o.WakeIn

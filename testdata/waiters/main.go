@@ -7,7 +7,8 @@
 //
 //	WAIT goid=N kind=K addr=0x… [name=main.slowMu] [dir=recv|send] [fd=N] [more=…]
 //
-// A descriptor's line has addr=fd and more=kind,local,remote.
+// A descriptor's line has addr=fd (netpoller) or addr=syscall (blocked in
+// read(2)) and more=kind,local,remote.
 //
 // A select prints one WAIT line per case. READY comes once every goroutine
 // that announced itself is blocked (checked in the runtime's own dump).
@@ -173,6 +174,12 @@ func readPipe(r *os.File) {
 	r.Read(make([]byte, 1))
 }
 
+//go:noinline
+func readBlocking(fd int) {
+	announce("syscall", fmt.Sprintf("kind=fd addr=syscall fd=%d dir=read more=pipe,,", fd))
+	syscall.Read(fd, make([]byte, 1))
+}
+
 func main() {
 	flag.Parse()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -200,6 +207,11 @@ func main() {
 	}
 	defer pw.Close()
 	go readPipe(pr)
+	var blocking [2]int // a pipe without O_NONBLOCK: read(2) blocks in the kernel
+	if err := syscall.Pipe(blocking[:]); err != nil {
+		panic(err)
+	}
+	go readBlocking(blocking[0])
 
 	jobs := make(chan job)
 	for i := 0; i < 3; i++ {
@@ -242,7 +254,7 @@ func main() {
 
 	// READY once the runtime's own dump shows every announced goroutine
 	// blocked with its reason.
-	want := 3 + 3 + 2 + 1 + *fan + 1 + 4 + 1 + 2 + 1 + 2 + 1 + 1
+	want := 4 + 3 + 2 + 1 + *fan + 1 + 4 + 1 + 2 + 1 + 2 + 1 + 1
 	for {
 		printMu.Lock()
 		n := len(waiting)
