@@ -32,6 +32,12 @@ type psTraceDoc struct {
 		Frames     []struct {
 			Function string `json:"function"`
 		} `json:"frames"`
+		WaitingOn []struct {
+			Kind    string `json:"kind"`
+			Name    string `json:"name"`
+			Locked  bool   `json:"locked"`
+			Waiters int    `json:"waiters"`
+		} `json:"waiting_on"`
 		CreatedBy *struct {
 			Function string `json:"function"`
 			File     string `json:"file"`
@@ -211,6 +217,16 @@ func TestPsTraceStuck(t *testing.T) {
 	if stuck != 6 {
 		t.Errorf("%d workers marked stuck, want 6", stuck)
 	}
+	// What they are stuck on, in the snapshot that ends the window: the
+	// global mutex the janitor holds, with all six waiting.
+	for _, g := range doc.Goroutines {
+		if g.Labels["worker"] == "" {
+			continue
+		}
+		if len(g.WaitingOn) != 1 || g.WaitingOn[0].Kind != "mutex" || g.WaitingOn[0].Name != "main.mu" || !g.WaitingOn[0].Locked || g.WaitingOn[0].Waiters != 6 {
+			t.Errorf("worker %d waits on %+v, want main.mu locked with 6 waiters", g.Goid, g.WaitingOn)
+		}
+	}
 	// The janitor holding the lock sleeps in time.Sleep, a runtime
 	// function: its row measures and names its caller, main.janitor.
 	janitor := 0
@@ -226,7 +242,7 @@ func TestPsTraceStuck(t *testing.T) {
 		t.Errorf("%d janitors asleep in time.Sleep, want 1", janitor)
 	}
 	out, _, code := runGi(t, "ps", "--group", "--trace", "1s", strconv.Itoa(p.Pid))
-	if code != 0 || !regexp.MustCompile(`(?m)^\s*6\s+sync\.Mutex\.Lock .*main\.handle.*stuck >1\.0s`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^\s*6\s+sync\.Mutex\.Lock .*main\.handle.*stuck >1\.0s.*mutex main\.mu \(locked, 6 waiters\)`).MatchString(out) {
 		t.Errorf("--group --trace: no group of 6 stuck handlers:\n%s", out)
 	}
 	targets.CheckNotStopped(t, p.Pid)
