@@ -32,7 +32,7 @@ func BenchmarkPs(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
 			p := targets.Start(b, bin, "-park", strconv.Itoa(n), "-depth", "50")
-			var pause, pauseNoWaits, total time.Duration
+			var pause, pauseNoWaits, total, tableTotal time.Duration
 			var peakKB int64
 			for i := 0; i < b.N; i++ {
 				// The JSON run reports the pause; the --stacks run is the
@@ -54,6 +54,13 @@ func BenchmarkPs(b *testing.B) {
 				}
 				pauseNoWaits += jsonPause("--waits=false")
 				pause += jsonPause()
+
+				// The table, one row per goroutine.
+				tableStart := time.Now()
+				if err := exec.Command(gi, "ps", strconv.Itoa(p.Pid)).Run(); err != nil {
+					b.Fatalf("gi ps: %v", err)
+				}
+				tableTotal += time.Since(tableStart)
 
 				cmd := exec.Command(gi, "ps", "--stacks", strconv.Itoa(p.Pid))
 				cmd.Env = append(os.Environ(), "GI_PEAK_RSS=1")
@@ -81,6 +88,7 @@ func BenchmarkPs(b *testing.B) {
 			b.ReportMetric(float64(noWaits.Microseconds())/1000, "pause-without-waits-ms")
 			b.ReportMetric(float64(avgPause)/float64(max(noWaits, 1)), "pause/without-waits")
 			b.ReportMetric(float64(avgTotal.Microseconds())/1000, "total-ms")
+			b.ReportMetric(float64((tableTotal/time.Duration(b.N)).Microseconds())/1000, "table-total-ms")
 			b.ReportMetric(float64(peakKB)/1024, "peak-MB")
 			b.ReportMetric(float64(baseline.Microseconds())/1000, "runtime.Stack-ms")
 			if baseline > 0 {

@@ -307,7 +307,7 @@ func groupWaitingOn(gr *inspect.Group) string {
 // with the facts that point at a bug.
 func writeObjects(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine) error {
 	objs := inspect.WaitedObjects(gs)
-	tbl := newTable(out)
+	tbl := newListing(out)
 	tbl.Header("WAITERS", "KIND", "OBJECT", "TYPE", "STATE", "BY SIDE", "LONGEST WAIT", "GOIDS")
 	for _, wo := range objs {
 		o := wo.Object
@@ -373,7 +373,7 @@ func stateText(g *inspect.Goroutine) string {
 
 func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, pt *psLatency) error {
 	labels := hasLabels(gs)
-	tbl := newTable(out)
+	tbl := newListing(out)
 	header := []any{"GOID", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY"}
 	if labels {
 		header = append(header, "LABELS")
@@ -410,7 +410,7 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 
 func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, groups []*inspect.Group, pt *psLatency) error {
 	labels := hasLabels(gs)
-	tbl := newTable(out)
+	tbl := newListing(out)
 	header := []any{"COUNT", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY", "GOIDS"}
 	if labels {
 		header = append(header, "LABELS")
