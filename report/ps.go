@@ -4,6 +4,8 @@
 package report
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -239,11 +241,53 @@ func newGoroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
 	return jg
 }
 
-// Write writes doc as one indented JSON document.
+// Write writes doc as one indented JSON document. A Ps document is
+// streamed goroutine by goroutine (WritePs).
 func Write(w io.Writer, doc any) error {
+	if ps, ok := doc.(*Ps); ok {
+		return WritePs(w, ps)
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(doc)
+}
+
+// WritePs writes a Ps document byte for byte as Write's encoder would,
+// but one goroutine at a time: at 100k goroutines the encoder's whole
+// document and its indented copy cost seconds and hundreds of megabytes.
+func WritePs(w io.Writer, doc *Ps) error {
+	head := *doc
+	head.Goroutines = []*Goroutine{}
+	b, err := json.MarshalIndent(&head, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode gi ps document: %w", err)
+	}
+	// The empty list is the document's last field: "[]\n}".
+	prefix, ok := bytes.CutSuffix(b, []byte("[]\n}"))
+	if !ok {
+		return fmt.Errorf("encode gi ps document: goroutines is not the last field")
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	bw.Write(prefix)
+	if len(doc.Goroutines) == 0 {
+		bw.WriteString("[]\n}\n")
+		return bw.Flush()
+	}
+	bw.WriteString("[\n")
+	for i, g := range doc.Goroutines {
+		gb, err := json.MarshalIndent(g, "    ", "  ")
+		if err != nil {
+			return fmt.Errorf("encode goroutine %d: %w", g.Goid, err)
+		}
+		bw.WriteString("    ")
+		bw.Write(gb)
+		if i < len(doc.Goroutines)-1 {
+			bw.WriteByte(',')
+		}
+		bw.WriteByte('\n')
+	}
+	bw.WriteString("  ]\n}\n")
+	return bw.Flush()
 }
 
 // Objects is the document `gi ps --objects --json` prints: the objects

@@ -72,3 +72,34 @@ func TestPsDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestWritePsStreams checks that the streamed gi ps document is byte for
+// byte what encoding/json's indenting encoder writes, with goroutines,
+// waits, latencies and characters JSON escapes, and with none.
+func TestWritePsStreams(t *testing.T) {
+	n := 3
+	g := func(i int) *inspect.Goroutine {
+		return &inspect.Goroutine{ID: uint64(i), Status: "waiting", WaitReason: "chan receive", Labels: map[string]string{"k<&>": "v\"\n"},
+			Frames:    []inspect.Frame{{Function: "main.f", File: "/a b/m.go", Line: i}},
+			WaitingOn: []inspect.WaitObject{{Kind: "chan", Addr: 0xc000010000, Type: "chan main.job", Chan: &inspect.ChanState{Cap: 2, Receivers: i}}}}
+	}
+	for _, count := range []int{0, 1, n} {
+		snap := &inspect.Snapshot{PID: 42, NSPid: 1, GoVersion: "go1.27.4", Warnings: []string{"w"}}
+		for i := 1; i <= count; i++ {
+			snap.Goroutines = append(snap.Goroutines, g(i))
+		}
+		doc := NewPs(snap, snap.Goroutines, false, &link.Result{ByGoid: map[uint64]*link.Latency{1: {Function: "main.f", Calls: 2}}})
+		var want, got bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(doc); err != nil {
+			t.Fatal(err)
+		}
+		if err := WritePs(&got, doc); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%d goroutines: streamed\n%s\nencoder\n%s", count, got.String(), want.String())
+		}
+	}
+}
