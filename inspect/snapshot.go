@@ -262,13 +262,12 @@ func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 	snap.Goroutines = t.decode(raw, now)
 	if raw.waits != nil {
 		raws := make(map[uint64]*rawG, len(raw.gs))
-		gAddrs := make(map[uint64]bool, len(raw.gs))
 		for _, rg := range raw.gs {
-			raws[rg.addr], gAddrs[rg.addr] = rg, true
+			raws[rg.addr] = rg
 		}
-		t.index(raw.waits, gAddrs)
+		t.index(raw.waits, raws)
 		snap.Warnings = append(snap.Warnings, raw.waits.problemWarnings()...)
-		t.decodeWaits(raw.waits, snap.Goroutines, now, raws, gAddrs)
+		t.decodeWaits(raw.waits, snap.Goroutines, now, raws)
 	}
 	sort.SliceStable(snap.Goroutines, func(i, j int) bool { return snap.Goroutines[i].ID < snap.Goroutines[j].ID })
 	return snap

@@ -22,8 +22,8 @@ const (
 )
 
 // rawWaits is what the stop copied of the objects goroutines wait on. The
-// stop only copies (sudogAddrs/sudogData in read order); maps are built
-// after the process is resumed (index).
+// stop only copies (the sudogs stay in rounds, in read order); the sudog
+// map is built after the process is resumed (index).
 type rawWaits struct {
 	// rounds are the sudog reads of each round: addresses and bytes.
 	rounds []waitRound
@@ -47,8 +47,19 @@ type waitRead struct {
 	addr  uint64
 	owner uint64 // g address for timers
 	size  int32
-	what  int32 // 0 sudog, 1 chan, 2 timer, 3 window, 4 pollDesc
+	what  readKind
 }
+
+// readKind is what a waitRead copies.
+type readKind int32
+
+const (
+	readSudog    readKind = iota
+	readChan              // a runtime.hchan
+	readTimer             // a time.Sleep timer's deadline
+	readWindow            // the bytes around a semaphore: its sync object
+	readPollDesc          // a runtime.pollDesc
+)
 
 // waitRound is one round of reads and what they returned (nil if failed).
 type waitRound struct {
@@ -102,12 +113,12 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls 
 		}
 		if W.GSleepWhen == runtimelayout.Missing {
 			if tm := t.u64(rg.g, W.GTimer); tm != 0 {
-				next = append(next, waitRead{addr: tm + uint64(W.TimerWhen), size: 8, what: 2, owner: rg.addr})
+				next = append(next, waitRead{addr: tm + uint64(W.TimerWhen), size: 8, what: readTimer, owner: rg.addr})
 			}
 		}
 	}
 	for pd := range polls {
-		next = append(next, waitRead{addr: pd, size: int32(W.PollDesc.WG + 8), what: 4})
+		next = append(next, waitRead{addr: pd, size: int32(W.PollDesc.WG + 8), what: readPollDesc})
 	}
 	if W.SemTable != 0 {
 		table := make([]byte, W.SemTableLen*W.SemRootSize)
@@ -142,15 +153,15 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls 
 			}
 			b := bufs[i]
 			switch r.what {
-			case 1:
+			case readChan:
 				w.chans[r.addr] = b
-			case 2:
+			case readTimer:
 				w.timerWhen[r.owner] = int64(binary.LittleEndian.Uint64(b))
-			case 3:
+			case readWindow:
 				w.windows[r.addr+semWindowBefore] = b
-			case 4:
+			case readPollDesc:
 				w.polls[r.addr] = b
-			default:
+			case readSudog:
 				sudogs++
 				// A channel's sudog points at it; the others sleep on a
 				// semaphore (reached from the semaphore table, and from
@@ -161,17 +172,18 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls 
 					}
 					if c != lastChan && !chanQueued[c] {
 						chanQueued[c] = true
-						next = append(next, waitRead{addr: c, size: int32(W.Chan.Size), what: 1})
+						next = append(next, waitRead{addr: c, size: int32(W.Chan.Size), what: readChan})
 					}
 					lastChan = c
 					continue
 				}
+				semaQueued[r.addr] = true // reached from g.waiting: the table need not read it again
 				queueSema(t.u64(b, W.Sudog.Prev))
 				queueSema(t.u64(b, W.Sudog.Next))
 				queueSema(t.u64(b, W.Sudog.WaitLink))
 				if sema := t.u64(b, W.Sudog.Elem); sema > semWindowBefore && !semas[sema] {
 					semas[sema] = true
-					next = append(next, waitRead{addr: sema - semWindowBefore, size: semWindowLen, what: 3})
+					next = append(next, waitRead{addr: sema - semWindowBefore, size: semWindowLen, what: readWindow})
 				}
 			}
 		}
@@ -227,14 +239,14 @@ func (t *Target) pollDescs() map[uint64]int {
 
 // ioWaiters maps the goroutines the copied pollDescs name as waiting to
 // read (rg) or write (wg) to their pollDesc and side.
-func (t *Target) ioWaiters(w *rawWaits, gAddrs map[uint64]bool) map[uint64]ioWait {
+func (t *Target) ioWaiters(w *rawWaits, raws map[uint64]*rawG) map[uint64]ioWait {
 	P := &t.Layout.Wait.PollDesc
 	out := map[uint64]ioWait{}
 	for pd, b := range w.polls {
-		if g := t.u64(b, P.RG); gAddrs[g] {
+		if g := t.u64(b, P.RG); raws[g] != nil {
 			out[g] = ioWait{pd: pd, fd: w.pollFD[pd], dir: "read"}
 		}
-		if g := t.u64(b, P.WG); gAddrs[g] {
+		if g := t.u64(b, P.WG); raws[g] != nil {
 			out[g] = ioWait{pd: pd, fd: w.pollFD[pd], dir: "write"}
 		}
 	}
@@ -259,18 +271,18 @@ func (w *rawWaits) problemWarnings() []string {
 // index builds, after the stop, the maps decoding needs: sudogs by
 // address, validated (each must name a goroutine of the snapshot), and the
 // semaphore each sync waiter sleeps on.
-func (t *Target) index(w *rawWaits, gAddrs map[uint64]bool) {
+func (t *Target) index(w *rawWaits, raws map[uint64]*rawG) {
 	W := &t.Layout.Wait
 	w.sudogs = map[uint64][]byte{}
 	bad := 0
 	for _, rd := range w.rounds {
 		for i, r := range rd.reads {
 			b := rd.bufs[i]
-			if r.what != 0 || b == nil {
+			if r.what != readSudog || b == nil {
 				continue
 			}
 			g := t.u64(b, W.Sudog.G)
-			if !gAddrs[g] {
+			if raws[g] == nil {
 				// Not a waiter of a live goroutine: a structure that does
 				// not make sense; its links were followed no further than
 				// the bound.
@@ -417,7 +429,7 @@ type SyncState struct {
 }
 
 // decodeWaits fills WaitingOn of every waiting goroutine.
-func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[uint64]*rawG, gAddrs map[uint64]bool) {
+func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[uint64]*rawG) {
 	W := &t.Layout.Wait
 	if w == nil {
 		return
@@ -430,8 +442,9 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 		}
 		return
 	}
-	chanDir := t.walkChanQueues(w)
-	io := t.ioWaiters(w, gAddrs)
+	chanDir, queues := t.walkChanQueues(w)
+	io := t.ioWaiters(w, raws)
+	waiting, inSyscall := t.mustStatus("_Gwaiting"), t.mustStatus("_Gsyscall")
 	fds := map[int]*ptrace.FD{}
 	describe := func(fd int) *ptrace.FD {
 		d := fds[fd]
@@ -449,7 +462,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 	}
 	for _, g := range gs {
 		// A goroutine blocked in a system call on a descriptor.
-		if rg := raws[g.Addr]; rg != nil && rg.inSyscall && g.StatusValue == t.mustStatus("_Gsyscall") {
+		if rg := raws[g.Addr]; rg != nil && rg.inSyscall && g.StatusValue == inSyscall {
 			if sc, ok := fdSyscalls[rg.syscall]; ok && rg.syscallArg0 < 1<<31 {
 				d := describe(int(rg.syscallArg0))
 				g.WaitingOn = []WaitObject{{Kind: "fd", Dir: sc.dir, Syscall: sc.name, FD: d, Type: typeOr(d.Kind, "fd")}}
@@ -459,7 +472,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 	chans := map[uint64]WaitObject{}    // each channel described once: its queues may be long
 	objects := map[uint64]*WaitObject{} // sync objects shared by their waiters, counting them
 	for _, g := range gs {
-		if g.StatusValue != t.mustStatus("_Gwaiting") {
+		if g.StatusValue != waiting {
 			continue
 		}
 		switch reason := g.WaitReason; {
@@ -480,7 +493,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 				c := t.u64(sb, W.Sudog.C)
 				shared, ok := chans[c]
 				if !ok {
-					shared = t.chanObject(w, c)
+					shared = t.chanObject(w, c, queues[c])
 					chans[c] = shared
 				}
 				obj := shared
@@ -540,17 +553,8 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 			g.WaitingOn = []WaitObject{o}
 		}
 	}
-	// Waiter counts are known only now: copy them into every goroutine's view.
-	for _, g := range gs {
-		for i := range g.WaitingOn {
-			if o := &g.WaitingOn[i]; o.Sync != nil {
-				if shared := objects[o.Addr]; shared != nil {
-					s := *shared.Sync
-					o.Sync = &s
-				}
-			}
-		}
-	}
+	// Each waiter's copy of a sync object shares its SyncState: the
+	// waiter count is complete once every goroutine is seen.
 }
 
 func typeOr(s, def string) string {
@@ -588,33 +592,45 @@ func waitKind(reason string) string {
 	return ""
 }
 
+// chanQueues are the lengths of a channel's queues.
+type chanQueues struct {
+	receivers, senders int
+	// incomplete is set when a queue could not be walked to its end.
+	incomplete bool
+}
+
 // walkChanQueues walks each copied channel's receive and send queues
 // through the copied sudogs (every queued sudog belongs to a waiting
-// goroutine, so no read is needed): the side of each sudog, and the queue
-// lengths stored back as counts by chanObject.
-func (t *Target) walkChanQueues(w *rawWaits) map[uint64]string {
+// goroutine, so no read is needed): the side of each sudog, and each
+// channel's queue lengths.
+func (t *Target) walkChanQueues(w *rawWaits) (dir map[uint64]string, queues map[uint64]chanQueues) {
 	W := &t.Layout.Wait
-	dir := map[uint64]string{}
-	for _, cb := range w.chans {
-		for _, q := range []struct {
+	dir, queues = map[uint64]string{}, map[uint64]chanQueues{}
+	for c, cb := range w.chans {
+		var q chanQueues
+		for _, side := range []struct {
 			off  int64
-			side string
-		}{{W.Chan.RecvQ, "recv"}, {W.Chan.SendQ, "send"}} {
-			for s, n := t.u64(cb, q.off), 0; s != 0 && n <= len(w.sudogs); n++ {
+			name string
+			n    *int
+		}{{W.Chan.RecvQ, "recv", &q.receivers}, {W.Chan.SendQ, "send", &q.senders}} {
+			for s, n := t.u64(cb, side.off), 0; s != 0 && n <= len(w.sudogs); n++ {
 				sb, ok := w.sudogs[s]
 				if !ok {
+					q.incomplete = true
 					break
 				}
-				dir[s] = q.side
+				dir[s] = side.name
+				*side.n++
 				s = t.u64(sb, W.Sudog.Next)
 			}
 		}
+		queues[c] = q
 	}
-	return dir
+	return dir, queues
 }
 
-// chanObject describes channel c from its copy.
-func (t *Target) chanObject(w *rawWaits, c uint64) WaitObject {
+// chanObject describes channel c from its copy and its queues.
+func (t *Target) chanObject(w *rawWaits, c uint64, q chanQueues) WaitObject {
 	W := &t.Layout.Wait
 	obj := WaitObject{Kind: "chan", Addr: c, Type: "chan"}
 	cb, ok := w.chans[c]
@@ -623,28 +639,16 @@ func (t *Target) chanObject(w *rawWaits, c uint64) WaitObject {
 		return obj
 	}
 	st := &ChanState{
-		Len:    t.u64(cb, W.Chan.QCount),
-		Cap:    t.u64(cb, W.Chan.DataQSiz),
-		Closed: t.u32(cb, W.Chan.Closed) != 0,
+		Len:        t.u64(cb, W.Chan.QCount),
+		Cap:        t.u64(cb, W.Chan.DataQSiz),
+		Closed:     t.u32(cb, W.Chan.Closed) != 0,
+		Receivers:  q.receivers,
+		Senders:    q.senders,
+		Incomplete: q.incomplete,
 	}
 	if elem := t.typeName(t.u64(cb, W.Chan.ElemType)); elem != "" {
 		st.ElemType = elem
 		obj.Type = "chan " + elem
-	}
-	for _, q := range []struct {
-		off int64
-		n   *int
-	}{{W.Chan.RecvQ, &st.Receivers}, {W.Chan.SendQ, &st.Senders}} {
-		s := t.u64(cb, q.off)
-		for n := 0; s != 0 && n <= len(w.sudogs); n++ {
-			sb, ok := w.sudogs[s]
-			if !ok {
-				st.Incomplete = true
-				break
-			}
-			*q.n++
-			s = t.u64(sb, W.Sudog.Next)
-		}
 	}
 	obj.Chan = st
 	obj.Name = t.globalName(c)
