@@ -144,12 +144,7 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 	l.G.Size = g.ByteSize
 	// Each field with the size gi reads it as: a release that widens one
 	// fails here, by name, instead of being decoded wrong.
-	fields := []struct {
-		dst      *int64
-		path     []string
-		size     int64
-		optional bool
-	}{
+	if err := readFields(g, "runtime.g", []fieldSpec{
 		{&l.G.StackLo, []string{"stack", "lo"}, 8, false},
 		{&l.G.StackHi, []string{"stack", "hi"}, 8, false},
 		{&l.G.SchedSP, []string{"sched", "sp"}, 8, false},
@@ -169,18 +164,8 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 		{&l.G.GoPC, []string{"gopc"}, 8, false},
 		{&l.G.StartPC, []string{"startpc"}, 8, false},
 		{&l.G.Labels, []string{"labels"}, 8, true},
-	}
-	for _, f := range fields {
-		off, ft, err := FieldOffset(g, f.path...)
-		if err != nil {
-			if !f.optional {
-				return nil, fmt.Errorf("runtime.g: %w", err)
-			}
-			off = Missing
-		} else if ft.Size() != f.size {
-			return nil, fmt.Errorf("runtime.g.%s is %d bytes, gi reads %d", strings.Join(f.path, "."), ft.Size(), f.size)
-		}
-		*f.dst = off
+	}); err != nil {
+		return nil, err
 	}
 
 	m, err := d.Struct("runtime.m")
@@ -188,39 +173,21 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 		return nil, fmt.Errorf("runtime.m layout: %w", err)
 	}
 	l.M.Size = m.ByteSize
-	for _, f := range []struct {
-		dst  *int64
-		name string
-	}{{&l.M.ID, "id"}, {&l.M.ProcID, "procid"}, {&l.M.CurG, "curg"}} {
-		off, ft, err := FieldOffset(m, f.name)
-		if err != nil {
-			return nil, fmt.Errorf("runtime.m: %w", err)
-		}
-		if ft.Size() != 8 {
-			return nil, fmt.Errorf("runtime.m.%s is %d bytes, gi reads 8", f.name, ft.Size())
-		}
-		*f.dst = off
+	if err := readFields(m, "runtime.m", []fieldSpec{
+		{&l.M.ID, []string{"id"}, 8, false}, {&l.M.ProcID, []string{"procid"}, 8, false}, {&l.M.CurG, []string{"curg"}, 8, false},
+	}); err != nil {
+		return nil, err
 	}
 
 	md, err := d.Struct("runtime.moduledata")
 	if err != nil {
 		return nil, fmt.Errorf("runtime.moduledata layout: %w", err)
 	}
-	for _, f := range []struct {
-		dst      *int64
-		name     string
-		optional bool
-	}{{&l.Module.Text, "text", false}, {&l.Module.GoFunc, "gofunc", false}, {&l.Module.EPclntab, "epclntab", true}} {
-		off, ft, err := FieldOffset(md, f.name)
-		if err != nil {
-			if !f.optional {
-				return nil, fmt.Errorf("runtime.moduledata: %w", err)
-			}
-			off = Missing
-		} else if ft.Size() != 8 {
-			return nil, fmt.Errorf("runtime.moduledata.%s is %d bytes, gi reads 8", f.name, ft.Size())
-		}
-		*f.dst = off
+	if err := readFields(md, "runtime.moduledata", []fieldSpec{
+		{&l.Module.Text, []string{"text"}, 8, false}, {&l.Module.GoFunc, []string{"gofunc"}, 8, false},
+		{&l.Module.EPclntab, []string{"epclntab"}, 8, true},
+	}); err != nil {
+		return nil, err
 	}
 
 	for name, v := range d.ConstantsWithPrefix("runtime._G") {

@@ -3,6 +3,7 @@ package runtimelayout
 import (
 	"debug/dwarf"
 	"fmt"
+	"strings"
 )
 
 // WaitLayout holds the layouts of the runtime structures a blocked
@@ -64,17 +65,16 @@ type PollDescLayout struct {
 
 // SudogLayout holds the offsets of runtime.sudog fields.
 type SudogLayout struct {
-	Size                                       int64
-	G, Next, Prev, Elem, AcquireTime, IsSelect int64
-	Parent, WaitLink, WaitTail, C, Ticket      int64
+	Size                             int64
+	G, Next, Prev, Elem, WaitLink, C int64
 }
 
 // ChanLayout holds the offsets of runtime.hchan fields (a waitq is
 // {first, last *sudog}).
 type ChanLayout struct {
-	Size                               int64
-	QCount, DataQSiz, ElemSize, Closed int64
-	ElemType, RecvQ, SendQ             int64
+	Size                     int64
+	QCount, DataQSiz, Closed int64
+	ElemType, RecvQ, SendQ   int64
 }
 
 // waitLayoutFromDWARF fills the wait layout; what is missing leaves it
@@ -104,7 +104,7 @@ func readFields(st *dwarf.StructType, what string, fields []fieldSpec) error {
 		case err != nil:
 			return fmt.Errorf("%s: %w", what, err)
 		case f.size != 0 && ft.Size() != f.size:
-			return fmt.Errorf("%s.%v is %d bytes, gi reads %d", what, f.path, ft.Size(), f.size)
+			return fmt.Errorf("%s.%s is %d bytes, gi reads %d", what, strings.Join(f.path, "."), ft.Size(), f.size)
 		}
 		*f.dst = off
 	}
@@ -159,10 +159,7 @@ func waitLayout(d *Debug, g *dwarf.StructType) (WaitLayout, error) {
 	s.Size = sg.ByteSize
 	if err := readFields(sg, "runtime.sudog", []fieldSpec{
 		{&s.G, []string{"g"}, 8, false}, {&s.Next, []string{"next"}, 8, false}, {&s.Prev, []string{"prev"}, 8, false},
-		{&s.AcquireTime, []string{"acquiretime"}, 8, false},
-		{&s.Ticket, []string{"ticket"}, 4, false}, {&s.IsSelect, []string{"isSelect"}, 1, false},
-		{&s.Parent, []string{"parent"}, 8, false}, {&s.WaitLink, []string{"waitlink"}, 8, false},
-		{&s.WaitTail, []string{"waittail"}, 8, false},
+		{&s.WaitLink, []string{"waitlink"}, 8, false},
 	}); err != nil {
 		return w, err
 	}
@@ -181,7 +178,7 @@ func waitLayout(d *Debug, g *dwarf.StructType) (WaitLayout, error) {
 	c.Size = hc.ByteSize
 	if err := readFields(hc, "runtime.hchan", []fieldSpec{
 		{&c.QCount, []string{"qcount"}, 8, false}, {&c.DataQSiz, []string{"dataqsiz"}, 8, false},
-		{&c.ElemSize, []string{"elemsize"}, 2, false}, {&c.Closed, []string{"closed"}, 4, false},
+		{&c.Closed, []string{"closed"}, 4, false},
 		{&c.ElemType, []string{"elemtype"}, 8, false}, {&c.RecvQ, []string{"recvq", "first"}, 8, false},
 		{&c.SendQ, []string{"sendq", "first"}, 8, false},
 	}); err != nil {
