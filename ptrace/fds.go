@@ -131,27 +131,35 @@ func DescribeFD(pid, fd int) (FD, error) {
 	return out, nil
 }
 
-// findInetSocket looks inode up in /proc/<pid>/net/<table>.
-func findInetSocket(pid int, table, inode string) (local, remote string, ok bool) {
+// procNetEntry returns the fields of the line of /proc/<pid>/net/<table>
+// whose inode column (0-based col) is inode.
+func procNetEntry(pid int, table string, col int, inode string) ([]string, bool) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, table))
 	if err != nil {
-		return "", "", false
+		return nil, false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 10 || fs[9] != inode {
-			continue
+		if fs := strings.Fields(sc.Text()); len(fs) > col && fs[col] == inode {
+			return fs, true
 		}
-		local = hexAddr(fs[1])
-		if fs[2] != "" && !strings.HasSuffix(fs[2], ":0000") {
-			remote = hexAddr(fs[2])
-		}
-		return local, remote, true
 	}
-	return "", "", false
+	return nil, false
+}
+
+// findInetSocket looks inode up in /proc/<pid>/net/<table> (tcp, udp, ...).
+func findInetSocket(pid int, table, inode string) (local, remote string, ok bool) {
+	// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+	fs, ok := procNetEntry(pid, table, 9, inode)
+	if !ok {
+		return "", "", false
+	}
+	local = hexAddr(fs[1])
+	if !strings.HasSuffix(fs[2], ":0000") {
+		remote = hexAddr(fs[2])
+	}
+	return local, remote, true
 }
 
 // hexAddr decodes the kernel's "0100007F:1F90" (IPv4, or 32 hex digits of
@@ -176,22 +184,13 @@ func hexAddr(s string) string {
 // findUnixSocket looks inode up in /proc/<pid>/net/unix: its path, or "@"
 // for an unnamed one.
 func findUnixSocket(pid int, inode string) (string, bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/net/unix", pid))
-	if err != nil {
+	// Num RefCount Protocol Flags Type St Inode Path
+	fs, ok := procNetEntry(pid, "unix", 6, inode)
+	if !ok {
 		return "", false
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// Num RefCount Protocol Flags Type St Inode Path
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 7 || fs[6] != inode {
-			continue
-		}
-		if len(fs) >= 8 {
-			return fs[7], true
-		}
-		return "@", true
+	if len(fs) >= 8 {
+		return fs[7], true
 	}
-	return "", false
+	return "@", true
 }
