@@ -791,27 +791,36 @@ func (t *Target) typeName(typ uint64) string {
 // "chan 0xc000123 (unbuffered, 3 receivers, 0 senders)",
 // "mutex main.slowMu (locked, 4 waiters)", "sleep, wakes in 59m58s".
 func (o WaitObject) String() string {
+	head, details := o.Parts()
+	if len(details) == 0 {
+		return head
+	}
+	return head + " (" + strings.Join(details, ", ") + ")"
+}
+
+// Parts splits String: what the object is ("chan 0xc000123", "mutex
+// main.slowMu", "sleep, wakes in 59m58s") and its state, the details
+// String puts in parentheses ("locked", "4 waiters").
+func (o WaitObject) Parts() (head string, details []string) {
 	ref := o.Name
 	if ref == "" && o.Addr != 0 {
 		ref = fmt.Sprintf("%#x", o.Addr)
 	}
-	var b strings.Builder
-	b.WriteString(o.Kind)
+	head = o.Kind
 	if ref != "" {
-		b.WriteString(" " + ref)
+		head += " " + ref
 	}
-	var details []string
 	switch {
 	case o.Unknown != "":
 		details = append(details, "unknown: "+o.Unknown)
 	case o.Kind == "chan" && o.Addr == 0:
-		return "nil chan (blocks forever)"
+		return "nil chan", []string{"blocks forever"}
 	case o.Kind == "timer":
-		return "sleep, wakes in " + formatDuration(o.WakeIn)
+		return "sleep, wakes in " + formatDuration(o.WakeIn), nil
 	case o.FD != nil && o.Syscall != "":
-		return o.FD.String() + " (in " + o.Syscall + ")"
+		return o.FD.String(), []string{"in " + o.Syscall}
 	case o.FD != nil:
-		return o.FD.String() + " (" + o.Dir + ")"
+		return o.FD.String(), []string{o.Dir}
 	case o.Chan != nil:
 		c := o.Chan
 		if c.Cap == 0 {
@@ -845,10 +854,7 @@ func (o WaitObject) String() string {
 		}
 		details = append(details, plural(s.Waiters, "waiter"))
 	}
-	if len(details) > 0 {
-		b.WriteString(" (" + strings.Join(details, ", ") + ")")
-	}
-	return b.String()
+	return head, details
 }
 
 func plural(n int, what string) string {

@@ -315,13 +315,10 @@ func writeObjects(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine
 		if ref == "" {
 			ref = fmt.Sprintf("%#x", o.Addr)
 		}
-		state := o.String()
-		if i := strings.IndexByte(state, '('); i >= 0 {
-			state = strings.TrimSuffix(state[i+1:], ")")
-		} else if o.Kind == "timer" || (o.Kind == "chan" && o.Addr == 0) {
-			state, ref = o.String(), "-"
-		} else {
-			state = ""
+		head, details := o.Parts()
+		state := strings.Join(details, ", ")
+		if len(details) == 0 && o.Kind == "timer" {
+			state, ref = head, "-" // a sleep has no object: its state is when it ends
 		}
 		var sides []string
 		for _, d := range []string{"recv", "send", "read", "write"} {
