@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -37,31 +36,7 @@ func TestTraceExportsCLI(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	g.stop(t, syscall.SIGINT)
 
-	type line struct {
-		Goid       uint64 `json:"goid"`
-		Function   string `json:"function"`
-		Depth      int    `json:"depth"`
-		StartNS    int64  `json:"start_ns"`
-		DurationNS int64  `json:"duration_ns"`
-		Unwound    bool   `json:"unwound"`
-	}
-	var lines []line
-	dec := json.NewDecoder(strings.NewReader(g.stdout.String()))
-	for {
-		var raw map[string]json.RawMessage
-		if err := dec.Decode(&raw); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := raw["summary"]; ok {
-			continue
-		}
-		b, _ := json.Marshal(raw)
-		var l line
-		json.Unmarshal(b, &l)
-		lines = append(lines, l)
-	}
+	lines := parseTraceJSON(t, g.stdout.String())
 	if len(lines) != 3*3+20+4*3 {
 		t.Fatalf("%d JSON call lines, want %d", len(lines), 3*3+20+4*3)
 	}
