@@ -235,3 +235,20 @@ func TestOTLPCollectorKilled(t *testing.T) {
 		t.Errorf("the target does not answer after the trace: %v", err)
 	}
 }
+
+// TestOTLPBadInput: bad --otlp options end in one line and a non-zero
+// exit, before anything is attached.
+func TestOTLPBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--otlp", "ftp://x"}, `--otlp "ftp://x": want the collector's http:// or https:// URL`},
+		{[]string{"--otlp", "::"}, `--otlp "::": want the collector's http:// or https:// URL`},
+		{[]string{"--otlp", "http://127.0.0.1:1", "--otlp-header", "novalue"}, `--otlp-header "novalue": want NAME=VALUE`},
+		{[]string{"--service", "s"}, "--otlp-header and --service need --otlp URL"},
+	} {
+		_, stderr, code := runGi(t, append(append([]string{"trace"}, c.args...), "1", "main.*")...)
+		checkOneLineError(t, stderr, code, c.want)
+	}
+}
