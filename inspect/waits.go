@@ -38,9 +38,15 @@ type rawWaits struct {
 	timerWhen map[uint64]int64
 	// polls are the netpoller's pollDescs registered with epoll, by
 	// address: their bytes, and the descriptor each is for.
-	polls    map[uint64][]byte
-	pollFD   map[uint64]int
-	problems []string
+	polls  map[uint64][]byte
+	pollFD map[uint64]int
+	// conds are the sync.Conds Cond waiters may wait on, by address (only
+	// those whose copyChecker holds its own address), and listSudogs the
+	// sudogs their queues were followed through: which one is a
+	// goroutine's is decided after the stop (condOf).
+	conds      map[uint64][]byte
+	listSudogs map[uint64][]byte
+	problems   []string
 }
 
 type waitRead struct {
@@ -54,11 +60,15 @@ type waitRead struct {
 type readKind int32
 
 const (
-	readSudog    readKind = iota
-	readChan              // a runtime.hchan
-	readTimer             // a time.Sleep timer's deadline
-	readWindow            // the bytes around a semaphore: its sync object
-	readPollDesc          // a runtime.pollDesc
+	readSudog      readKind = iota
+	readChan                // a runtime.hchan
+	readTimer               // a time.Sleep timer's deadline
+	readWindow              // the bytes around a semaphore: its sync object
+	readPollDesc            // a runtime.pollDesc
+	readCond                // a sync.Cond a waiter may wait on
+	readListSudog           // a sudog reached from a notifyList
+	readSudogProbe          // a word of a Cond waiter's stack read as its sudog
+	readCondSudog           // a Cond waiter's sudog, from g.waiting (Go 1.26+)
 )
 
 // waitRound is one round of reads and what they returned (nil if failed).
@@ -85,7 +95,7 @@ type waitScratch struct {
 func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls map[uint64]int) *rawWaits {
 	W := &t.Layout.Wait
 	w := &rawWaits{chans: map[uint64][]byte{}, semaOf: map[uint64]uint64{}, windows: map[uint64][]byte{}, timerWhen: map[uint64]int64{},
-		polls: map[uint64][]byte{}, pollFD: polls}
+		polls: map[uint64][]byte{}, pollFD: polls, conds: map[uint64][]byte{}, listSudogs: map[uint64][]byte{}}
 	if !W.Known {
 		return w
 	}
@@ -104,8 +114,14 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls 
 			next = append(next, waitRead{addr: p, size: int32(sudogSize)})
 		}
 	}
+	condReason, followConds := t.condWaitReason()
+	conds := t.newCondFollower()
 	for _, rg := range gs {
 		if rg.state&^t.Layout.ScanBit != waiting {
+			continue
+		}
+		if followConds && rg.g[t.Layout.G.WaitReason] == condReason {
+			next = conds.add(rg, next)
 			continue
 		}
 		if p := t.u64(rg.g, W.GWaiting); p != 0 {
@@ -161,6 +177,11 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls 
 				w.windows[r.addr+semWindowBefore] = b
 			case readPollDesc:
 				w.polls[r.addr] = b
+			case readCond, readListSudog, readSudogProbe, readCondSudog:
+				if r.what != readCond {
+					sudogs++
+				}
+				next = conds.follow(r, b, w, next)
 			case readSudog:
 				sudogs++
 				// A channel's sudog points at it; the others sleep on a
@@ -187,6 +208,7 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls 
 				}
 			}
 		}
+		next = conds.endRound(w, next)
 	}
 	return w
 }
@@ -471,6 +493,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 	}
 	chans := map[uint64]WaitObject{}    // each channel described once: its queues may be long
 	objects := map[uint64]*WaitObject{} // sync objects shared by their waiters, counting them
+	var condOf map[uint64][]uint64      // the Conds waiters are queued in
 	for _, g := range gs {
 		if g.StatusValue != waiting {
 			continue
@@ -524,7 +547,28 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 			d := describe(iw.fd)
 			g.WaitingOn = []WaitObject{{Kind: "fd", Addr: iw.pd, Dir: iw.dir, FD: d, Type: typeOr(d.Kind, "fd")}}
 		case reason == "sync.Cond.Wait":
-			g.WaitingOn = []WaitObject{{Kind: "cond", Type: "*sync.Cond", Unknown: "the sync.Cond's address: its waiters are not reachable from the goroutine"}}
+			if condOf == nil {
+				condOf = t.condOf(w, raws)
+			}
+			obj := WaitObject{Kind: "cond", Type: "*sync.Cond"}
+			switch conds := condOf[g.Addr]; {
+			case W.CondNotify == runtimelayout.Missing || W.NotifyList.Size == 0:
+				obj.Unknown = "the binary does not describe sync.Cond and runtime.notifyList"
+			case len(conds) > 1:
+				obj.Unknown = fmt.Sprintf("%d sync.Conds its stack points at queue it", len(conds))
+			case len(conds) == 0:
+				obj.Unknown = "no sync.Cond its stack points at queues it"
+			default:
+				base := conds[0]
+				shared := objects[base]
+				if shared == nil {
+					shared = &WaitObject{Kind: "cond", Type: "*sync.Cond", Addr: base, Name: t.globalName(base), Sync: &SyncState{}}
+					objects[base] = shared
+				}
+				shared.Sync.Waiters++
+				obj = *shared
+			}
+			g.WaitingOn = []WaitObject{obj}
 		default:
 			sema, ok := w.semaOf[g.Addr]
 			if !ok {

@@ -108,7 +108,7 @@ func mainSleeps(snap *inspect.Snapshot) bool {
 
 func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announced, stripped bool) {
 	t.Helper()
-	if len(want) != 4+3+2+1+100+1+4+1+2+1+2+1+1 {
+	if len(want) != 4+3+2+1+100+1+4+1+2+1+2+4+1 {
 		t.Fatalf("the target announced %d blocked goroutines", len(want))
 	}
 	byID := map[uint64]*inspect.Goroutine{}
@@ -141,11 +141,6 @@ func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announce
 				continue
 			}
 			switch a.kind {
-			case "cond":
-				if o.Unknown == "" {
-					t.Errorf("%s: a sync.Cond's address cannot be known, yet nothing is said unknown", desc)
-				}
-				continue
 			case "fd":
 				// kind,local,remote as the target's net package says.
 				f := strings.Split(a.more, ",")
@@ -230,6 +225,18 @@ func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announce
 	if wo := find("waitgroup", "main.waitGroup"); wo != nil {
 		if s := wo.Object.Sync; s.Counter != 1 || s.Waiters != 2 {
 			t.Errorf("main.wg: %+v, want counter 1 and 2 waiters", *s)
+		}
+	}
+	if wo := find("cond", "main.condWait"); wo != nil {
+		// The heap Cond's three waiters, and the global one's single.
+		var counts []int
+		for _, o := range objs {
+			if o.Object.Kind == "cond" && o.Object.Sync != nil {
+				counts = append(counts, o.Object.Sync.Waiters, len(o.Goroutines))
+			}
+		}
+		if fmt.Sprint(counts) != "[3 3 1 1]" {
+			t.Errorf("sync.Conds' waiters (state, goroutines): %v, want [3 3 1 1]", counts)
 		}
 	}
 	if blocked, total := inspect.AllBlocked(snap.Goroutines); blocked != total-1 {

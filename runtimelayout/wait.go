@@ -45,6 +45,13 @@ type WaitLayout struct {
 	RWMutexReaderWait  int64
 	WaitGroupSema      int64 // sync.WaitGroup
 	WaitGroupState     int64
+	// CondNotify is the offset of sync.Cond.notify, the list its waiters
+	// queue in, and CondChecker of its copyChecker, which holds its own
+	// address once the Cond has been waited on (both Missing when the
+	// binary has no sync.Cond); CondSize is the Cond's size.
+	CondNotify, CondChecker, CondSize int64
+	// NotifyList is runtime.notifyList (Size 0 if the binary has none).
+	NotifyList NotifyListLayout
 
 	// PollDesc is runtime.pollDesc (Size 0 if the binary has none): the
 	// netpoller's record of a descriptor, with the goroutines waiting to
@@ -63,10 +70,18 @@ type PollDescLayout struct {
 	Size, FD, RG, WG int64
 }
 
+// NotifyListLayout holds the offsets of runtime.notifyList fields: the
+// tickets handed out (wait) and woken (notify), and the queue of waiters'
+// sudogs, linked by sudog.next.
+type NotifyListLayout struct {
+	Size, Wait, Notify, Head, Tail int64
+}
+
 // SudogLayout holds the offsets of runtime.sudog fields.
 type SudogLayout struct {
 	Size                             int64
 	G, Next, Prev, Elem, WaitLink, C int64
+	Ticket                           int64
 }
 
 // ChanLayout holds the offsets of runtime.hchan fields (a waitq is
@@ -159,7 +174,7 @@ func waitLayout(d *Debug, g *dwarf.StructType) (WaitLayout, error) {
 	s.Size = sg.ByteSize
 	if err := readFields(sg, "runtime.sudog", []fieldSpec{
 		{&s.G, []string{"g"}, 8, false}, {&s.Next, []string{"next"}, 8, false}, {&s.Prev, []string{"prev"}, 8, false},
-		{&s.WaitLink, []string{"waitlink"}, 8, false},
+		{&s.WaitLink, []string{"waitlink"}, 8, false}, {&s.Ticket, []string{"ticket"}, 4, false},
 	}); err != nil {
 		return w, err
 	}
@@ -228,6 +243,15 @@ func waitLayout(d *Debug, g *dwarf.StructType) (WaitLayout, error) {
 		}
 	}
 
+	if nl, err := d.Struct("runtime.notifyList"); err == nil {
+		n := &w.NotifyList
+		n.Size = nl.ByteSize
+		if err := readFields(nl, "runtime.notifyList", []fieldSpec{{&n.Wait, []string{"wait"}, 4, false}, {&n.Notify, []string{"notify"}, 4, false},
+			{&n.Head, []string{"head"}, 8, false}, {&n.Tail, []string{"tail"}, 8, false}}); err != nil {
+			return w, err
+		}
+	}
+
 	// The sync types: a program that does not use one has no waiter on it
 	// either, so a missing type leaves its offsets Missing.
 	for _, s := range []struct {
@@ -237,6 +261,7 @@ func waitLayout(d *Debug, g *dwarf.StructType) (WaitLayout, error) {
 		{"sync.RWMutex", []fieldSpec{{&w.RWMutexWriterSem, []string{"writerSem"}, 4, false}, {&w.RWMutexReaderSem, []string{"readerSem"}, 4, false},
 			{&w.RWMutexReaderCount, []string{"readerCount"}, 4, false}, {&w.RWMutexReaderWait, []string{"readerWait"}, 4, false}}},
 		{"sync.WaitGroup", []fieldSpec{{&w.WaitGroupState, []string{"state"}, 8, false}, {&w.WaitGroupSema, []string{"sema"}, 4, false}}},
+		{"sync.Cond", []fieldSpec{{&w.CondNotify, []string{"notify"}, 0, false}, {&w.CondChecker, []string{"checker"}, 8, false}}},
 	} {
 		st, err := d.Struct(s.name)
 		if err != nil {
@@ -247,6 +272,9 @@ func waitLayout(d *Debug, g *dwarf.StructType) (WaitLayout, error) {
 		}
 		if err := readFields(st, s.name, s.fields); err != nil {
 			return w, err
+		}
+		if s.name == "sync.Cond" {
+			w.CondSize = st.ByteSize
 		}
 	}
 	w.MutexState, w.MutexSema = Missing, Missing

@@ -312,8 +312,11 @@ func writeObjects(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine
 	for _, wo := range objs {
 		o := wo.Object
 		ref := o.Name
-		if ref == "" {
+		switch {
+		case ref == "" && o.Addr != 0:
 			ref = fmt.Sprintf("%#x", o.Addr)
+		case ref == "":
+			ref = "-" // a nil channel, or an object whose address is unknown
 		}
 		head, details := o.Parts()
 		state := strings.Join(details, ", ")

@@ -43,6 +43,9 @@ var (
 	wg     sync.WaitGroup
 	condMu sync.Mutex
 	cond   = sync.NewCond(&condMu)
+	// valueCond is a Cond held by value in a global: gi names it.
+	valueMu   sync.Mutex
+	valueCond = sync.Cond{L: &valueMu}
 
 	printMu sync.Mutex
 	waiting = map[uint64]string{} // goid → wait reason expected
@@ -132,10 +135,10 @@ func waitGroup() {
 }
 
 //go:noinline
-func condWait() {
-	condMu.Lock()
-	announce("sync.Cond.Wait", fmt.Sprintf("kind=cond addr=%p", cond))
-	cond.Wait()
+func condWait(c *sync.Cond, name string) {
+	c.L.Lock()
+	announce("sync.Cond.Wait", fmt.Sprintf("kind=cond addr=%p%s", c, name))
+	c.Wait()
 }
 
 //go:noinline
@@ -249,12 +252,15 @@ func main() {
 	for i := 0; i < 2; i++ {
 		go waitGroup()
 	}
-	go condWait()
+	for i := 0; i < 3; i++ {
+		go condWait(cond, "")
+	}
+	go condWait(&valueCond, " name=main.valueCond")
 	go sleeper(time.Hour)
 
 	// READY once the runtime's own dump shows every announced goroutine
 	// blocked with its reason.
-	want := 4 + 3 + 2 + 1 + *fan + 1 + 4 + 1 + 2 + 1 + 2 + 1 + 1
+	want := 4 + 3 + 2 + 1 + *fan + 1 + 4 + 1 + 2 + 1 + 2 + 4 + 1
 	for {
 		printMu.Lock()
 		n := len(waiting)

@@ -18,13 +18,22 @@ func main() {
 	var mu sync.Mutex
 	var rw sync.RWMutex
 	var wg sync.WaitGroup
+	cond := sync.NewCond(&mu)
+	ready := false
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		mu.Lock()
 		rw.RLock()
 		rw.RUnlock()
+		ready = true
+		cond.Broadcast()
 		mu.Unlock()
 	}()
+	mu.Lock()
+	for !ready {
+		cond.Wait()
+	}
+	mu.Unlock()
 	wg.Wait()
 }
