@@ -1,0 +1,347 @@
+// Package funcargs describes the arguments and results of Go functions
+// from a binary's DWARF: their names, their types, and where each value is
+// at a probe, in which registers or at which offset from the stack
+// pointer.
+//
+// Types and argument locations are read with Delve's DWARF packages
+// (godwarf for types, loclist and op for location lists). Arguments are
+// located by their location lists at the probe's pc. Results have no
+// location in Go's DWARF; at a RET they are where the register ABI
+// assigns them (ABILocations), an assignment checked against the location
+// lists of the arguments, for which both exist.
+package funcargs
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"errors"
+	"fmt"
+
+	"github.com/go-delve/delve/pkg/dwarf/godwarf"
+	"github.com/go-delve/delve/pkg/dwarf/loclist"
+	"github.com/go-delve/delve/pkg/dwarf/op"
+)
+
+// ErrNoDWARF is returned for a binary without debug information.
+var ErrNoDWARF = errors.New("arguments need DWARF, and the binary has none (stripped)")
+
+// Reader reads function descriptions from one binary's DWARF.
+type Reader struct {
+	Arch  *Arch
+	dwarf *dwarf.Data
+	loc   loclist.Reader
+	addr  *godwarf.DebugAddrSection
+	types map[dwarf.Offset]godwarf.Type
+	funcs map[string]subprogram // built on first use
+}
+
+// subprogram is where a function's DWARF entry is, and what its unit's
+// location lists are relative to.
+type subprogram struct {
+	off      dwarf.Offset
+	cuBase   uint64 // the unit's low pc: base of its location lists
+	addrBase int64  // the unit's DW_AT_addr_base (DWARF 5)
+}
+
+// Open prepares to read the DWARF of f, an ELF binary for GOARCH goarch.
+func Open(f *elf.File, goarch string) (*Reader, error) {
+	arch := ArchByName(goarch)
+	if arch == nil {
+		return nil, fmt.Errorf("arguments on %s: gi knows the register ABI of amd64 and arm64 only", goarch)
+	}
+	if f.Section(".debug_info") == nil && f.Section(".zdebug_info") == nil {
+		return nil, ErrNoDWARF
+	}
+	d, err := f.DWARF()
+	if err != nil {
+		return nil, fmt.Errorf("read DWARF: %w", err)
+	}
+	r := &Reader{Arch: arch, dwarf: d, types: map[dwarf.Offset]godwarf.Type{}}
+	if b, err := godwarf.GetDebugSectionElf(f, "loclists"); err == nil && len(b) > 0 {
+		r.loc = loclist.NewDwarf5Reader(b)
+	} else if b, err := godwarf.GetDebugSectionElf(f, "loc"); err == nil && len(b) > 0 {
+		r.loc = loclist.NewDwarf2Reader(b, 8)
+	}
+	if b, err := godwarf.GetDebugSectionElf(f, "addr"); err == nil && len(b) > 0 {
+		r.addr = godwarf.ParseAddr(b)
+	}
+	return r, nil
+}
+
+// Var is one argument or result of a function.
+type Var struct {
+	// Name is the name in the source; unnamed results are "~r0", "~r1"...
+	Name string
+	// Type is its type as DWARF describes it.
+	Type godwarf.Type
+	// Result is set for results.
+	Result bool
+	// location is the DW_AT_location attribute: an expression or the
+	// offset of a location list.
+	location any
+}
+
+// TypeName is the Go name of v's type ("int", "main.Point", "[]string").
+func (v *Var) TypeName() string { return v.Type.String() }
+
+// Func is a function's arguments (its receiver first) and results.
+type Func struct {
+	Name    string
+	Entry   uint64
+	Params  []*Var
+	Results []*Var
+	sub     subprogram
+	reader  *Reader
+}
+
+// Func describes the function called name ("main.query",
+// "main.(*Server).Handle").
+func (r *Reader) Func(name string) (*Func, error) {
+	if r.funcs == nil {
+		if err := r.index(); err != nil {
+			return nil, err
+		}
+	}
+	sub, ok := r.funcs[name]
+	if !ok {
+		return nil, fmt.Errorf("%s: not in the binary's DWARF", name)
+	}
+	rd := r.dwarf.Reader()
+	rd.Seek(sub.off)
+	e, err := rd.Next()
+	if err != nil || e == nil {
+		return nil, fmt.Errorf("%s: read DWARF entry: %v", name, err)
+	}
+	fn := &Func{Name: name, sub: sub, reader: r}
+	fn.Entry, _ = e.Val(dwarf.AttrLowpc).(uint64)
+	if !e.Children {
+		return fn, nil
+	}
+	for {
+		c, err := rd.Next()
+		if err != nil {
+			return nil, fmt.Errorf("%s: read DWARF: %w", name, err)
+		}
+		if c == nil || c.Tag == 0 {
+			break
+		}
+		if c.Children {
+			rd.SkipChildren()
+		}
+		if c.Tag != dwarf.TagFormalParameter {
+			continue
+		}
+		v := &Var{location: c.Val(dwarf.AttrLocation)}
+		v.Name, _ = c.Val(dwarf.AttrName).(string)
+		v.Result, _ = c.Val(dwarf.AttrVarParam).(bool)
+		toff, ok := c.Val(dwarf.AttrType).(dwarf.Offset)
+		if !ok {
+			return nil, fmt.Errorf("%s: %s has no type", name, v.Name)
+		}
+		if v.Type, err = godwarf.ReadType(r.dwarf, 0, toff, r.types); err != nil {
+			return nil, fmt.Errorf("%s: type of %s: %w", name, v.Name, err)
+		}
+		if v.Result {
+			fn.Results = append(fn.Results, v)
+		} else {
+			fn.Params = append(fn.Params, v)
+		}
+	}
+	return fn, nil
+}
+
+// index finds every function's entry, unit by unit.
+func (r *Reader) index() error {
+	r.funcs = map[string]subprogram{}
+	rd := r.dwarf.Reader()
+	var cuBase uint64
+	var addrBase int64
+	for {
+		e, err := rd.Next()
+		if err != nil {
+			return fmt.Errorf("read DWARF: %w", err)
+		}
+		if e == nil {
+			return nil
+		}
+		switch e.Tag {
+		case dwarf.TagCompileUnit:
+			cuBase, _ = e.Val(dwarf.AttrLowpc).(uint64)
+			addrBase, _ = e.Val(dwarf.AttrAddrBase).(int64)
+			continue
+		case dwarf.TagSubprogram:
+			if name, ok := e.Val(dwarf.AttrName).(string); ok {
+				if _, inlineOnly := e.Val(dwarf.AttrInline).(int64); !inlineOnly || e.Val(dwarf.AttrLowpc) != nil {
+					r.funcs[name] = subprogram{off: e.Offset, cuBase: cuBase, addrBase: addrBase}
+				}
+			}
+		}
+		if e.Children {
+			rd.SkipChildren()
+		}
+	}
+}
+
+// Piece is one part of a value: in a register or on the stack.
+type Piece struct {
+	// Reg is the DWARF number of the register holding the piece (when
+	// Stack is false).
+	Reg uint64
+	// Stack is set for a piece in memory at Offset from the stack pointer
+	// (Location) or from the CFA (ABILocations).
+	Stack  bool
+	Offset int64
+	// Size is the piece's size in bytes.
+	Size int64
+	// ValueOffset is where the piece goes in the value.
+	ValueOffset int64
+	// Float is set for a piece in a floating-point register.
+	Float bool
+	// Missing is set for a piece DWARF says is not available (optimized
+	// away, or padding).
+	Missing bool
+}
+
+// cfaBias keeps the CFA handed to the DWARF evaluator non-zero (it takes
+// zero for unknown) when it is the stack pointer itself.
+const cfaBias = 1 << 40
+
+// Location returns where argument v is at pc, where the CFA is cfa bytes
+// above the stack pointer: its pieces, stack offsets counted from the
+// stack pointer.
+func (f *Func) Location(v *Var, pc uint64, cfa int64) ([]Piece, error) {
+	r := f.reader
+	var instr []byte
+	switch l := v.location.(type) {
+	case []byte:
+		instr = l
+	case int64:
+		if r.loc == nil {
+			return nil, fmt.Errorf("%s: location list without a location list section", v.Name)
+		}
+		var debugAddr *godwarf.DebugAddr
+		if r.addr != nil {
+			debugAddr = r.addr.GetSubsection(uint64(f.sub.addrBase))
+		}
+		e, err := r.loc.Find(int(l), 0, f.sub.cuBase, pc, debugAddr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: location list: %w", v.Name, err)
+		}
+		if e == nil {
+			return nil, fmt.Errorf("%s: no location at %#x", v.Name, pc)
+		}
+		instr = e.Instr
+	default:
+		return nil, fmt.Errorf("%s: no location", v.Name)
+	}
+	if len(instr) == 0 {
+		return nil, fmt.Errorf("%s: no location at %#x", v.Name, pc)
+	}
+	regs := op.DwarfRegisters{CFA: cfaBias + cfa, FrameBase: cfaBias + cfa}
+	addr, pieces, err := op.ExecuteStackProgram(regs, instr, 8, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: location at %#x: %w", v.Name, pc, err)
+	}
+	if pieces == nil {
+		return []Piece{{Stack: true, Offset: addr - cfaBias, Size: v.Type.Size()}}, nil
+	}
+	out := make([]Piece, 0, len(pieces))
+	var at int64
+	for _, p := range pieces {
+		q := Piece{Size: int64(p.Size), ValueOffset: at}
+		switch p.Kind {
+		case op.RegPiece:
+			q.Reg, q.Float = p.Val, r.Arch.IsFloatReg(p.Val)
+			if q.Size == 0 {
+				q.Size = v.Type.Size()
+			}
+		case op.AddrPiece:
+			q.Stack, q.Offset = true, int64(p.Val)-cfaBias
+		default:
+			q.Missing = true
+		}
+		at += q.Size
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// Located is where one argument or result is at a probe.
+type Located struct {
+	Var *Var
+	// Pieces are its parts, stack offsets counted from the stack pointer
+	// at the probe, each with where it goes in the value.
+	Pieces []Piece
+	// Unknown says why it cannot be located ("" when it can).
+	Unknown string
+}
+
+// Locate says where f's arguments are at pc, a probe on f's entry path
+// where the CFA is cfa bytes above the stack pointer (the argument
+// registers untouched yet), and where its results are at each of its
+// RETs, where the frame is gone and the stack pointer is the one of the
+// entry. The arguments' registers and stack slots come from the DWARF
+// location lists; where each piece goes in the value comes from the
+// register ABI's assignment, which must agree with them piece by piece (an
+// argument where they disagree is unknown, not guessed).
+func (f *Func) Locate(pc uint64, cfa int64) (params, results []Located, err error) {
+	arch := f.reader.Arch
+	var pt, rt []godwarf.Type
+	for _, v := range f.Params {
+		pt = append(pt, v.Type)
+	}
+	for _, v := range f.Results {
+		rt = append(rt, v.Type)
+	}
+	abiParams, abiResults, err := ABILocations(arch, pt, rt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	for i, v := range f.Params {
+		l := Located{Var: v}
+		pieces, err := f.Location(v, pc, cfa)
+		if err != nil {
+			l.Unknown = err.Error()
+		} else if l.Pieces, err = matchABI(pieces, abiParams[i], cfa); err != nil {
+			l.Unknown = fmt.Sprintf("%s: %v", v.Name, err)
+		}
+		params = append(params, l)
+	}
+	for i, v := range f.Results {
+		ps := append([]Piece(nil), abiResults[i]...)
+		for j := range ps {
+			if ps[j].Stack {
+				ps[j].Offset += arch.CFAFromSP
+			}
+		}
+		results = append(results, Located{Var: v, Pieces: ps})
+	}
+	return params, results, nil
+}
+
+// matchABI gives the DWARF pieces of an argument the value offsets of the
+// ABI's pieces, checking that both name the same registers (or, for a
+// value on the stack, the same slot) with the same sizes. cfa converts the
+// ABI's CFA-relative stack offsets to the DWARF's SP-relative ones.
+func matchABI(dwarfPieces, abi []Piece, cfa int64) ([]Piece, error) {
+	var out []Piece
+	for _, p := range dwarfPieces {
+		if !p.Missing {
+			out = append(out, p)
+		}
+	}
+	if len(out) != len(abi) {
+		return nil, fmt.Errorf("DWARF has %d pieces, the register ABI %d", len(out), len(abi))
+	}
+	for i := range out {
+		a := abi[i]
+		if a.Stack {
+			a.Offset += cfa
+		}
+		if out[i].Stack != a.Stack || out[i].Size != a.Size || (a.Stack && out[i].Offset != a.Offset) || (!a.Stack && out[i].Reg != a.Reg) {
+			return nil, fmt.Errorf("DWARF and the register ABI disagree on piece %d", i)
+		}
+		out[i].ValueOffset = a.ValueOffset
+	}
+	return out, nil
+}
