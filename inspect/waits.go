@@ -494,6 +494,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 	chans := map[uint64]WaitObject{}    // each channel described once: its queues may be long
 	objects := map[uint64]*WaitObject{} // sync objects shared by their waiters, counting them
 	var condOf map[uint64][]uint64      // the Conds waiters are queued in
+	_, followConds := t.condWaitReason()
 	for _, g := range gs {
 		if g.StatusValue != waiting {
 			continue
@@ -552,12 +553,12 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 			}
 			obj := WaitObject{Kind: "cond", Type: "*sync.Cond"}
 			switch conds := condOf[g.Addr]; {
-			case W.CondNotify == runtimelayout.Missing || W.NotifyList.Size == 0:
+			case !followConds:
 				obj.Unknown = "the binary does not describe sync.Cond and runtime.notifyList"
 			case len(conds) > 1:
 				obj.Unknown = fmt.Sprintf("%d sync.Conds its stack points at queue it", len(conds))
 			case len(conds) == 0:
-				obj.Unknown = "no sync.Cond its stack points at queues it"
+				obj.Unknown = "no sync.Cond its sudog or stack points at has it in its queue"
 			default:
 				base := conds[0]
 				shared := objects[base]
