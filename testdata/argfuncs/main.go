@@ -59,7 +59,9 @@ func ints(a int8, b int16, c int32, d int64, e uint8, f uint16, g uint32, h uint
 func floats(a float32, b float64) float64 { return float64(a) + b }
 
 //go:noinline
-func boolsAndString(ok bool, s string, done bool) (string, bool) { return strings.ToUpper(s), ok && !done }
+func boolsAndString(ok bool, s string, done bool) (string, bool) {
+	return strings.ToUpper(s), ok && !done
+}
 
 //go:noinline
 func pointer(p *Point) *Point { return p }
