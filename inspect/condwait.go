@@ -95,10 +95,8 @@ func (c *condFollower) add(rg *rawG, queue []waitRead) []waitRead {
 	t := c.t
 	W := &t.Layout.Wait
 	if s := t.u64(rg.g, W.GWaiting); s != 0 {
-		if c.sudogs[s] {
-			return queue
-		}
-		c.sudogs[s] = true
+		// Each goroutine's own: no set to check it against (the stop has
+		// no per-waiter map), and its queue is not followed.
 		return append(queue, waitRead{addr: s, owner: rg.addr, size: int32(W.Sudog.Size), what: readCondSudog})
 	}
 	end := t.condWaitFrameEnd(rg)
@@ -172,23 +170,19 @@ func (c *condFollower) follow(r waitRead, b []byte, w *rawWaits, queue []waitRea
 		}
 	case readCondSudog:
 		if t.u64(b, W.Sudog.G) == r.owner {
-			w.listSudogs[r.addr] = b
 			if l := t.u64(b, W.Sudog.Elem); l > uint64(W.CondNotify) {
 				queue = c.queueCond(l-uint64(W.CondNotify), queue)
 			}
-			queue = c.queueSudog(t.u64(b, W.Sudog.Next), queue)
 		}
 	case readSudogProbe:
 		for _, p := range c.pilots {
 			if p.slot < 0 && r.owner >= p.rg.sp && r.owner < p.rg.sp+p.size && t.u64(b, W.Sudog.G) == p.rg.addr {
 				p.slot = int(r.owner - p.rg.sp)
 				c.sudogs[r.addr] = true
-				w.listSudogs[r.addr] = b
 				queue = c.queueSudog(t.u64(b, W.Sudog.Next), queue)
 			}
 		}
 	case readListSudog:
-		w.listSudogs[r.addr] = b
 		queue = c.queueSudog(t.u64(b, W.Sudog.Next), queue)
 	}
 	return queue
@@ -268,16 +262,45 @@ func (t *Target) condWaitFrameEnd(rg *rawG) uint64 {
 	return 0
 }
 
-// condOf walks the queue of each copied Cond through the copied sudogs
-// and keeps the queues that are what they seem: the walk ends at the
-// list's tail, every sudog in it names a goroutine of the snapshot and
-// holds a ticket the list handed out and has not woken (notify <= ticket
-// < wait). It returns the Conds each queued goroutine waits on (one,
-// unless its stack's words were ambiguous).
+// condOf tells which Cond each waiter waits on. Since Go 1.26 its sudog
+// names the list, as a channel waiter's names its channel; the Cond around
+// it must be real (its copyChecker). Before, the Cond's queue is walked
+// through the copied sudogs, and only queues that are what they seem
+// count: the walk ends at the list's tail, every sudog in it names a
+// goroutine of the snapshot and holds a ticket the list handed out and has
+// not woken (notify <= ticket < wait). A goroutine gets the Conds whose
+// queue holds it (one, unless its stack's words were ambiguous).
 func (t *Target) condOf(w *rawWaits, raws map[uint64]*rawG) map[uint64][]uint64 {
 	W := &t.Layout.Wait
 	N := &W.NotifyList
 	of := map[uint64][]uint64{}
+	add := func(g, cond uint64) {
+		for _, c := range of[g] {
+			if c == cond {
+				return
+			}
+		}
+		of[g] = append(of[g], cond)
+	}
+	sudogs := map[uint64][]byte{}
+	for _, rd := range w.rounds {
+		for i, r := range rd.reads {
+			b := rd.bufs[i]
+			if b == nil {
+				continue
+			}
+			switch r.what {
+			case readListSudog, readSudogProbe:
+				sudogs[r.addr] = b
+			case readCondSudog:
+				if g := t.u64(b, W.Sudog.G); g == r.owner && raws[g] != nil {
+					if cond := t.u64(b, W.Sudog.Elem) - uint64(W.CondNotify); w.conds[cond] != nil {
+						add(g, cond)
+					}
+				}
+			}
+		}
+	}
 	var queued []uint64
 	for addr, b := range w.conds {
 		l := b[W.CondNotify:]
@@ -288,8 +311,8 @@ func (t *Target) condOf(w *rawWaits, raws map[uint64]*rawG) map[uint64][]uint64 
 		}
 		queued = queued[:0]
 		ok := false
-		for s, n := head, 0; n <= len(w.listSudogs); n++ {
-			sb := w.listSudogs[s]
+		for s, n := head, 0; n <= len(sudogs); n++ {
+			sb := sudogs[s]
 			if sb == nil {
 				break
 			}
@@ -309,7 +332,7 @@ func (t *Target) condOf(w *rawWaits, raws map[uint64]*rawG) map[uint64][]uint64 
 			continue
 		}
 		for _, g := range queued {
-			of[g] = append(of[g], addr)
+			add(g, addr)
 		}
 	}
 	return of

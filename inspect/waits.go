@@ -41,12 +41,11 @@ type rawWaits struct {
 	polls  map[uint64][]byte
 	pollFD map[uint64]int
 	// conds are the sync.Conds Cond waiters may wait on, by address (only
-	// those whose copyChecker holds its own address), and listSudogs the
-	// sudogs their queues were followed through: which one is a
+	// those whose copyChecker holds its own address); the sudogs their
+	// queues were followed through stay in rounds. Which Cond is a
 	// goroutine's is decided after the stop (condOf).
-	conds      map[uint64][]byte
-	listSudogs map[uint64][]byte
-	problems   []string
+	conds    map[uint64][]byte
+	problems []string
 }
 
 type waitRead struct {
@@ -95,7 +94,7 @@ type waitScratch struct {
 func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls map[uint64]int) *rawWaits {
 	W := &t.Layout.Wait
 	w := &rawWaits{chans: map[uint64][]byte{}, semaOf: map[uint64]uint64{}, windows: map[uint64][]byte{}, timerWhen: map[uint64]int64{},
-		polls: map[uint64][]byte{}, pollFD: polls, conds: map[uint64][]byte{}, listSudogs: map[uint64][]byte{}}
+		polls: map[uint64][]byte{}, pollFD: polls, conds: map[uint64][]byte{}}
 	if !W.Known {
 		return w
 	}

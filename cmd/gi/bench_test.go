@@ -23,15 +23,25 @@ import (
 // (total, process start to exit), gi's peak memory, and as the baseline the
 // same process's own runtime.Stack(all) time, measured in the same run.
 // The pause is also measured without reading what blocked goroutines wait
-// on (every parked goroutine here waits on one channel: one sudog each).
+// on (every parked goroutine here waits on one channel: one sudog each;
+// in the cond case, 100k wait on one sync.Cond, found through their
+// sudogs since Go 1.26, and the pause shows what following them costs).
 // Goals at 100k: pause ≤ 100 ms, total ≤ 1 s, peak ≤ 300 MB.
 func BenchmarkPs(b *testing.B) {
 	requirePrivilege(b)
 	gi := buildGi(b)
 	bin := targets.Build(b, "psstates", targets.BuildOptions{})
-	for _, n := range []int{1_000, 10_000, 100_000} {
-		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
-			p := targets.Start(b, bin, "-park", strconv.Itoa(n), "-depth", "50")
+	for _, c := range []struct {
+		n  int
+		on string
+	}{{1_000, "chan"}, {10_000, "chan"}, {100_000, "chan"}, {100_000, "cond"}} {
+		name := fmt.Sprintf("goroutines=%d", c.n)
+		if c.on != "chan" {
+			name += "/on=" + c.on
+		}
+		n := c.n
+		b.Run(name, func(b *testing.B) {
+			p := targets.Start(b, bin, "-park", strconv.Itoa(n), "-depth", "50", "-park-on", c.on)
 			var pause, pauseNoWaits, total, tableTotal time.Duration
 			var peakKB int64
 			for i := 0; i < b.N; i++ {

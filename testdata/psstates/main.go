@@ -26,6 +26,7 @@ import (
 var (
 	dumpPath = flag.String("dump", "", "where to write the runtime's goroutine dump (default: a temporary file)")
 	park     = flag.Int("park", 1000, "goroutines parked on a channel in main.parked")
+	parkOn   = flag.String("park-on", "chan", `what the parked goroutines wait on: "chan" (main.parked) or "cond", one sync.Cond (main.parkedOnCond)`)
 	depth    = flag.Int("depth", 300, "recursion depth of main.recurse")
 	spinners = flag.Int("spin", 3, "goroutines spinning in main.spin (more than CPUs leaves some runnable)")
 )
@@ -47,6 +48,20 @@ func parked(i int) {
 	started.Done()
 	<-never
 	sink = i
+}
+
+var (
+	parkMu   sync.Mutex
+	parkCond = sync.NewCond(&parkMu)
+)
+
+//go:noinline
+func parkedOnCond(i int) {
+	parkMu.Lock()
+	started.Done()
+	for {
+		parkCond.Wait() // nobody ever signals it
+	}
 }
 
 //go:noinline
@@ -221,6 +236,10 @@ func main() {
 	}
 	for i := 0; i < *park; i++ {
 		i := i
+		if *parkOn == "cond" {
+			launch(func() { parkedOnCond(i) })
+			continue
+		}
 		launch(func() { parked(i) })
 	}
 	launch(sender)
