@@ -304,7 +304,7 @@ func imageBinary(t testing.TB, img *capturedImage) string {
 	}
 	sum := sha256.Sum256(content)
 	if got := hex.EncodeToString(sum[:]); got != img.BinarySHA || img.Build != imageBuild.String() {
-		t.Fatalf("psstates (%s) rebuilt as %s, the image was captured from %s (%s): testdata/psstates changed? recapture with go test -run TestImageRoundTrip -write-image ./inspect/ (root)",
+		t.Fatalf("psstates (%s) rebuilt as %s, the image was captured from %s (%s): testdata/psstates changed? recapture with go test ./inspect/ -run TestImageRoundTrip -write-image (root)",
 			imageBuild, got, img.BinarySHA, img.Build)
 	}
 	return bin
