@@ -26,14 +26,7 @@ func TestProfileSelfTimes(t *testing.T) {
 	h := trace.Header{Goid: 7, Labels: map[string]string{"worker": "w1"}}
 	pr.Root(h, root)
 	pr.Root(h, root)
-	var buf bytes.Buffer
-	if err := pr.Write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.Parse(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := writeAndParse(t, pr)
 	self := map[string]int64{}
 	for _, s := range p.Sample {
 		var path []string
@@ -126,6 +119,15 @@ func TestProfileLabelsKeptApart(t *testing.T) {
 	pr := NewProfile()
 	pr.Root(trace.Header{Goid: 1, Labels: map[string]string{"a": "b,\"c\"=d"}}, root)
 	pr.Root(trace.Header{Goid: 1, Labels: map[string]string{"a": "b", "c": "d"}}, root)
+	p := writeAndParse(t, pr)
+	if len(p.Sample) != 8 {
+		t.Errorf("%d samples, want 8 (4 paths x 2 label sets)", len(p.Sample))
+	}
+}
+
+// writeAndParse writes pr and parses it back with pprof's own parser.
+func writeAndParse(t *testing.T, pr *Profile) *profile.Profile {
+	t.Helper()
 	var buf bytes.Buffer
 	if err := pr.Write(&buf); err != nil {
 		t.Fatal(err)
@@ -134,7 +136,5 @@ func TestProfileLabelsKeptApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Sample) != 8 {
-		t.Errorf("%d samples, want 8 (4 paths x 2 label sets)", len(p.Sample))
-	}
+	return p
 }

@@ -108,27 +108,32 @@ func (c *condFollower) add(rg *rawG, queue []waitRead) []waitRead {
 		p.pending = append(p.pending, rg)
 		return queue
 	}
-	p := &condPilot{rg: rg, size: frame.size, slot: -1}
+	p := &condPilot{rg: rg, size: frame.size, slot: -1, words: c.stackConds(rg, frame.size)}
 	c.pilots[frame] = p
-	for off := 0; off+8 <= int(frame.size); off += 8 {
-		w := binary.LittleEndian.Uint64(rg.stack[off:])
-		if !c.maybePointer(rg, w) {
-			continue
+	for _, cw := range p.words {
+		queue = c.queueCond(cw.cond, queue)
+		if !cw.list { // the word itself, read once as the pilot's sudog
+			queue = append(queue, waitRead{addr: cw.cond, owner: rg.sp + uint64(cw.off), size: int32(W.Sudog.Size), what: readSudogProbe})
 		}
-		for _, cw := range [2]condWord{{off, false, w}, {off, true, w - uint64(W.CondNotify)}} {
-			p.words = append(p.words, cw)
-			queue = c.queueCond(cw.cond, queue)
-		}
-		queue = append(queue, waitRead{addr: w, owner: rg.sp + uint64(off), size: int32(W.Sudog.Size), what: readSudogProbe})
 	}
 	return queue
 }
 
-// maybePointer tells whether stack word w of rg may point at a Cond or a
-// sudog: not a small number, aligned, not code, not rg's own stack.
-func (c *condFollower) maybePointer(rg *rawG, w uint64) bool {
-	s := c.t.sym
-	return w >= 1<<12 && w&7 == 0 && (w < rg.stackLo || w >= rg.stackHi) && (w < s.textLo || w >= s.textHi)
+// stackConds reads each word of rg's innermost size bytes of stack that
+// may point at a Cond or a sudog (not a small number, aligned, not code,
+// not rg's own stack) as the Cond (c) and as the Cond around its list
+// (&c.notify, l).
+func (c *condFollower) stackConds(rg *rawG, size uint64) []condWord {
+	s, notify := c.t.sym, uint64(c.t.Layout.Wait.CondNotify)
+	var out []condWord
+	for off := 0; off+8 <= int(size); off += 8 {
+		w := binary.LittleEndian.Uint64(rg.stack[off:])
+		if w < 1<<12 || w&7 != 0 || (w >= rg.stackLo && w < rg.stackHi) || (w >= s.textLo && w < s.textHi) {
+			continue
+		}
+		out = append(out, condWord{off, false, w}, condWord{off, true, w - notify})
+	}
+	return out
 }
 
 func (c *condFollower) queueCond(addr uint64, queue []waitRead) []waitRead {
@@ -154,6 +159,16 @@ func (t *Target) isCond(addr uint64, b []byte) bool {
 	return int64(len(b)) >= W.CondChecker+8 && t.u64(b, W.CondChecker) == addr+uint64(W.CondChecker)
 }
 
+// sudogCond is the Cond a Go 1.26+ waiter's sudog names (its elem is the
+// Cond's list), 0 if none.
+func (t *Target) sudogCond(b []byte) uint64 {
+	W := &t.Layout.Wait
+	if l := t.u64(b, W.Sudog.Elem); l > uint64(W.CondNotify) {
+		return l - uint64(W.CondNotify)
+	}
+	return 0
+}
+
 // follow handles one read add or follow queued: a Cond's queue head, a
 // sudog's next, a pilot's word that is its own sudog.
 func (c *condFollower) follow(r waitRead, b []byte, w *rawWaits, queue []waitRead) []waitRead {
@@ -170,9 +185,7 @@ func (c *condFollower) follow(r waitRead, b []byte, w *rawWaits, queue []waitRea
 		}
 	case readCondSudog:
 		if t.u64(b, W.Sudog.G) == r.owner {
-			if l := t.u64(b, W.Sudog.Elem); l > uint64(W.CondNotify) {
-				queue = c.queueCond(l-uint64(W.CondNotify), queue)
-			}
+			queue = c.queueCond(t.sudogCond(b), queue)
 		}
 	case readSudogProbe:
 		for _, p := range c.pilots {
@@ -217,11 +230,8 @@ func (c *condFollower) endRound(w *rawWaits, queue []waitRead) []waitRead {
 			if len(found) > 0 {
 				continue
 			}
-			for off := 0; off+8 <= int(p.size); off += 8 {
-				if wd := binary.LittleEndian.Uint64(rg.stack[off:]); c.maybePointer(rg, wd) {
-					queue = c.queueCond(wd, queue)
-					queue = c.queueCond(wd-uint64(W.CondNotify), queue)
-				}
+			for _, cw := range c.stackConds(rg, p.size) {
+				queue = c.queueCond(cw.cond, queue)
 			}
 		}
 		p.pending = nil
@@ -294,7 +304,7 @@ func (t *Target) condOf(w *rawWaits, raws map[uint64]*rawG) map[uint64][]uint64 
 				sudogs[r.addr] = b
 			case readCondSudog:
 				if g := t.u64(b, W.Sudog.G); g == r.owner && raws[g] != nil {
-					if cond := t.u64(b, W.Sudog.Elem) - uint64(W.CondNotify); w.conds[cond] != nil {
+					if cond := t.sudogCond(b); w.conds[cond] != nil {
 						add(g, cond)
 					}
 				}
