@@ -111,3 +111,64 @@ func DecodeEvent(raw []byte, ev *Event) bool {
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(ev)), EventSize), raw)
 	return true
 }
+
+// ArgPlan is what one probe captures of a function's arguments or
+// results, and the --where conditions it checks on them in the kernel:
+// the bpf2go-generated twin of struct arg_plan in gi.bpf.c.
+type ArgPlan = giArgPlan
+
+// Operation kinds of an ArgPlan (GI_OP_* in gi.bpf.c).
+const (
+	OpReg   = 1
+	OpStack = 2
+	OpDeref = 3
+)
+
+// Comparisons of an ArgPlan's filters (GI_CMP_* in gi.bpf.c).
+const (
+	CmpEq        = 1
+	CmpNe        = 2
+	CmpLt        = 3
+	CmpGt        = 4
+	CmpStrEq     = 5
+	CmpStrNe     = 6
+	CmpStrPrefix = 7
+)
+
+// Bounds of an ArgPlan (GI_ARG_OPS, GI_ARG_FILTERS, GI_FILTER_STR,
+// GI_ARG_BYTES, GI_DEREF_MAX in gi.bpf.c).
+const (
+	PlanOps        = len(ArgPlan{}.Ops)
+	PlanFilters    = len(ArgPlan{}.Filters)
+	FilterString   = len(ArgPlan{}.Filters[0].Str)
+	PlanPayloadMax = 2048
+	DerefMax       = 1024
+	// NoLength marks a deref without an element count (arg_op.len).
+	NoLength = 0xffff
+)
+
+// CookiePlanShift is where a probe's cookie holds its plan's index plus
+// one (0: no plan).
+const CookiePlanShift = 33
+
+// RegisterWord returns the index of DWARF register reg of architecture
+// arch ("amd64", "arm64") among the words of the kernel's struct pt_regs,
+// which the probe programs copy; false for a register uprobe programs do
+// not get (floating-point and vector registers).
+func RegisterWord(arch string, reg uint64) (int, bool) {
+	switch arch {
+	case "amd64":
+		// DWARF: rax rdx rcx rbx rsi rdi rbp rsp r8..r15; pt_regs: r15 r14
+		// r13 r12 bp bx r11 r10 r9 r8 ax cx dx si di orig_ax ip cs flags sp ss.
+		words := []int{10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0}
+		if reg < uint64(len(words)) {
+			return words[reg], true
+		}
+	case "arm64":
+		// DWARF x0..x30 and sp are pt_regs' regs[0..30] and sp.
+		if reg <= 31 {
+			return int(reg), true
+		}
+	}
+	return 0, false
+}

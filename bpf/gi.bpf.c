@@ -85,11 +85,113 @@ struct event {
 	__u32 pid;      // tgid, in gi's PID namespace when pidns_ino is set
 	__u32 tid;      // likewise
 	__u8 kind;      // GI_EVENT_*
-	__u8 pad[3];
+	__u8 pad;
+	__u16 args_len; // bytes of captured arguments or results after the event
 };
 
 // Keeps struct event in BTF so bpf2go generates its Go twin.
 const struct event *unused_event __attribute__((unused));
+
+// Argument capture. A probe whose cookie names a plan (bits 33-63: plan
+// index + 1) copies what the plan's operations say into a payload that
+// follows its event: registers, stack slots, and bounded reads behind
+// pointers found in the payload itself (string bytes, slice elements, an
+// interface's type and data). gi decides the plan per function from DWARF
+// and formats the payload in user space.
+#define GI_COOKIE_PLAN_SHIFT 33
+#define GI_ARG_OPS 32
+#define GI_ARG_FILTERS 4
+#define GI_ARG_BYTES 2048 // payload bound
+#define GI_DEREF_MAX 1024 // bytes one read behind a pointer copies at most
+#define GI_FILTER_STR 32  // bytes of a string a filter compares
+#define GI_REG_WORDS 40
+
+#define GI_OP_REG 1   // the register word reg, 8 bytes
+#define GI_OP_STACK 2 // size bytes at sp+off
+#define GI_OP_DEREF 3 // a count (8 bytes), then up to size bytes at [ptr]+off
+
+struct arg_op {
+	__u8 kind;
+	__u8 reg;   // GI_OP_REG: index of the word in the probe's registers
+	__u16 out;  // payload offset written
+	__u16 size; // GI_OP_STACK: bytes; GI_OP_DEREF: bytes at most
+	__u16 ptr;  // GI_OP_DEREF: payload offset of the pointer
+	__u16 len;  // GI_OP_DEREF: payload offset of an element count; 0xffff: none
+	__u16 elem; // GI_OP_DEREF: element size, times the count
+	__s32 off;  // GI_OP_STACK: from sp; GI_OP_DEREF: added to the pointer
+};
+
+#define GI_CMP_EQ 1
+#define GI_CMP_NE 2
+#define GI_CMP_LT 3
+#define GI_CMP_GT 4
+#define GI_CMP_STR_EQ 5
+#define GI_CMP_STR_NE 6
+#define GI_CMP_STR_PREFIX 7
+
+// One condition of a --where filter on a captured value.
+struct arg_filter {
+	__u8 cmp;       // GI_CMP_*
+	__u8 size;      // integer: 1, 2, 4 or 8 bytes; string: bytes of str
+	__u8 is_signed; // integer comparison signed
+	__u8 pad;
+	__u16 at;  // payload offset of the integer, or of a string's deref
+	__u16 pad2;
+	__s64 value;
+	__u8 str[GI_FILTER_STR];
+};
+
+struct arg_plan {
+	__u16 nops;
+	__u16 size; // payload bytes
+	__u8 nfilters;
+	// On an entry plan: remember the calls that passed the filters; on a
+	// return plan: emit only the returns of remembered calls.
+	__u8 track;
+	__u8 pad[2];
+	struct arg_op ops[GI_ARG_OPS];
+	struct arg_filter filters[GI_ARG_FILTERS];
+};
+
+// Keeps struct arg_plan in BTF so bpf2go generates its Go twin.
+const struct arg_plan *unused_arg_plan __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); // set by gi: the number of plans
+	__type(key, __u32);
+	__type(value, struct arg_plan);
+} plans SEC(".maps");
+
+// Per-CPU room to build an event with its payload: programs have 512 bytes
+// of stack.
+struct scratch {
+	__u64 regs[GI_REG_WORDS];
+	struct event ev;
+	__u8 payload[GI_ARG_BYTES + GI_DEREF_MAX + 16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+// A call whose entry passed a filter, until its return: the goroutine and
+// the distance of its frame from the top of the stack (which survives the
+// stack being copied to grow).
+struct call_key {
+	__u64 goid;
+	__u64 frame;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct call_key);
+	__type(value, __u8);
+} filtered_calls SEC(".maps");
 
 // Set by gi before loading, from the target's DWARF or generated tables.
 volatile const __u64 goid_offset = 152;
@@ -124,9 +226,123 @@ struct {
 	__type(value, __u8);
 } goids SEC(".maps");
 
-static __always_inline int emit(struct gi_regs *regs, __u8 kind)
+// capture runs a plan's operations into the payload; false if a filter
+// rejects the call.
+static __always_inline int capture(struct gi_regs *regs, struct arg_plan *plan, struct scratch *s)
 {
-	__u64 cookie = bpf_get_attach_cookie(regs);
+	if (bpf_probe_read_kernel(s->regs, sizeof(*regs) < sizeof(s->regs) ? sizeof(*regs) : sizeof(s->regs), regs) != 0)
+		return 1;
+	__u64 sp = GI_SP(regs);
+	__u32 nops = plan->nops;
+	for (__u32 i = 0; i < GI_ARG_OPS; i++) {
+		if (i >= nops)
+			break;
+		struct arg_op *op = &plan->ops[i];
+		__u32 out = op->out;
+		if (out > GI_ARG_BYTES - 8)
+			break;
+		__u8 *dst = &s->payload[out];
+		if (op->kind == GI_OP_REG) {
+			__u32 r = op->reg;
+			if (r >= GI_REG_WORDS)
+				break;
+			*(__u64 *)dst = s->regs[r];
+		} else if (op->kind == GI_OP_STACK) {
+			__u32 n = op->size;
+			if (n > GI_DEREF_MAX)
+				n = GI_DEREF_MAX;
+			if (bpf_probe_read_user(dst, n, (void *)(sp + op->off)) != 0)
+				__builtin_memset(dst, 0, 8);
+		} else if (op->kind == GI_OP_DEREF) {
+			__u32 p = op->ptr, l = op->len;
+			if (p > GI_ARG_BYTES + GI_DEREF_MAX)
+				break;
+			__u64 ptr = *(__u64 *)&s->payload[p];
+			__u64 n = op->size;
+			if (l != 0xffff) {
+				if (l > GI_ARG_BYTES + GI_DEREF_MAX)
+					break;
+				__u64 count = *(__u64 *)&s->payload[l];
+				if (count < n / (op->elem ? op->elem : 1))
+					n = count * op->elem;
+			}
+			if (n > GI_DEREF_MAX)
+				n = GI_DEREF_MAX;
+			if (!ptr)
+				n = 0;
+			if (n && bpf_probe_read_user(dst + 8, n, (void *)(ptr + op->off)) != 0) {
+				// An object near the end of its mapping: try one word.
+				n = n > 8 ? 8 : 0;
+				if (n && bpf_probe_read_user(dst + 8, 8, (void *)(ptr + op->off)) != 0)
+					n = 0;
+			}
+			*(__u64 *)dst = n;
+		}
+	}
+	__u32 nf = plan->nfilters;
+	for (__u32 i = 0; i < GI_ARG_FILTERS; i++) {
+		if (i >= nf)
+			break;
+		struct arg_filter *f = &plan->filters[i];
+		__u32 at = f->at;
+		if (at > GI_ARG_BYTES - 8)
+			return 0;
+		if (f->cmp >= GI_CMP_STR_EQ) {
+			__u64 n = *(__u64 *)&s->payload[at];
+			__u32 want = f->size;
+			if (want > GI_FILTER_STR)
+				return 0;
+			int same = f->cmp == GI_CMP_STR_PREFIX ? n >= want : n == want;
+			for (__u32 j = 0; j < GI_FILTER_STR && same; j++) {
+				if (j >= want)
+					break;
+				if (s->payload[at + 8 + j] != f->str[j])
+					same = 0;
+			}
+			if (same == (f->cmp == GI_CMP_STR_NE))
+				return 0;
+			continue;
+		}
+		__u64 raw = *(__u64 *)&s->payload[at];
+		__s64 v;
+		switch (f->size) {
+		case 1:
+			v = f->is_signed ? (__s64)(__s8)raw : (__s64)(__u8)raw;
+			break;
+		case 2:
+			v = f->is_signed ? (__s64)(__s16)raw : (__s64)(__u16)raw;
+			break;
+		case 4:
+			v = f->is_signed ? (__s64)(__s32)raw : (__s64)(__u32)raw;
+			break;
+		default:
+			v = (__s64)raw;
+		}
+		int ok;
+		switch (f->cmp) {
+		case GI_CMP_EQ:
+			ok = v == f->value;
+			break;
+		case GI_CMP_NE:
+			ok = v != f->value;
+			break;
+		case GI_CMP_LT:
+			ok = f->is_signed ? v < f->value : (__u64)v < (__u64)f->value;
+			break;
+		case GI_CMP_GT:
+			ok = f->is_signed ? v > f->value : (__u64)v > (__u64)f->value;
+			break;
+		default:
+			ok = 0;
+		}
+		if (!ok)
+			return 0;
+	}
+	return 1;
+}
+
+static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie)
+{
 	__u64 g = 0;
 	if (cookie & GI_COOKIE_TLS) {
 		__u64 tp = thread_pointer();
@@ -143,13 +359,40 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind)
 	if (filter_goids && !bpf_map_lookup_elem(&goids, &goid))
 		return 0;
 
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__u32 zero = 0;
-		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
-		if (n)
-			*n += 1;
-		return 0;
+	__u32 zero = 0;
+	struct event *e;
+	struct scratch *s = 0;
+	struct arg_plan *plan = 0;
+	__u32 plan_id = cookie >> GI_COOKIE_PLAN_SHIFT;
+	if (plan_id) {
+		plan_id--;
+		plan = bpf_map_lookup_elem(&plans, &plan_id);
+		s = bpf_map_lookup_elem(&scratch, &zero);
+	}
+	if (plan && s) {
+		if (!capture(regs, plan, s))
+			return 0;
+		if (plan->track) {
+			struct call_key key = {.goid = goid, .frame = stack_hi - GI_SP(regs)};
+			if (kind == GI_EVENT_ENTRY) {
+				__u8 one = 1;
+				bpf_map_update_elem(&filtered_calls, &key, &one, BPF_ANY);
+			} else {
+				if (!bpf_map_lookup_elem(&filtered_calls, &key))
+					return 0;
+				bpf_map_delete_elem(&filtered_calls, &key);
+			}
+		}
+		e = &s->ev;
+	} else {
+		plan = 0;
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e) {
+			__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+			if (n)
+				*n += 1;
+			return 0;
+		}
 	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid;
@@ -189,26 +432,54 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind)
 	e->pid = pid;
 	e->tid = tid;
 	e->kind = kind;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	e->pad = 0;
+	if (!plan) {
+		e->args_len = 0;
+		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+		return 0;
+	}
+	__u32 size = plan->size;
+	if (size > GI_ARG_BYTES)
+		size = GI_ARG_BYTES;
+	e->args_len = size;
+	if (bpf_ringbuf_output(&events, e, sizeof(*e) + size, BPF_RB_NO_WAKEUP) != 0) {
+		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+		if (n)
+			*n += 1;
+	}
 	return 0;
 }
 
 SEC("uprobe.multi")
 int gi_entry(struct gi_regs *regs)
 {
-	return emit(regs, GI_EVENT_ENTRY);
+	return emit(regs, GI_EVENT_ENTRY, bpf_get_attach_cookie(regs));
 }
 
 SEC("uprobe.multi")
 int gi_return(struct gi_regs *regs)
 {
-	return emit(regs, GI_EVENT_RETURN);
+	return emit(regs, GI_EVENT_RETURN, bpf_get_attach_cookie(regs));
+}
+
+// The entry of a function whose entry probe site is also one of its RETs
+// (a leaf with no frame: "return p"). Two programs at one address run in
+// an order the kernel does not promise, so one program reports both, entry
+// first. The return's plan follows the entry's.
+SEC("uprobe.multi")
+int gi_entry_return(struct gi_regs *regs)
+{
+	__u64 cookie = bpf_get_attach_cookie(regs);
+	emit(regs, GI_EVENT_ENTRY, cookie);
+	if (cookie >> GI_COOKIE_PLAN_SHIFT)
+		cookie += 1ULL << GI_COOKIE_PLAN_SHIFT;
+	return emit(regs, GI_EVENT_RETURN, cookie);
 }
 
 SEC("uprobe.multi")
 int gi_goexit(struct gi_regs *regs)
 {
-	return emit(regs, GI_EVENT_GOEXIT);
+	return emit(regs, GI_EVENT_GOEXIT, bpf_get_attach_cookie(regs));
 }
 
 // An empty program on the same probe points: the baseline of the per-call

@@ -13,6 +13,43 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type giArgPlan struct {
+	_        structs.HostLayout
+	Nops     uint16
+	Size     uint16
+	Nfilters uint8
+	Track    uint8
+	Pad      [2]uint8
+	Ops      [32]struct {
+		_    structs.HostLayout
+		Kind uint8
+		Reg  uint8
+		Out  uint16
+		Size uint16
+		Ptr  uint16
+		Len  uint16
+		Elem uint16
+		Off  int32
+	}
+	Filters [4]struct {
+		_        structs.HostLayout
+		Cmp      uint8
+		Size     uint8
+		IsSigned uint8
+		Pad      uint8
+		At       uint16
+		Pad2     uint16
+		Value    int64
+		Str      [32]uint8
+	}
+}
+
+type giCallKey struct {
+	_     structs.HostLayout
+	Goid  uint64
+	Frame uint64
+}
+
 type giEvent struct {
 	_       structs.HostLayout
 	Ts      uint64
@@ -27,7 +64,15 @@ type giEvent struct {
 	Pid     uint32
 	Tid     uint32
 	Kind    uint8
-	Pad     [3]uint8
+	Pad     uint8
+	ArgsLen uint16
+}
+
+type giScratch struct {
+	_       structs.HostLayout
+	Regs    [40]uint64
+	Ev      giEvent
+	Payload [3088]uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -35,10 +80,14 @@ type giEvent struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	giMapEvents           = "events"
+	giMapFilteredCalls    = "filtered_calls"
 	giMapGoids            = "goids"
 	giMapLost             = "lost"
+	giMapPlans            = "plans"
+	giMapScratch          = "scratch"
 	giProgGiEmpty         = "gi_empty"
 	giProgGiEntry         = "gi_entry"
+	giProgGiEntryReturn   = "gi_entry_return"
 	giProgGiGoexit        = "gi_goexit"
 	giProgGiReturn        = "gi_return"
 	giVarFilterGoids      = "filter_goids"
@@ -49,6 +98,7 @@ const (
 	giVarPidnsDev         = "pidns_dev"
 	giVarPidnsIno         = "pidns_ino"
 	giVarStackHiOffset    = "stack_hi_offset"
+	giVarUnusedArgPlan    = "unused_arg_plan"
 	giVarUnusedEvent      = "unused_event"
 )
 
@@ -94,19 +144,23 @@ type giSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type giProgramSpecs struct {
-	GiEmpty  *ebpf.ProgramSpec `ebpf:"gi_empty"`
-	GiEntry  *ebpf.ProgramSpec `ebpf:"gi_entry"`
-	GiGoexit *ebpf.ProgramSpec `ebpf:"gi_goexit"`
-	GiReturn *ebpf.ProgramSpec `ebpf:"gi_return"`
+	GiEmpty       *ebpf.ProgramSpec `ebpf:"gi_empty"`
+	GiEntry       *ebpf.ProgramSpec `ebpf:"gi_entry"`
+	GiEntryReturn *ebpf.ProgramSpec `ebpf:"gi_entry_return"`
+	GiGoexit      *ebpf.ProgramSpec `ebpf:"gi_goexit"`
+	GiReturn      *ebpf.ProgramSpec `ebpf:"gi_return"`
 }
 
 // giMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type giMapSpecs struct {
-	Events *ebpf.MapSpec `ebpf:"events"`
-	Goids  *ebpf.MapSpec `ebpf:"goids"`
-	Lost   *ebpf.MapSpec `ebpf:"lost"`
+	Events        *ebpf.MapSpec `ebpf:"events"`
+	FilteredCalls *ebpf.MapSpec `ebpf:"filtered_calls"`
+	Goids         *ebpf.MapSpec `ebpf:"goids"`
+	Lost          *ebpf.MapSpec `ebpf:"lost"`
+	Plans         *ebpf.MapSpec `ebpf:"plans"`
+	Scratch       *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // giVariableSpecs contains global variables before they are loaded into the kernel.
@@ -121,6 +175,7 @@ type giVariableSpecs struct {
 	PidnsDev         *ebpf.VariableSpec `ebpf:"pidns_dev"`
 	PidnsIno         *ebpf.VariableSpec `ebpf:"pidns_ino"`
 	StackHiOffset    *ebpf.VariableSpec `ebpf:"stack_hi_offset"`
+	UnusedArgPlan    *ebpf.VariableSpec `ebpf:"unused_arg_plan"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
 }
 
@@ -144,16 +199,22 @@ func (o *giObjects) Close() error {
 //
 // It can be passed to loadGiObjects or ebpf.CollectionSpec.LoadAndAssign.
 type giMaps struct {
-	Events *ebpf.Map `ebpf:"events"`
-	Goids  *ebpf.Map `ebpf:"goids"`
-	Lost   *ebpf.Map `ebpf:"lost"`
+	Events        *ebpf.Map `ebpf:"events"`
+	FilteredCalls *ebpf.Map `ebpf:"filtered_calls"`
+	Goids         *ebpf.Map `ebpf:"goids"`
+	Lost          *ebpf.Map `ebpf:"lost"`
+	Plans         *ebpf.Map `ebpf:"plans"`
+	Scratch       *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *giMaps) Close() error {
 	return _GiClose(
 		m.Events,
+		m.FilteredCalls,
 		m.Goids,
 		m.Lost,
+		m.Plans,
+		m.Scratch,
 	)
 }
 
@@ -169,6 +230,7 @@ type giVariables struct {
 	PidnsDev         *ebpf.Variable `ebpf:"pidns_dev"`
 	PidnsIno         *ebpf.Variable `ebpf:"pidns_ino"`
 	StackHiOffset    *ebpf.Variable `ebpf:"stack_hi_offset"`
+	UnusedArgPlan    *ebpf.Variable `ebpf:"unused_arg_plan"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
 }
 
@@ -176,16 +238,18 @@ type giVariables struct {
 //
 // It can be passed to loadGiObjects or ebpf.CollectionSpec.LoadAndAssign.
 type giPrograms struct {
-	GiEmpty  *ebpf.Program `ebpf:"gi_empty"`
-	GiEntry  *ebpf.Program `ebpf:"gi_entry"`
-	GiGoexit *ebpf.Program `ebpf:"gi_goexit"`
-	GiReturn *ebpf.Program `ebpf:"gi_return"`
+	GiEmpty       *ebpf.Program `ebpf:"gi_empty"`
+	GiEntry       *ebpf.Program `ebpf:"gi_entry"`
+	GiEntryReturn *ebpf.Program `ebpf:"gi_entry_return"`
+	GiGoexit      *ebpf.Program `ebpf:"gi_goexit"`
+	GiReturn      *ebpf.Program `ebpf:"gi_return"`
 }
 
 func (p *giPrograms) Close() error {
 	return _GiClose(
 		p.GiEmpty,
 		p.GiEntry,
+		p.GiEntryReturn,
 		p.GiGoexit,
 		p.GiReturn,
 	)

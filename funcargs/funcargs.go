@@ -16,6 +16,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 	"github.com/go-delve/delve/pkg/dwarf/loclist"
@@ -33,6 +34,9 @@ type Reader struct {
 	addr  *godwarf.DebugAddrSection
 	types map[dwarf.Offset]godwarf.Type
 	funcs map[string]subprogram // built on first use
+	// rtypes maps the offset of a runtime type descriptor from the
+	// module's types base to its DWARF type (built with funcs).
+	rtypes map[uint64]dwarf.Offset
 }
 
 // subprogram is where a function's DWARF entry is, and what its unit's
@@ -142,6 +146,11 @@ func (r *Reader) Func(name string) (*Func, error) {
 			return nil, fmt.Errorf("%s: type of %s: %w", name, v.Name, err)
 		}
 		if v.Result {
+			// The compiler describes the result of a function with a
+			// defer twice, under the same name: keep the first.
+			if v.Name != "_" && slices.ContainsFunc(fn.Results, func(r *Var) bool { return r.Name == v.Name }) {
+				continue
+			}
 			fn.Results = append(fn.Results, v)
 		} else {
 			fn.Params = append(fn.Params, v)
@@ -150,9 +159,31 @@ func (r *Reader) Func(name string) (*Func, error) {
 	return fn, nil
 }
 
-// index finds every function's entry, unit by unit.
+// RuntimeType returns the type whose runtime type descriptor is at offset
+// off from the module's types base (runtime.types), nil if DWARF has no
+// such type.
+func (r *Reader) RuntimeType(off uint64) godwarf.Type {
+	if r.funcs == nil {
+		if err := r.index(); err != nil {
+			return nil
+		}
+	}
+	doff, ok := r.rtypes[off]
+	if !ok {
+		return nil
+	}
+	t, err := godwarf.ReadType(r.dwarf, 0, doff, r.types)
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+// index finds every function's entry and every type with a runtime type
+// descriptor, unit by unit.
 func (r *Reader) index() error {
 	r.funcs = map[string]subprogram{}
+	r.rtypes = map[uint64]dwarf.Offset{}
 	rd := r.dwarf.Reader()
 	var cuBase uint64
 	var addrBase int64
@@ -173,6 +204,12 @@ func (r *Reader) index() error {
 			if name, ok := e.Val(dwarf.AttrName).(string); ok {
 				if _, inlineOnly := e.Val(dwarf.AttrInline).(int64); !inlineOnly || e.Val(dwarf.AttrLowpc) != nil {
 					r.funcs[name] = subprogram{off: e.Offset, cuBase: cuBase, addrBase: addrBase}
+				}
+			}
+		default:
+			if off, ok := e.Val(godwarf.AttrGoRuntimeType).(uint64); ok {
+				if _, dup := r.rtypes[off]; !dup {
+					r.rtypes[off] = e.Offset
 				}
 			}
 		}

@@ -67,6 +67,63 @@ func BenchmarkProbeOverhead(b *testing.B) {
 		base, empty-base, gi-base, ratio)
 }
 
+// BenchmarkArgsOverhead measures the per-call cost of capturing the
+// arguments and results of main.withArgs (three ints and a string, an
+// int result), against the same probe points running an empty BPF
+// program, and against gi's probes without capture, in one run on one
+// target. Goal: capture within 1.1x of the empty programs' overhead.
+func BenchmarkArgsOverhead(b *testing.B) {
+	requirePrivilege(b)
+	p := targets.Start(b, targets.Build(b, "tracee", targets.BuildOptions{}))
+	pat := []trace.Pattern{mustPattern(b, "main.withArgs")}
+	const calls = 100_000
+	measure := func(opts *trace.Options) float64 {
+		if opts == nil {
+			return argsNs(b, p, calls)
+		}
+		s, err := trace.Open(*opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan trace.RunResult)
+		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
+		ns := argsNs(b, p, calls)
+		cancel()
+		if res := <-done; res.Lost != 0 || (!opts.Empty && res.Events < 2*calls) {
+			b.Errorf("%d events, %d lost", res.Events, res.Lost)
+		}
+		return ns
+	}
+	var base, empty, plain, args float64
+	for i := 0; i < b.N; i++ {
+		base += measure(nil)
+		empty += measure(&trace.Options{PID: p.Pid, Include: pat, Empty: true})
+		plain += measure(&trace.Options{PID: p.Pid, Include: pat})
+		args += measure(&trace.Options{PID: p.Pid, Include: pat, Args: true})
+	}
+	n := float64(b.N)
+	base, empty, plain, args = base/n, empty/n, plain/n, args/n
+	ratio := (args - base) / (empty - base)
+	b.ReportMetric(empty-base, "empty-prog-overhead-ns/call")
+	b.ReportMetric(plain-base, "gi-overhead-ns/call")
+	b.ReportMetric(args-base, "gi-args-overhead-ns/call")
+	b.ReportMetric(ratio, "gi-args/empty-overhead")
+	fmt.Printf("argument capture per call of main.withArgs(a, b, c int, s string) int: untraced %.0f ns, empty BPF program +%.0f ns, "+
+		"gi without arguments +%.0f ns, gi with arguments and results +%.0f ns: ratio %.3f to empty (goal ≤ 1.1)\n",
+		base, empty-base, plain-base, args-base, ratio)
+}
+
+func argsNs(b *testing.B, p *targets.Process, n int) float64 {
+	r, err := p.Do("args "+strconv.Itoa(n), 5*time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, _ := strconv.ParseFloat(r["ns_per_call"], 64)
+	return v
+}
+
 // BenchmarkAttachDetach measures attaching and detaching 1,000 and 10,000
 // probes (uprobe_multi links). Goal: 10,000 probes in under 0.5 s in all.
 func BenchmarkAttachDetach(b *testing.B) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/pclntab"
 )
 
@@ -27,6 +28,11 @@ type Function struct {
 	EntryOnly bool
 	File      string
 	Line      int
+	// Args and Results say what the entry and return probes capture of
+	// the arguments and results (nil: nothing; see Options.Args).
+	Args, Results *funcargs.Capture
+	// where is the --where filter on the function's calls.
+	where Where
 }
 
 // Untraceable is a function a pattern matched that cannot be probed, and why.

@@ -11,12 +11,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/pclntab"
 	"github.com/gi-debug/gi/ptrace"
 )
@@ -28,6 +30,9 @@ type Symbols struct {
 	pie       bool
 	linkEntry uint64
 	bias      map[uint32]uint64
+	// args and typesBase name the dynamic types of captured interfaces.
+	args      *funcargs.Reader
+	typesBase uint64
 }
 
 // NewSymbols returns a resolver for processes running bin.
@@ -48,6 +53,26 @@ func (s *Symbols) Bias(pid uint32) uint64 {
 		s.bias[pid] = b
 	}
 	return b
+}
+
+// Values formats what a probe of process pid captured (payload) with c:
+// arguments at an entry, results at a return. Nil when nothing was
+// captured.
+func (s *Symbols) Values(pid uint32, c *funcargs.Capture, payload []byte) []funcargs.Value {
+	if c == nil || (payload == nil && len(c.Ops) > 0) {
+		return nil
+	}
+	var types funcargs.TypeResolver
+	if s.args != nil && s.typesBase != 0 {
+		bias := s.Bias(pid)
+		types = func(addr uint64) godwarf.Type {
+			if addr < bias+s.typesBase {
+				return nil
+			}
+			return s.args.RuntimeType(addr - bias - s.typesBase)
+		}
+	}
+	return c.Decode(payload, types)
 }
 
 // Site describes a code address: function, offset from its entry, file and line.
@@ -171,7 +196,7 @@ func (p *TreePrinter) Print(h Header, root *Call) {
 func (p *TreePrinter) printCall(pid uint32, c *Call) {
 	indent := strings.Repeat("  ", c.Depth)
 	caller := p.Symbols.Resolve(pid, c.CallerPC, true)
-	open := fmt.Sprintf("%s%s() {", indent, c.Func.Name)
+	open := fmt.Sprintf("%s%s(%s) {", indent, c.Func.Name, FormatArgs(p.Symbols.Values(pid, c.Func.Args, c.Args)))
 	fmt.Fprintf(p.W, "%s  %10s  %-50s  %s+%#x %s:%d\n", p.Clock.Wall(c.Start).Format(treeTimeLayout), "", open,
 		caller.Function, caller.Offset, filepath.Base(caller.File), caller.Line)
 	for _, ch := range c.Children {
@@ -181,6 +206,9 @@ func (p *TreePrinter) printCall(pid uint32, c *Call) {
 		fmt.Fprintf(p.W, "%s  %10s  %s  ... %d more calls not kept\n", strings.Repeat(" ", len(treeTimeLayout)), "", indent, c.Dropped)
 	}
 	closing := fmt.Sprintf("%s} %s", indent, c.Func.Name)
+	if res := p.Symbols.Values(pid, c.Func.Results, c.Results); len(res) > 0 {
+		closing += " = " + FormatResults(res)
+	}
 	where := ""
 	switch {
 	case c.Running:
@@ -192,6 +220,31 @@ func (p *TreePrinter) printCall(pid uint32, c *Call) {
 		where = fmt.Sprintf("%s:%d", filepath.Base(ret.File), ret.Line)
 	}
 	fmt.Fprintf(p.W, "%s  %10s  %-50s  %s\n", p.Clock.Wall(c.End).Format(treeTimeLayout), FormatDuration(time.Duration(c.Duration())), closing, where)
+}
+
+// FormatArgs writes arguments as a call's parameter list: "id=42, key=\"a\"".
+func FormatArgs(vs []funcargs.Value) string {
+	var b strings.Builder
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(v.Name + "=" + v.Value)
+	}
+	return b.String()
+}
+
+// FormatResults writes results as Go writes a return: one alone, several
+// in parentheses: "3", "(3, nil)".
+func FormatResults(vs []funcargs.Value) string {
+	if len(vs) == 1 {
+		return vs[0].Value
+	}
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.Value
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
 }
 
 // FormatDuration prints a latency with 3 decimals in a fitting unit:
@@ -226,6 +279,10 @@ type JSONCall struct {
 	// Running marks a call still open when the trace ended: DurationNS is
 	// its time so far.
 	Running bool `json:"running"`
+	// Args and Results are the captured arguments and results (absent
+	// when not captured; Results also when the call did not return).
+	Args    []funcargs.Value `json:"args,omitempty"`
+	Results []funcargs.Value `json:"results,omitempty"`
 }
 
 // Summary is the last line of `gi trace --json`.
@@ -256,7 +313,8 @@ func (j *JSONWriter) Call(k GoroutineKey, c *Call) error {
 		Goid: k.Goid, PID: k.PID, Function: c.Func.Name, File: c.Func.File, Line: c.Func.Line,
 		CallerFunction: caller.Function, CallerFile: caller.File, CallerLine: caller.Line,
 		Depth: c.Depth, StartNS: j.Clock.Wall(c.Start).UnixNano(), DurationNS: int64(c.Duration()), Unwound: c.Unwound,
-		Running: c.Running,
+		Running: c.Running, Args: j.Symbols.Values(k.PID, c.Func.Args, c.Args),
+		Results: j.Symbols.Values(k.PID, c.Func.Results, c.Results),
 	})
 }
 

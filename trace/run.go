@@ -62,7 +62,7 @@ type RunResult struct {
 // traced process exits, feeding the call-tree builder and the handlers.
 // It does not detach: the caller closes the Session.
 func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResult {
-	headers := newHeaderCache(NewSymbols(s.Binary))
+	headers := newHeaderCache(s.Symbols())
 	headers.labels = opts.Labels
 	b := NewBuilder()
 	b.OnCall = func(k GoroutineKey, c *Call) {
@@ -83,9 +83,11 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		switch ev.Kind {
 		case bpf.KindEntry:
 			headers.Seen(ev)
-			b.Entry(k, ev.G, ev.Func, ev.Time, frameKey(ev), ev.Caller)
+			if c := b.Entry(k, ev.G, ev.Func, ev.Time, frameKey(ev), ev.Caller); c != nil && ev.Values != nil {
+				c.Args = append([]byte(nil), ev.Values...)
+			}
 		case bpf.KindReturn:
-			b.Return(k, ev.Func, ev.Time, frameKey(ev), ev.Site)
+			b.ReturnWith(k, ev.Func, ev.Time, frameKey(ev), ev.Site, ev.Values)
 		case bpf.KindGoexit:
 			b.GoroutineExit(k, ev.Time)
 			headers.Forget(k)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
@@ -61,6 +63,16 @@ type Options struct {
 	// storage (thread pointer via CO-RE, plus the binary's g offset)
 	// instead of the register Go's ABI keeps it in.
 	GFromTLS bool
+	// Args captures each call's arguments at entry and its results at
+	// return, located and typed from the binary's DWARF (Call.Args,
+	// Call.Results; Symbols.Values formats them).
+	Args bool
+	// StringSize bounds the bytes read per string and per slice's
+	// elements (DefaultStringSize when 0).
+	StringSize int
+	// Where filters calls on their arguments in the kernel: a call that
+	// does not match produces no event, at entry or at return.
+	Where []Where
 }
 
 // probe is one probe point in gi's table; its index is the BPF cookie.
@@ -68,6 +80,7 @@ type probe struct {
 	fn   *Function // nil for the goroutine-exit probe
 	kind uint8
 	site uint64 // link-time address
+	plan int    // index of its capture plan plus one; 0: none
 }
 
 // Session is an attached trace. Close detaches it.
@@ -90,6 +103,8 @@ type Session struct {
 	Events uint64
 
 	probes []probe
+	args   *funcargs.Reader // nil unless arguments are captured
+	plans  argPlans
 	objs   *bpf.Objects
 	links  []link.Link
 	rd     *ringbuf.Reader
@@ -148,18 +163,53 @@ func (s *Session) open() error {
 	if err := checkKernel(); err != nil {
 		return err
 	}
+	if err := s.planArgs(); err != nil {
+		return err
+	}
+	arch := binaryArch(s.Binary)
+	planIndex := func(fn *Function, kind uint8) (int, error) {
+		plan, ok, err := planOf(fn, kind, arch)
+		if !ok || err != nil {
+			return 0, err
+		}
+		return s.plans.add(plan) + 1, nil
+	}
 
 	// gi's probe table: the cookie of a probe is its index.
-	var entries, returns, exits []int
+	var entries, entryReturns, returns, exits []int
 	for _, fn := range sel.Functions {
-		entries = append(entries, len(s.probes))
-		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite})
+		var entryPlan, returnPlan int
+		both := !s.Opts.EntryOnly && slices.Contains(fn.Returns, fn.EntrySite)
+		if both {
+			// One probe reports the entry and the return, the return's
+			// plan right after the entry's.
+			pe, pr, ok, err := planPair(fn, arch)
+			if err != nil {
+				return err
+			}
+			if ok {
+				entryPlan = s.plans.addPair(pe, pr) + 1
+			}
+			entryReturns = append(entryReturns, len(s.probes))
+		} else {
+			if entryPlan, err = planIndex(fn, bpf.KindEntry); err != nil {
+				return err
+			}
+			entries = append(entries, len(s.probes))
+		}
+		if returnPlan, err = planIndex(fn, bpf.KindReturn); err != nil {
+			return err
+		}
+		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite, plan: entryPlan})
 		for _, r := range fn.Returns {
 			if s.Opts.EntryOnly {
 				break
 			}
+			if both && r == fn.EntrySite {
+				continue
+			}
 			returns = append(returns, len(s.probes))
-			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r})
+			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r, plan: returnPlan})
 		}
 	}
 	if site, ok := goexitSite(s.Binary); ok {
@@ -202,6 +252,7 @@ func (s *Session) open() error {
 		}
 	}
 	specs.Events.MaxEntries = uint32(s.Opts.RingBytes)
+	specs.Plans.MaxEntries = uint32(max(1, len(s.plans.plans)))
 	multi := !s.Opts.PerfEvents
 	if multi {
 		if err := features.HaveBPFLinkUprobeMulti(); err != nil {
@@ -222,6 +273,11 @@ func (s *Session) open() error {
 		return fmt.Errorf("load BPF programs: %w", err)
 	}
 	s.objs = objs
+	for i := range s.plans.plans {
+		if err := objs.Plans.Update(uint32(i), &s.plans.plans[i], ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("argument capture plan %d: %w", i, err)
+		}
+	}
 	if len(s.Opts.Goids) > 0 {
 		one := uint8(1)
 		for _, id := range s.Opts.Goids {
@@ -243,7 +299,7 @@ func (s *Session) open() error {
 	for _, group := range []struct {
 		prog *ebpf.Program
 		idx  []int
-	}{{objs.GiEntry, entries}, {objs.GiReturn, returns}, {objs.GiGoexit, exits}} {
+	}{{objs.GiEntry, entries}, {objs.GiEntryReturn, entryReturns}, {objs.GiReturn, returns}, {objs.GiGoexit, exits}} {
 		if len(group.idx) == 0 {
 			continue
 		}
@@ -270,7 +326,7 @@ func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, idx []int, mul
 		if err != nil {
 			return fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
 		}
-		offsets[i], cookies[i] = off, uint64(pi)
+		offsets[i], cookies[i] = off, uint64(pi)|uint64(s.probes[pi].plan)<<bpf.CookiePlanShift
 		if s.Opts.GFromTLS {
 			cookies[i] |= bpf.CookieTLS
 		}
@@ -375,6 +431,10 @@ type Event struct {
 	// link-time address of the probe.
 	Func *Function
 	Site uint64
+	// Values are the bytes the probe captured of the arguments (entry) or
+	// results (return), read with Func.Args or Func.Results; valid only
+	// during the callback.
+	Values []byte
 }
 
 // Drain reads every event in the ring buffer now and passes each to fn.
@@ -403,8 +463,24 @@ func (s *Session) Drain(fn func(*Event)) error {
 		}
 		p := s.probes[cookie]
 		ev.Func, ev.Site = p.fn, p.site
+		if n := int(r.ArgsLen); n > 0 && bpf.EventSize+n <= len(s.rec.RawSample) {
+			ev.Values = s.rec.RawSample[bpf.EventSize : bpf.EventSize+n]
+		}
 		fn(&ev)
 	}
+}
+
+// Symbols returns a resolver of the session's addresses, which also
+// formats the arguments and results its probes capture.
+func (s *Session) Symbols() *Symbols {
+	sym := NewSymbols(s.Binary)
+	if s.args != nil {
+		sym.args = s.args
+		if t, ok := s.Binary.Symbol("runtime.types"); ok {
+			sym.typesBase = t.Addr
+		}
+	}
+	return sym
 }
 
 // Lost returns the events the programs could not write, summed over CPUs.

@@ -36,6 +36,10 @@ type Call struct {
 	// Seq numbers the calls of a Builder in the order they entered,
 	// from 1: it identifies a call within one trace (span ids).
 	Seq uint64
+	// Args and Results are the bytes the probes captured of the arguments
+	// at entry and of the results at return (Func.Args and Func.Results
+	// read them; nil when nothing was captured).
+	Args, Results []byte
 
 	// frameKey is the distance of the call's return-address slot from the
 	// top of the goroutine's stack: it identifies the frame even after the
@@ -118,12 +122,13 @@ func (b *Builder) state(k GoroutineKey, g uint64) *goroutineState {
 	return st
 }
 
-// Entry records a call of fn entering at time now.
-func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, callerPC uint64) {
+// Entry records a call of fn entering at time now, and returns it (nil if
+// it is not kept: too many goroutines or open calls).
+func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, callerPC uint64) *Call {
 	st := b.state(k, g)
 	if st == nil {
 		b.Overflow++
-		return
+		return nil
 	}
 	// A new call at the same or a shallower frame than an open one means the
 	// open one is gone without returning.
@@ -134,13 +139,13 @@ func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, c
 			// call starts a fresh one.
 			if st = b.state(k, g); st == nil {
 				b.Overflow++
-				return
+				return nil
 			}
 		}
 	}
 	if len(st.stack) >= maxOpenFrames {
 		b.Overflow++
-		return
+		return nil
 	}
 	b.seq++
 	c := &Call{Func: fn, Start: now, Depth: len(st.stack), CallerPC: callerPC, frameKey: frameKey, Seq: b.seq}
@@ -159,10 +164,17 @@ func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, c
 		}
 	}
 	st.stack = append(st.stack, c)
+	return c
 }
 
 // Return records fn returning through the RET at retSite at time now.
 func (b *Builder) Return(k GoroutineKey, fn *Function, now, frameKey, retSite uint64) {
+	b.ReturnWith(k, fn, now, frameKey, retSite, nil)
+}
+
+// ReturnWith is Return with the bytes the return probe captured of the
+// results, kept (copied) in the call's Results.
+func (b *Builder) ReturnWith(k GoroutineKey, fn *Function, now, frameKey, retSite uint64, results []byte) {
 	st := b.gs[k]
 	if st == nil {
 		b.Unmatched++
@@ -186,6 +198,9 @@ func (b *Builder) Return(k GoroutineKey, fn *Function, now, frameKey, retSite ui
 	}
 	c := st.stack[i]
 	c.End, c.ReturnSite = now, retSite
+	if results != nil {
+		c.Results = append([]byte(nil), results...)
+	}
 	b.pop(st)
 }
 

@@ -86,6 +86,9 @@ func TestJSONSchema(t *testing.T) {
 		lines++
 		validate(t, call, "gi trace --json line", sc.Text())
 	}
+	if !strings.Contains(g.stdout.String(), `"args":[{"name":"i","type":"int","value":`) {
+		t.Errorf("no call line with the arguments of main.thrower, panicky or recoverer:\n%s", g.stdout)
+	}
 	if lines != 2*3+2*3 || summaries != 1 {
 		t.Errorf("%d call lines and %d summaries, want 12 and 1", lines, summaries)
 	}

@@ -32,6 +32,9 @@ type traceOptions struct {
 	otlpHeaders []string
 	service     string
 	perfEvents  bool
+	args        bool
+	stringSize  int
+	where       []string
 	target      targetFlags
 }
 
@@ -73,6 +76,9 @@ running that binary.`,
 	f.StringVar(&o.otlp, "otlp", "", "also send every call as an OpenTelemetry span over OTLP/HTTP to the collector at `URL` (http://host:4318)")
 	f.StringArrayVar(&o.otlpHeaders, "otlp-header", nil, "add the header `K=V` to OTLP requests (repeatable; e.g. authorization)")
 	f.StringVar(&o.service, "service", "", "service.name of the OTLP spans (default: the traced binary's name)")
+	f.BoolVar(&o.args, "args", true, "show each call's arguments and results, read from the binary's DWARF (trees and --json)")
+	f.IntVar(&o.stringSize, "string-size", trace.DefaultStringSize, "bytes read per string argument or result, and per slice's elements (at most 1024)")
+	f.StringArrayVar(&o.where, "where", nil, "only calls whose arguments match, filtered in the kernel: `'FUNC: ARG OP VALUE [&& ...]'` with ==, !=, <, > or =~ \"prefix*\" (repeatable)")
 	f.BoolVar(&o.perfEvents, "perf-events", false, "attach one perf event per probe instead of uprobe_multi links")
 	f.MarkHidden("perf-events")
 	addTargetFlags(f, &o.target)
@@ -122,6 +128,17 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	if err := o.checkExports(); err != nil {
 		return err
 	}
+	if o.stringSize < 1 || o.stringSize > 1024 {
+		return fmt.Errorf("--string-size %d: want 1 to 1024 bytes", o.stringSize)
+	}
+	var wheres []trace.Where
+	for _, w := range o.where {
+		pw, err := trace.ParseWhere(w)
+		if err != nil {
+			return err
+		}
+		wheres = append(wheres, pw)
+	}
 	var pid int
 	var path string
 	if target == "" {
@@ -137,7 +154,8 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	if !hasBPFCaps() {
 		return trace.ErrBPFPermission
 	}
-	s, err := trace.Open(trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents})
+	s, err := trace.Open(trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents,
+		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres})
 	if err != nil {
 		return err
 	}
@@ -169,7 +187,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 
 	bw := bufio.NewWriterSize(stdout, 1<<16)
 	defer bw.Flush()
-	sym := trace.NewSymbols(s.Binary)
+	sym := s.Symbols()
 	clock := trace.NewClock()
 	stats := trace.NewStats()
 	var hs trace.Handlers

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -395,11 +396,11 @@ func TestTraceNeverReturnsCLI(t *testing.T) {
 	for _, block := range strings.Split(strings.TrimSpace(g.stdout.String()), "\n\n") {
 		lines := strings.Split(block, "\n")
 		switch {
-		case strings.Contains(lines[1], "main.workerLoop() {"):
+		case strings.Contains(lines[1], "main.workerLoop("):
 			loopBlock = lines
-		case strings.Contains(lines[1], "main.doomCatcher() {"):
+		case strings.Contains(lines[1], "main.doomCatcher("):
 			doomBlocks = append(doomBlocks, block)
-			if len(lines) != 5 || !strings.Contains(lines[2], "  main.doomed() {") || !strings.Contains(lines[3], "  } main.doomed") ||
+			if len(lines) != 5 || !strings.Contains(lines[2], "  main.doomed(i=") || !strings.Contains(lines[3], "  } main.doomed") ||
 				!strings.HasSuffix(lines[3], "unwound (panic, recover or Goexit)") || !strings.Contains(lines[4], "} main.doomCatcher") ||
 				strings.Contains(lines[4], "unwound") || !strings.HasPrefix(lines[0]+" ", "goroutine "+doom["goid"]+" ") {
 				t.Errorf("doom tree:\n%s", block)
@@ -416,7 +417,7 @@ func TestTraceNeverReturnsCLI(t *testing.T) {
 		t.Errorf("worker tree header %q, the worker is goroutine %s", loopBlock[0], worker["goid"])
 	}
 	tasks := atoiT(t, worker["calls"])
-	if len(loopBlock) != 3+2*tasks || strings.Count(strings.Join(loopBlock, "\n"), "  main.workerTask() {") != tasks {
+	if len(loopBlock) != 3+2*tasks || strings.Count(strings.Join(loopBlock, "\n"), "  main.workerTask(j=") != tasks {
 		t.Fatalf("worker tree has %d lines, want %d task calls nested under the loop:\n%s", len(loopBlock), tasks, strings.Join(loopBlock, "\n"))
 	}
 	for i := 0; i < tasks; i++ {
@@ -550,4 +551,91 @@ func atoiT(t *testing.T, s string) int {
 		t.Fatalf("bad number %q", s)
 	}
 	return n
+}
+
+// TestTraceWhereCLI filters main.query of the argfuncs target on its
+// arguments in the kernel: only the matching calls arrive, with their
+// arguments and results, and the summary's event count shows that the
+// others produced no event at all (an unfiltered function beside it is
+// still traced in full).
+func TestTraceWhereCLI(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "argfuncs", targets.BuildOptions{PIE: true})
+	const rounds = 4 // round n calls query(n, "user:n") and query(42, "user:42")
+	for _, tc := range []struct {
+		where string
+		ids   []string // the ids of the calls that must arrive
+	}{
+		{`main.query: id == 42`, []string{"42", "42", "42", "42"}},
+		{`main.query: key =~ "user:*" && id < 3`, []string{"0", "1", "2"}},
+		{`main.query: key == "user:2"`, []string{"2"}},
+		{`main.query: key != "user:42" && id > 0`, []string{"1", "2", "3"}},
+	} {
+		t.Run(tc.where, func(t *testing.T) {
+			p := targets.Start(t, bin, "-stdin")
+			g := startGiTrace(t, "--json", "--where", tc.where, strconv.Itoa(p.Pid), "main.query", "main.threeIntsAndString")
+			for range rounds {
+				if _, err := p.Do("round", time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.stop(t, syscall.SIGTERM)
+			var ids []string
+			others := 0
+			var summary map[string]any
+			dec := json.NewDecoder(strings.NewReader(g.stdout.String()))
+			for {
+				var line struct {
+					Function string
+					Args     []struct{ Name, Type, Value string }
+					Results  []struct{ Name, Type, Value string }
+					Summary  map[string]any
+				}
+				if err := dec.Decode(&line); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatalf("bad JSON line: %v\n%s", err, g.stdout)
+				}
+				switch {
+				case line.Summary != nil:
+					summary = line.Summary
+				case line.Function == "main.query":
+					if len(line.Args) != 2 || line.Args[0].Name != "id" || line.Args[1].Value != fmt.Sprintf("%q", "user:"+line.Args[0].Value) || len(line.Results) != 2 {
+						t.Errorf("query call %+v", line)
+						continue
+					}
+					ids = append(ids, line.Args[0].Value)
+					if line.Args[0].Value == "42" && !strings.HasPrefix(line.Results[1].Value, "(*main.NotFound)(0x") {
+						t.Errorf("query(42) returned %+v, want a *main.NotFound", line.Results)
+					}
+				case line.Function == "main.threeIntsAndString":
+					others++
+				}
+			}
+			if strings.Join(ids, ",") != strings.Join(tc.ids, ",") {
+				t.Errorf("query calls with ids %v arrived, want %v", ids, tc.ids)
+			}
+			if others != rounds {
+				t.Errorf("%d threeIntsAndString calls, want %d (no filter on it)", others, rounds)
+			}
+			// Two events per call that arrived, none for the others.
+			if summary == nil || summary["events"].(float64) != float64(2*(len(tc.ids)+rounds)) || summary["lost"].(float64) != 0 {
+				t.Errorf("summary %v, want %d events", summary, 2*(len(tc.ids)+rounds))
+			}
+		})
+	}
+
+	p := targets.Start(t, bin, "-stdin")
+	for _, bad := range []struct{ where, want string }{
+		{`main.query: nope == 1`, `no argument "nope" (it has: id, key)`},
+		{`main.nothere: x == 1`, `main.nothere: the function is not traced`},
+		{`main.query: id =~ "4*"`, `id has type int, not string`},
+		{`main.query id == 1`, `want FUNCTION: CONDITION`},
+	} {
+		_, stderr, code := runGi(t, "trace", "--where", bad.where, strconv.Itoa(p.Pid), "main.query")
+		checkOneLineError(t, stderr, code, regexp.QuoteMeta(bad.want))
+	}
+	stripped := targets.Start(t, targets.Build(t, "argfuncs", targets.BuildOptions{Stripped: true}), "-stdin")
+	_, stderr, code := runGi(t, "trace", "--where", "main.query: id == 1", strconv.Itoa(stripped.Pid), "main.query")
+	checkOneLineError(t, stderr, code, "arguments need DWARF")
 }

@@ -7,9 +7,12 @@
 //
 // Each call is printed as "CALL <func> <args>" before it and
 // "RET <func> <results>" after it, arguments separated by " | ".
+// With -stdin it makes one round of calls per line "round" read from its
+// standard input, answering "DONE round=N" after each.
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"os"
@@ -97,6 +100,16 @@ func query(id int, key string) (int, error) {
 	return id * 2, nil
 }
 
+var deferred int
+
+// withDefer has a defer: the compiler describes its result twice in DWARF.
+//
+//go:noinline
+func withDefer(x int) int {
+	defer func() { deferred++ }()
+	return x * 2
+}
+
 //go:noinline
 func threeIntsAndString(a, b, c int, s string) int { return a + b + c + len(s) }
 
@@ -111,8 +124,8 @@ func ret(name string, results ...any) {
 func join(vs []any) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
-		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer {
-			// Pointers as addresses, which is what gi shows of them.
+		if k := reflect.ValueOf(v).Kind(); k == reflect.Pointer || k == reflect.Map {
+			// Pointers and maps as addresses, which is what gi shows of them.
 			parts[i] = fmt.Sprintf("(%T)(%p)", v, v)
 			continue
 		}
@@ -124,8 +137,17 @@ func join(vs []any) string {
 func main() {
 	rounds := flag.Int("rounds", 1, "how many times to call every function (0: forever)")
 	pause := flag.Duration("pause", 0, "pause between rounds")
+	stdin := flag.Bool("stdin", false, "make a round of calls per line \"round\" on stdin instead")
 	flag.Parse()
 	fmt.Println("READY")
+	if *stdin {
+		sc := bufio.NewScanner(os.Stdin)
+		for n := 0; sc.Scan(); n++ {
+			round(n)
+			fmt.Printf("DONE round=%d\n", n)
+		}
+		return
+	}
 	if *pause > 0 {
 		time.Sleep(*pause)
 	}
@@ -188,6 +210,9 @@ func round(n int) {
 		r, qerr := query(id, key)
 		ret("main.query", r, qerr)
 	}
+
+	call("main.withDefer", n)
+	ret("main.withDefer", withDefer(n))
 
 	call("main.threeIntsAndString", 1, 2, n, "abc")
 	ret("main.threeIntsAndString", threeIntsAndString(1, 2, n, "abc"))

@@ -9,6 +9,8 @@
 //	multi N        N calls of main.multiRet, which has several returns
 //	churn G        G goroutines that call main.churnWork once and exit
 //	tiny N         N calls of main.tiny; prints the ns per call it measured
+//	args N         N calls of main.withArgs (three ints and a string); prints
+//	               the ns per call it measured
 //	goexit N       N goroutines calling main.exiter, which calls runtime.Goexit
 //	tinypar G N    G goroutines, each N calls of main.tiny; prints the wall time
 //	framedpar G N  the same with main.framed, whose entry is PUSHQ BP
@@ -123,6 +125,11 @@ func churnWork(i int) int { return i + 1 }
 
 //go:noinline
 func tiny(i int) int { return i ^ 0x5a }
+
+// withArgs takes three ints and a string: the argument-capture benchmark.
+//
+//go:noinline
+func withArgs(a, b, c int, s string) int { return a ^ b ^ c ^ len(s) }
 
 // framed has a frame (it calls tiny), so its entry probe sits on PUSHQ BP,
 // an instruction the kernel emulates instead of single-stepping.
@@ -293,6 +300,17 @@ func main() {
 			el := time.Since(start)
 			sink.Add(int64(s))
 			fmt.Printf("DONE tiny calls=%d ns_per_call=%d\n", n, el.Nanoseconds()/int64(n))
+		case "args":
+			n := arg(1)
+			keys := []string{"user:7", "session:1234", "k"}
+			start := time.Now()
+			s := 0
+			for i := 0; i < n; i++ {
+				s += withArgs(i, 2*i, 3*i, keys[i%3])
+			}
+			el := time.Since(start)
+			sink.Add(int64(s))
+			fmt.Printf("DONE args calls=%d ns_per_call=%d\n", n, el.Nanoseconds()/int64(n))
 		case "tinypar":
 			g, n := arg(1), arg(2)
 			fmt.Printf("DONE tinypar calls=%d wall_ns=%d\n", g*n, callInParallel(g, n, tiny).Nanoseconds())

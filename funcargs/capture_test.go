@@ -1,0 +1,113 @@
+package funcargs_test
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"testing"
+
+	"github.com/go-delve/delve/pkg/dwarf/godwarf"
+	"github.com/go-delve/delve/pkg/dwarf/regnum"
+
+	"github.com/gi-debug/gi/funcargs"
+	"github.com/gi-debug/gi/internal/targets"
+)
+
+// payloadFor plays the probe program on a memory image: registers by DWARF
+// number, and the bytes behind each deref operation in order.
+func payloadFor(t *testing.T, c *funcargs.Capture, regs map[uint64]uint64, behind [][]byte) []byte {
+	t.Helper()
+	p := make([]byte, c.Size)
+	d := 0
+	for _, op := range c.Ops {
+		switch op.Kind {
+		case funcargs.OpReg:
+			binary.LittleEndian.PutUint64(p[op.Out:], regs[op.Reg])
+		case funcargs.OpDeref:
+			if d >= len(behind) {
+				t.Fatalf("capture has more derefs than the %d given", len(behind))
+			}
+			b := behind[d]
+			if len(b) > op.Size {
+				b = b[:op.Size]
+			}
+			binary.LittleEndian.PutUint64(p[op.Out:], uint64(len(b)))
+			copy(p[op.Out+8:], b)
+			d++
+		default:
+			t.Fatalf("unexpected op %+v", op)
+		}
+	}
+	return p
+}
+
+// TestCaptureDecode plans the capture of main.query's arguments and
+// results (amd64) from real DWARF, and formats payloads built by hand.
+func TestCaptureDecode(t *testing.T) {
+	f, err := elf.Open(targets.Build(t, "argfuncs", targets.BuildOptions{Arch: "amd64"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := funcargs.Open(f, "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := r.Func("main.query")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, results, err := fn.Locate(fn.Entry, r.Arch.CFAFromSP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := funcargs.NewCapture(params, funcargs.CaptureOptions{StringSize: 4})
+	// id in RAX, key in RBX (pointer) and RCX (length), and one read
+	// behind key's pointer, bounded by the string size.
+	if len(args.Ops) != 4 || args.Ops[3].Kind != funcargs.OpDeref || args.Ops[3].Size != 4 {
+		t.Fatalf("ops %+v", args.Ops)
+	}
+	regs := map[uint64]uint64{regnum.AMD64_Rax: 42, regnum.AMD64_Rbx: 0xc000010000, regnum.AMD64_Rcx: 7}
+	vals := args.Decode(payloadFor(t, args, regs, [][]byte{[]byte("user:42")}), nil)
+	if len(vals) != 2 || vals[0] != (funcargs.Value{Name: "id", Type: "int", Value: "42"}) ||
+		vals[1] != (funcargs.Value{Name: "key", Type: "string", Value: `"user"...(len 7)`}) {
+		t.Errorf("decoded %+v", vals)
+	}
+	regs[regnum.AMD64_Rcx] = 0
+	if vals := args.Decode(payloadFor(t, args, regs, [][]byte{nil}), nil); vals[1].Value != `""` {
+		t.Errorf("empty string decoded as %s", vals[1].Value)
+	}
+	if vals := args.Decode(nil, nil); vals[0].Value != "?" || vals[1].Value != "?" {
+		t.Errorf("a short payload decoded as %+v", vals)
+	}
+
+	// (int, error): a nil error, then a *main.NotFound named through the
+	// type resolver.
+	res := funcargs.NewCapture(results, funcargs.CaptureOptions{})
+	regs = map[uint64]uint64{regnum.AMD64_Rax: 3}
+	if vals := res.Decode(payloadFor(t, res, regs, [][]byte{nil, nil}), nil); vals[0].Value != "3" || vals[1].Value != "nil" || vals[1].Type != "error" {
+		t.Errorf("(3, nil) decoded as %+v", vals)
+	}
+	ptrFn, err := r.Func("main.pointer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pointType := ptrFn.Params[0].Type // *main.Point, as the dynamic type
+	itabType := make([]byte, 8)
+	binary.LittleEndian.PutUint64(itabType, 0x4a0000)
+	regs = map[uint64]uint64{regnum.AMD64_Rax: 0, regnum.AMD64_Rbx: 0x4b0000, regnum.AMD64_Rcx: 0xc000020000}
+	types := func(addr uint64) godwarf.Type {
+		if addr == 0x4a0000 {
+			return pointType
+		}
+		return nil
+	}
+	vals = res.Decode(payloadFor(t, res, regs, [][]byte{itabType, make([]byte, 16)}), types)
+	if vals[1].Value != "(*main.Point)(0xc000020000)" {
+		t.Errorf("an error holding a pointer decoded as %+v", vals[1])
+	}
+	// A dynamic type DWARF does not know: its address, not a guess.
+	vals = res.Decode(payloadFor(t, res, regs, [][]byte{itabType, make([]byte, 16)}), nil)
+	if vals[1].Value != "error(type 0x4a0000, data 0xc000020000)" {
+		t.Errorf("an unknown dynamic type decoded as %+v", vals[1])
+	}
+}

@@ -1,0 +1,285 @@
+package trace
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/go-delve/delve/pkg/dwarf/godwarf"
+
+	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/funcargs"
+)
+
+// DefaultStringSize is the bytes read per string argument by default.
+const DefaultStringSize = 64
+
+// argPlans are the capture plans of a session's probes, deduplicated: a
+// probe's cookie names its plan by index.
+type argPlans struct {
+	plans []bpf.ArgPlan
+	index map[bpf.ArgPlan]int
+}
+
+// add returns the index of plan, adding it if new.
+func (p *argPlans) add(plan bpf.ArgPlan) int {
+	if i, ok := p.index[plan]; ok {
+		return i
+	}
+	if p.index == nil {
+		p.index = map[bpf.ArgPlan]int{}
+	}
+	p.index[plan] = len(p.plans)
+	p.plans = append(p.plans, plan)
+	return len(p.plans) - 1
+}
+
+// addPair adds an entry plan and its return plan at consecutive indexes
+// (for gi_entry_return), returning the entry plan's.
+func (p *argPlans) addPair(entry, ret bpf.ArgPlan) int {
+	p.plans = append(p.plans, entry, ret)
+	return len(p.plans) - 2
+}
+
+// planPair returns the entry and return plans of a function probed by one
+// program at a site that is both its entry and a RET; false if neither
+// captures anything.
+func planPair(fn *Function, arch string) (entry, ret bpf.ArgPlan, ok bool, err error) {
+	entry, okEntry, err := planOf(fn, bpf.KindEntry, arch)
+	if err != nil {
+		return entry, ret, false, err
+	}
+	ret, okReturn, err := planOf(fn, bpf.KindReturn, arch)
+	if err != nil {
+		return entry, ret, false, err
+	}
+	return entry, ret, okEntry || okReturn, nil
+}
+
+// binaryArch is the GOARCH of bin.
+func binaryArch(bin *elfbin.Binary) string {
+	switch bin.File.Machine {
+	case elf.EM_X86_64:
+		return "amd64"
+	case elf.EM_AARCH64:
+		return "arm64"
+	}
+	return bin.File.Machine.String()
+}
+
+// planArgs reads the selected functions' arguments and results from DWARF
+// and plans their capture (Function.Args, Function.Results), with the
+// --where filters compiled into the plans. Without DWARF, arguments are
+// left out with a warning, unless a filter needs them.
+func (s *Session) planArgs() error {
+	if !s.Opts.Args && len(s.Opts.Where) == 0 {
+		return nil
+	}
+	byName := map[string]*Function{}
+	for _, fn := range s.Selection.Functions {
+		byName[fn.Name] = fn
+	}
+	for _, w := range s.Opts.Where {
+		if byName[w.Func] == nil {
+			return fmt.Errorf("--where %s: the function is not traced (name it in the patterns)", w.Func)
+		}
+	}
+	arch := binaryArch(s.Binary)
+	r, err := funcargs.Open(s.Binary.File, arch)
+	if err != nil {
+		if len(s.Opts.Where) > 0 {
+			return fmt.Errorf("--where: %w", err)
+		}
+		if errors.Is(err, funcargs.ErrNoDWARF) {
+			s.Warnings = append(s.Warnings, "arguments need DWARF, and the binary has none (stripped): tracing without them")
+		} else {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("arguments not shown: %v", err))
+		}
+		return nil
+	}
+	s.args = r
+	opts := funcargs.CaptureOptions{StringSize: s.Opts.StringSize}
+	if opts.StringSize <= 0 {
+		opts.StringSize = DefaultStringSize
+	}
+	wheres := map[string]Where{}
+	for _, w := range s.Opts.Where {
+		wheres[w.Func] = w
+	}
+	var unknown []string
+	for _, fn := range s.Selection.Functions {
+		w, filtered := wheres[fn.Name]
+		if !s.Opts.Args && !filtered {
+			continue
+		}
+		desc, err := r.Func(fn.Name)
+		if err != nil {
+			if filtered {
+				return fmt.Errorf("--where %s: %w", fn.Name, err)
+			}
+			continue // assembly, or a function DWARF does not describe
+		}
+		pf := s.Binary.Lines.FuncForPC(fn.EntrySite)
+		if pf == nil {
+			continue
+		}
+		spd, err := s.Binary.Lines.SPDelta(pf, fn.EntrySite)
+		if err != nil {
+			continue
+		}
+		params, results, err := desc.Locate(fn.EntrySite, spd+r.Arch.CFAFromSP)
+		if err != nil {
+			if filtered {
+				return fmt.Errorf("--where %s: %w", fn.Name, err)
+			}
+			continue
+		}
+		fn.Args = funcargs.NewCapture(params, opts)
+		fn.Results = funcargs.NewCapture(results, opts)
+		for _, u := range fn.Args.Unknown() {
+			unknown = append(unknown, fn.Name+" "+u)
+		}
+		if filtered {
+			fn.where = w
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		more := ""
+		if len(unknown) > 3 {
+			more = fmt.Sprintf(" (and %d more)", len(unknown)-3)
+			unknown = unknown[:3]
+		}
+		s.Warnings = append(s.Warnings, "arguments shown as ?: "+strings.Join(unknown, "; ")+more)
+	}
+	return nil
+}
+
+// planOf encodes what a probe of fn captures (entry: the arguments and the
+// --where filter; return: the results), returning false if the probe
+// captures nothing.
+func planOf(fn *Function, kind uint8, arch string) (bpf.ArgPlan, bool, error) {
+	var plan bpf.ArgPlan
+	c := fn.Results
+	if kind == bpf.KindEntry {
+		c = fn.Args
+	}
+	filtered := len(fn.where.Conditions) > 0
+	if (c == nil || len(c.Ops) == 0) && !filtered {
+		return plan, false, nil
+	}
+	if c != nil {
+		if len(c.Ops) > bpf.PlanOps || c.Size > bpf.PlanPayloadMax {
+			return plan, false, fmt.Errorf("%s: capture of %d operations, %d bytes exceeds the probe's bounds", fn.Name, len(c.Ops), c.Size)
+		}
+		plan.Nops, plan.Size = uint16(len(c.Ops)), uint16(c.Size)
+		for i, op := range c.Ops {
+			o := &plan.Ops[i]
+			o.Kind, o.Out, o.Size = op.Kind, uint16(op.Out), uint16(op.Size)
+			switch op.Kind {
+			case funcargs.OpReg:
+				w, ok := bpf.RegisterWord(arch, op.Reg)
+				if !ok {
+					return plan, false, fmt.Errorf("%s: register %d not in a uprobe's registers", fn.Name, op.Reg)
+				}
+				o.Reg = uint8(w)
+			case funcargs.OpStack:
+				o.Off = int32(op.SPOffset)
+			case funcargs.OpDeref:
+				o.Ptr, o.Elem, o.Off = uint16(op.Ptr), uint16(op.Elem), int32(op.Add)
+				o.Len = bpf.NoLength
+				if op.Len >= 0 {
+					o.Len = uint16(op.Len)
+				}
+			}
+		}
+	}
+	if filtered {
+		plan.Track = 1
+		if kind == bpf.KindEntry {
+			if err := compileWhere(&plan, fn.where, fn.Args); err != nil {
+				return plan, false, err
+			}
+		}
+	}
+	return plan, true, nil
+}
+
+// compileWhere adds w's conditions to an entry plan.
+func compileWhere(plan *bpf.ArgPlan, w Where, c *funcargs.Capture) error {
+	if len(w.Conditions) > bpf.PlanFilters {
+		return fmt.Errorf("--where %s: at most %d conditions", w.Func, bpf.PlanFilters)
+	}
+	for i, cond := range w.Conditions {
+		cv := c.Lookup(cond.Arg)
+		if cv == nil {
+			var names []string
+			for _, v := range c.Values {
+				names = append(names, v.Var.Name)
+			}
+			return fmt.Errorf("--where %s: no argument %q (it has: %s)", w.Func, cond.Arg, strings.Join(names, ", "))
+		}
+		if cv.Unknown != "" {
+			return fmt.Errorf("--where %s: argument %s: %s", w.Func, cond.Arg, cv.Unknown)
+		}
+		f := &plan.Filters[i]
+		if cond.IsString {
+			at := cv.StringAt()
+			if at < 0 {
+				return fmt.Errorf("--where %s: %s has type %s, not string", w.Func, cond.Arg, cv.Var.TypeName())
+			}
+			if len(cond.Str) > bpf.FilterString {
+				return fmt.Errorf("--where %s: string constants are compared up to %d bytes", w.Func, bpf.FilterString)
+			}
+			if read := derefSize(c, at); len(cond.Str) >= read {
+				return fmt.Errorf("--where %s: %q is not shorter than the %d bytes read per string (--string-size)", w.Func, cond.Str, read)
+			}
+			f.Cmp = map[string]uint8{"==": bpf.CmpStrEq, "!=": bpf.CmpStrNe, "=~": bpf.CmpStrPrefix}[cond.Op]
+			f.Size, f.At = uint8(len(cond.Str)), uint16(at)
+			copy(f.Str[:], cond.Str)
+			continue
+		}
+		at := cv.IntAt()
+		signed, ok := integerKind(cv.Var.Type)
+		if at < 0 || !ok {
+			return fmt.Errorf("--where %s: %s has type %s: compare integers, bools and strings", w.Func, cond.Arg, cv.Var.TypeName())
+		}
+		f.Cmp = map[string]uint8{"==": bpf.CmpEq, "!=": bpf.CmpNe, "<": bpf.CmpLt, ">": bpf.CmpGt}[cond.Op]
+		f.Size, f.At, f.Value = uint8(cv.Var.Type.Size()), uint16(at), cond.Int
+		if signed {
+			f.IsSigned = 1
+		}
+	}
+	plan.Nfilters = uint8(len(w.Conditions))
+	return nil
+}
+
+// derefSize is the bytes the deref writing at payload offset at reads at most.
+func derefSize(c *funcargs.Capture, at int) int {
+	for _, op := range c.Ops {
+		if op.Kind == funcargs.OpDeref && op.Out == at {
+			return op.Size
+		}
+	}
+	return 0
+}
+
+// integerKind tells whether t compares as an integer, and if signed.
+func integerKind(t godwarf.Type) (signed, ok bool) {
+	for i := 0; i < 16; i++ {
+		switch tt := t.(type) {
+		case *godwarf.TypedefType:
+			t = tt.Type
+			continue
+		case *godwarf.IntType, *godwarf.CharType:
+			return true, true
+		case *godwarf.UintType, *godwarf.UcharType, *godwarf.BoolType:
+			return false, true
+		}
+		return false, false
+	}
+	return false, false
+}

@@ -1,0 +1,133 @@
+package trace_test
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/funcargs"
+	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/trace"
+)
+
+// argFuncs are testdata/argfuncs' functions, one per type class.
+var argFuncs = []string{"main.ints", "main.floats", "main.boolsAndString", "main.pointer", "main.slices", "main.arrays",
+	"main.structs", "main.ifaces", "main.containers", "main.twelve", "main.Point.Dist", "main.query", "main.withDefer", "main.threeIntsAndString"}
+
+// TestArgsMatchTarget traces every function of the argfuncs target, built
+// by each supported release (default and PIE), and compares the arguments
+// and results gi captured with what the target printed it passed and got
+// back, call by call.
+func TestArgsMatchTarget(t *testing.T) {
+	requirePrivilege(t)
+	for _, tc := range []string{"local", "go1.20.14", "go1.22.12", "go1.24.13", "go1.27.4"} {
+		for _, pie := range []bool{false, true} {
+			opts := targets.BuildOptions{Toolchain: tc, PIE: pie}
+			t.Run(opts.String(), func(t *testing.T) {
+				checkArgs(t, targets.Build(t, "argfuncs", opts))
+			})
+		}
+	}
+}
+
+// targetCall is one call as argfuncs printed it.
+type targetCall struct {
+	fn            string
+	args, results []string
+}
+
+func checkArgs(t *testing.T, bin string) {
+	p := targets.Start(t, bin, "-stdin")
+	s, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, argFuncs...), Args: true})
+	const rounds = 3
+	for range rounds {
+		if _, err := p.Do("round", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := stop()
+	targets.CheckNotStopped(t, p.Pid)
+	if res.Lost != 0 || res.Err != nil {
+		t.Fatalf("lost %d events, run error %v", res.Lost, res.Err)
+	}
+
+	var want []targetCall
+	for _, line := range p.Lines() {
+		kind, rest, _ := strings.Cut(line, " ")
+		fn, vals, _ := strings.Cut(rest, " ")
+		switch kind {
+		case "CALL":
+			want = append(want, targetCall{fn: fn, args: strings.Split(vals, " | ")})
+		case "RET":
+			if len(want) == 0 || want[len(want)-1].fn != fn {
+				t.Fatalf("target printed RET %s without its CALL", fn)
+			}
+			want[len(want)-1].results = strings.Split(vals, " | ")
+		}
+	}
+	if len(want) != rounds*(len(argFuncs)+1) {
+		t.Fatalf("target printed %d calls, want %d", len(want), rounds*(len(argFuncs)+1))
+	}
+	rec.mu.Lock()
+	calls := append([]call(nil), rec.calls...)
+	rec.mu.Unlock()
+	if len(calls) != len(want) {
+		t.Fatalf("gi saw %d calls, the target made %d", len(calls), len(want))
+	}
+	sym := s.Symbols()
+	for i, w := range want {
+		c := calls[i].c
+		if c.Func.Name != w.fn {
+			t.Fatalf("call %d: gi saw %s, the target called %s", i, c.Func.Name, w.fn)
+		}
+		if c.Unwound || c.ReturnSite == 0 {
+			t.Errorf("call %d of %s: not returned (unwound %v)", i, w.fn, c.Unwound)
+		}
+		args := sym.Values(uint32(p.Pid), c.Func.Args, c.Args)
+		results := sym.Values(uint32(p.Pid), c.Func.Results, c.Results)
+		compareValues(t, fmt.Sprintf("call %d %s args", i, w.fn), args, w.args)
+		compareValues(t, fmt.Sprintf("call %d %s results", i, w.fn), results, w.results)
+	}
+}
+
+var elided = regexp.MustCompile(`^(\[\][^{]+)\{\.\.\.\} \(len (\d+), cap \d+\)$`)
+
+// compareValues compares gi's values with the target's %#v of them.
+func compareValues(t *testing.T, what string, got []funcargs.Value, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: gi has %d values %v, the target %d %q", what, len(got), got, len(want), want)
+		return
+	}
+	for i, g := range got {
+		w := want[i]
+		switch {
+		case g.Type == "float32" || g.Type == "float64":
+			// Passed in floating-point registers, which uprobe programs
+			// cannot read: gi must say it does not know, not guess.
+			if g.Value != "?" {
+				t.Errorf("%s: %s = %s, want ? (float register)", what, g.Name, g.Value)
+			}
+		case g.Value == "nil":
+			if w != "<nil>" {
+				t.Errorf("%s: %s = nil, target %s", what, g.Name, w)
+			}
+		case elided.MatchString(g.Value):
+			// Elements that are not scalars: gi shows the length only.
+			m := elided.FindStringSubmatch(g.Value)
+			n := strings.Count(w, ", ") + 1
+			if w == m[1]+"{}" {
+				n = 0
+			}
+			if !strings.HasPrefix(w, m[1]+"{") || fmt.Sprint(n) != m[2] {
+				t.Errorf("%s: %s = %s, target %s", what, g.Name, g.Value, w)
+			}
+		default:
+			if g.Value != w {
+				t.Errorf("%s: %s = %s, target %s", what, g.Name, g.Value, w)
+			}
+		}
+	}
+}
