@@ -101,13 +101,79 @@ func TestCaptureDecode(t *testing.T) {
 		}
 		return nil
 	}
-	vals = res.Decode(payloadFor(t, res, regs, [][]byte{itabType, make([]byte, 16)}), types)
+	point := make([]byte, 16)
+	binary.LittleEndian.PutUint64(point, 3)
+	binary.LittleEndian.PutUint64(point[8:], uint64(1<<64-4))
+	vals = res.Decode(payloadFor(t, res, regs, [][]byte{itabType, point}), types)
+	if vals[1].Value != "&main.Point{X:3, Y:-4}" {
+		t.Errorf("an error holding a *main.Point decoded as %+v", vals[1])
+	}
+	// Less read behind the pointer than the struct: its address only.
+	vals = res.Decode(payloadFor(t, res, regs, [][]byte{itabType, point[:8]}), types)
 	if vals[1].Value != "(*main.Point)(0xc000020000)" {
-		t.Errorf("an error holding a pointer decoded as %+v", vals[1])
+		t.Errorf("a *main.Point read in part decoded as %+v", vals[1])
 	}
 	// A dynamic type DWARF does not know: its address, not a guess.
-	vals = res.Decode(payloadFor(t, res, regs, [][]byte{itabType, make([]byte, 16)}), nil)
+	vals = res.Decode(payloadFor(t, res, regs, [][]byte{itabType, point}), nil)
 	if vals[1].Value != "error(type 0x4a0000, data 0xc000020000)" {
 		t.Errorf("an unknown dynamic type decoded as %+v", vals[1])
 	}
+}
+
+// FuzzDecode formats arbitrary payloads with the captures of every
+// argfuncs function, with a type resolver that names any address: a
+// corrupt or hostile payload must give bounded strings, never a panic.
+func FuzzDecode(f *testing.F) {
+	file, err := elf.Open(targets.Build(f, "argfuncs", targets.BuildOptions{Arch: "amd64"}))
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer file.Close()
+	r, err := funcargs.Open(file, "amd64")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var captures []*funcargs.Capture
+	var dynamic []godwarf.Type
+	for _, name := range argFuncs {
+		fn, err := r.Func(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		params, results, err := fn.Locate(fn.Entry, r.Arch.CFAFromSP)
+		if err != nil {
+			f.Fatal(err)
+		}
+		captures = append(captures, funcargs.NewCapture(params, funcargs.CaptureOptions{StringSize: 16}),
+			funcargs.NewCapture(results, funcargs.CaptureOptions{StringSize: 16}))
+		for _, v := range append(fn.Params, fn.Results...) {
+			dynamic = append(dynamic, v.Type)
+		}
+	}
+	types := func(addr uint64) godwarf.Type {
+		if addr%3 == 0 {
+			return nil
+		}
+		return dynamic[addr%uint64(len(dynamic))]
+	}
+	f.Add([]byte{})
+	f.Add(make([]byte, 512))
+	seed := make([]byte, 512)
+	for i := range seed {
+		seed[i] = byte(i * 7)
+	}
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		for _, c := range captures {
+			vals := c.Decode(payload, types)
+			if len(vals) != len(c.Values) {
+				t.Fatalf("%d values decoded, %d captured", len(vals), len(c.Values))
+			}
+			for _, v := range vals {
+				if len(v.Value) > 1<<16 {
+					t.Fatalf("%s: a %d-byte value", v.Name, len(v.Value))
+				}
+			}
+		}
+	})
 }

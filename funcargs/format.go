@@ -102,7 +102,11 @@ func (f *formatter) read(at int) []byte {
 
 // typeName is a type's name as Go source spells it.
 func typeName(t godwarf.Type) string {
-	return strings.ReplaceAll(t.String(), "[]uint8", "[]byte")
+	name := t.Common().Name
+	if name == "" {
+		name = t.String()
+	}
+	return strings.ReplaceAll(name, "[]uint8", "[]byte")
 }
 
 // format writes the value of type t at value offset off.
@@ -172,6 +176,16 @@ func (f *formatter) format(t godwarf.Type, off int64, depth int) {
 	default:
 		fmt.Fprintf(&f.b, "(%s)(?)", typeName(t))
 	}
+}
+
+// scalarStruct tells whether every field of st is a scalar.
+func scalarStruct(st *godwarf.StructType) bool {
+	for _, f := range st.Field {
+		if !isScalar(f.Type) {
+			return false
+		}
+	}
+	return len(st.Field) > 0
 }
 
 func signExtend(v uint64, size int64) int64 {
@@ -280,16 +294,27 @@ func (f *formatter) formatInterface(t *godwarf.InterfaceType, off int64, depth i
 		fmt.Fprintf(&f.b, "%s(type %#x, data %#x)", typeName(t), typ, data)
 		return
 	}
-	switch resolve(dyn).(type) {
-	case *godwarf.PtrType, *godwarf.MapType, *godwarf.ChanType, *godwarf.FuncType, *godwarf.UnsupportedType:
-		// Pointer-shaped: the data word is the value.
-		f.address(dyn, data)
-		return
-	}
 	at, ok := f.cv.derefs[off+8]
 	b := []byte(nil)
 	if ok {
 		b = f.read(at)
+	}
+	switch d := resolve(dyn).(type) {
+	case *godwarf.PtrType:
+		// Pointer-shaped: the data word is the value. A pointer to a
+		// struct of scalars shows the struct too (what was read behind
+		// the data word).
+		if st, ok := resolve(d.Type).(*godwarf.StructType); ok && data != 0 && scalarStruct(st) && int64(len(b)) >= st.Size() {
+			sub := &formatter{cv: &Captured{Var: f.cv.Var}, payload: f.payload, types: f.types, value: b}
+			sub.format(d.Type, 0, depth+1)
+			f.b.WriteString("&" + sub.b.String())
+			return
+		}
+		f.address(dyn, data)
+		return
+	case *godwarf.MapType, *godwarf.ChanType, *godwarf.FuncType, *godwarf.UnsupportedType:
+		f.address(dyn, data)
+		return
 	}
 	if int64(len(b)) < dyn.Size() {
 		fmt.Fprintf(&f.b, "%s(...)", typeName(dyn))

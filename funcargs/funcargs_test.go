@@ -13,8 +13,8 @@ import (
 )
 
 // argFuncs are the functions of testdata/argfuncs, one per type class.
-var argFuncs = []string{"main.ints", "main.floats", "main.boolsAndString", "main.pointer", "main.slices", "main.arrays",
-	"main.structs", "main.ifaces", "main.containers", "main.twelve", "main.Point.Dist", "main.query", "main.withDefer", "main.threeIntsAndString"}
+var argFuncs = []string{"main.ints", "main.floats", "main.floatsOnStack", "main.boolsAndString", "main.pointer", "main.slices", "main.arrays",
+	"main.structs", "main.ifaces", "main.boxed", "main.containers", "main.twelve", "main.Point.Dist", "main.query", "main.withDefer", "main.threeIntsAndString"}
 
 // TestABIMatchesDWARF checks, for every function of the argfuncs target
 // built by each supported release for amd64 and arm64 (default and PIE),

@@ -13,22 +13,26 @@ import (
 )
 
 // argFuncs are testdata/argfuncs' functions, one per type class.
-var argFuncs = []string{"main.ints", "main.floats", "main.boolsAndString", "main.pointer", "main.slices", "main.arrays",
-	"main.structs", "main.ifaces", "main.containers", "main.twelve", "main.Point.Dist", "main.query", "main.withDefer", "main.threeIntsAndString"}
+var argFuncs = []string{"main.ints", "main.floats", "main.floatsOnStack", "main.boolsAndString", "main.pointer", "main.slices", "main.arrays",
+	"main.structs", "main.ifaces", "main.boxed", "main.containers", "main.twelve", "main.Point.Dist", "main.query", "main.withDefer", "main.threeIntsAndString"}
 
 // TestArgsMatchTarget traces every function of the argfuncs target, built
-// by each supported release (default and PIE), and compares the arguments
+// by each supported release (default and PIE, and with external linking),
+// and compares the arguments
 // and results gi captured with what the target printed it passed and got
 // back, call by call.
 func TestArgsMatchTarget(t *testing.T) {
 	requirePrivilege(t)
+	builds := []targets.BuildOptions{{CgoExternal: true}}
 	for _, tc := range []string{"local", "go1.20.14", "go1.22.12", "go1.24.13", "go1.27.4"} {
 		for _, pie := range []bool{false, true} {
-			opts := targets.BuildOptions{Toolchain: tc, PIE: pie}
-			t.Run(opts.String(), func(t *testing.T) {
-				checkArgs(t, targets.Build(t, "argfuncs", opts))
-			})
+			builds = append(builds, targets.BuildOptions{Toolchain: tc, PIE: pie})
 		}
+	}
+	for _, opts := range builds {
+		t.Run(opts.String(), func(t *testing.T) {
+			checkArgs(t, targets.Build(t, "argfuncs", opts))
+		})
 	}
 }
 

@@ -61,6 +61,12 @@ func ints(a int8, b int16, c int32, d int64, e uint8, f uint16, g uint32, h uint
 //go:noinline
 func floats(a float32, b float64) float64 { return float64(a) + b }
 
+// floatsOnStack takes an array of two floats, which the register ABI
+// passes on the stack.
+//
+//go:noinline
+func floatsOnStack(a [2]float64, n int) int { return int(a[0]+a[1]) + n }
+
 //go:noinline
 func boolsAndString(ok bool, s string, done bool) (string, bool) {
 	return strings.ToUpper(s), ok && !done
@@ -83,6 +89,16 @@ func structs(s Small, b Big) Small {
 
 //go:noinline
 func ifaces(v any, err error) (any, error) { return v, err }
+
+// boxed takes interfaces holding a pointer to a struct of scalars and a
+// struct: gi shows the values behind them.
+//
+//go:noinline
+func boxed(p any, v any) bool { return p != nil && v != nil }
+
+// goSyntax is printed as is by join: the %#v of a value held in an
+// interface, which join's address rule for pointers would hide.
+type goSyntax string
 
 //go:noinline
 func containers(m map[string]int, c chan int, f func() int) int { return len(m) + cap(c) }
@@ -124,6 +140,10 @@ func ret(name string, results ...any) {
 func join(vs []any) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
+		if g, ok := v.(goSyntax); ok {
+			parts[i] = string(g)
+			continue
+		}
 		if k := reflect.ValueOf(v).Kind(); k == reflect.Pointer || k == reflect.Map {
 			// Pointers and maps as addresses, which is what gi shows of them.
 			parts[i] = fmt.Sprintf("(%T)(%p)", v, v)
@@ -167,6 +187,10 @@ func round(n int) {
 	call("main.floats", float32(1.5), 2.25)
 	ret("main.floats", floats(1.5, 2.25))
 
+	fa := [2]float64{0.5, float64(n) + 0.25}
+	call("main.floatsOnStack", fa, n)
+	ret("main.floatsOnStack", floatsOnStack(fa, n))
+
 	call("main.boolsAndString", true, "hello", false)
 	s, ok := boolsAndString(true, "hello", false)
 	ret("main.boolsAndString", s, ok)
@@ -191,6 +215,10 @@ func round(n int) {
 	call("main.ifaces", any(n), err)
 	v, e := ifaces(n, err)
 	ret("main.ifaces", v, e)
+
+	bp, bv := &Point{X: 3, Y: -4}, Small{A: int32(n), B: true, C: 9}
+	call("main.boxed", goSyntax(fmt.Sprintf("%#v", bp)), goSyntax(fmt.Sprintf("%#v", bv)))
+	ret("main.boxed", boxed(bp, bv))
 
 	m, c := map[string]int{"a": 1}, make(chan int, 4)
 	f := func() int { return 1 }
