@@ -141,11 +141,16 @@ const (
 	PlanOps        = len(ArgPlan{}.Ops)
 	PlanFilters    = len(ArgPlan{}.Filters)
 	FilterString   = len(ArgPlan{}.Filters[0].Str)
-	PlanPayloadMax = 2048
-	DerefMax       = 1024
+	PlanPayloadMax = 1024
+	DerefMax       = 512
 	// NoLength marks a deref without an element count (arg_op.len).
 	NoLength = 0xffff
 )
+
+// ArgsEvent is an event with the values its probe captured: the
+// generated twin of struct args_event, the record a probe with a plan
+// reserves (Event, then Event.ArgsLen bytes of payload).
+type ArgsEvent = giArgsEvent
 
 // CookiePlanShift is where a probe's cookie holds its plan's index plus
 // one (0: no plan).

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -102,4 +103,20 @@ func BenchmarkDecodeEvent(b *testing.B) {
 		}
 	})
 	_ = sink
+}
+
+// TestPlanBounds checks the bounds written by hand in bpf.go against the
+// generated types: the payload room of struct args_event is
+// GI_ARG_BYTES + GI_DEREF_MAX + 16, and a plan's payload offsets fit the
+// 16 bits of arg_op.out.
+func TestPlanBounds(t *testing.T) {
+	if n := len(ArgsEvent{}.Payload); n != PlanPayloadMax+DerefMax+16 {
+		t.Errorf("struct args_event has %d bytes of payload, bpf.go's bounds say %d", n, PlanPayloadMax+DerefMax+16)
+	}
+	if int(unsafe.Offsetof(ArgsEvent{}.Payload)) != EventSize {
+		t.Errorf("the payload starts at %d, after an event of %d bytes", unsafe.Offsetof(ArgsEvent{}.Payload), EventSize)
+	}
+	if PlanPayloadMax+DerefMax+16 >= 1<<16 || PlanOps != 32 || PlanFilters != 4 || FilterString != 32 {
+		t.Errorf("plan bounds: %d ops, %d filters, %d-byte strings", PlanOps, PlanFilters, FilterString)
+	}
 }

@@ -101,10 +101,10 @@ const struct event *unused_event __attribute__((unused));
 #define GI_COOKIE_PLAN_SHIFT 33
 #define GI_ARG_OPS 32
 #define GI_ARG_FILTERS 4
-#define GI_ARG_BYTES 2048 // payload bound
-#define GI_DEREF_MAX 1024 // bytes one read behind a pointer copies at most
+#define GI_ARG_BYTES 1024 // payload bound
+#define GI_DEREF_MAX 512  // bytes one read behind a pointer copies at most
 #define GI_FILTER_STR 32  // bytes of a string a filter compares
-#define GI_REG_WORDS 40
+#define GI_REG_WORDS 34   // words of the largest struct pt_regs (arm64)
 
 #define GI_OP_REG 1   // the register word reg, 8 bytes
 #define GI_OP_STACK 2 // size bytes at sp+off
@@ -163,20 +163,22 @@ struct {
 	__type(value, struct arg_plan);
 } plans SEC(".maps");
 
-// Per-CPU room to build an event with its payload: programs have 512 bytes
-// of stack.
-struct scratch {
-	__u64 regs[GI_REG_WORDS];
+// An event with captured values: reserved in the ring buffer whole, so
+// that the capture is private to the program run (a per-CPU buffer would
+// be shared with a run preempting this one). User space reads args_len
+// bytes of the payload; the rest is room the verifier's bounds need.
+struct args_event {
 	struct event ev;
 	__u8 payload[GI_ARG_BYTES + GI_DEREF_MAX + 16];
+	// A copy of the probed thread's struct pt_regs: its fields can be read
+	// at constant offsets only, the plan's registers are chosen at run time.
+	__u64 regs[GI_REG_WORDS];
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct scratch);
-} scratch SEC(".maps");
+_Static_assert(sizeof(struct gi_regs) <= GI_REG_WORDS * 8, "struct pt_regs does not fit args_event.regs");
+
+// Keeps struct args_event in BTF so bpf2go generates its Go twin.
+const struct args_event *unused_args_event __attribute__((unused));
 
 // A call whose entry passed a filter, until its return: the goroutine and
 // the distance of its frame from the top of the stack (which survives the
@@ -228,10 +230,10 @@ struct {
 
 // capture runs a plan's operations into the payload; false if a filter
 // rejects the call.
-static __always_inline int capture(struct gi_regs *regs, struct arg_plan *plan, struct scratch *s)
+static __always_inline int capture(struct gi_regs *regs, struct arg_plan *plan, struct args_event *s)
 {
-	if (bpf_probe_read_kernel(s->regs, sizeof(*regs) < sizeof(s->regs) ? sizeof(*regs) : sizeof(s->regs), regs) != 0)
-		return 1;
+	if (bpf_probe_read_kernel(s->regs, sizeof(*regs), regs) != 0)
+		return 0;
 	__u64 sp = GI_SP(regs);
 	__u32 nops = plan->nops;
 	for (__u32 i = 0; i < GI_ARG_OPS; i++) {
@@ -361,38 +363,38 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie)
 
 	__u32 zero = 0;
 	struct event *e;
-	struct scratch *s = 0;
+	struct args_event *a = 0;
 	struct arg_plan *plan = 0;
 	__u32 plan_id = cookie >> GI_COOKIE_PLAN_SHIFT;
 	if (plan_id) {
 		plan_id--;
 		plan = bpf_map_lookup_elem(&plans, &plan_id);
-		s = bpf_map_lookup_elem(&scratch, &zero);
 	}
-	if (plan && s) {
-		if (!capture(regs, plan, s))
+	if (plan) {
+		a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
+		if (!a)
+			goto lost;
+		if (!capture(regs, plan, a)) {
+			bpf_ringbuf_discard(a, BPF_RB_NO_WAKEUP);
 			return 0;
+		}
 		if (plan->track) {
 			struct call_key key = {.goid = goid, .frame = stack_hi - GI_SP(regs)};
 			if (kind == GI_EVENT_ENTRY) {
 				__u8 one = 1;
 				bpf_map_update_elem(&filtered_calls, &key, &one, BPF_ANY);
-			} else {
-				if (!bpf_map_lookup_elem(&filtered_calls, &key))
-					return 0;
+			} else if (bpf_map_lookup_elem(&filtered_calls, &key)) {
 				bpf_map_delete_elem(&filtered_calls, &key);
+			} else {
+				bpf_ringbuf_discard(a, BPF_RB_NO_WAKEUP);
+				return 0;
 			}
 		}
-		e = &s->ev;
+		e = &a->ev;
 	} else {
-		plan = 0;
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-		if (!e) {
-			__u64 *n = bpf_map_lookup_elem(&lost, &zero);
-			if (n)
-				*n += 1;
-			return 0;
-		}
+		if (!e)
+			goto lost;
 	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid;
@@ -433,20 +435,17 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie)
 	e->tid = tid;
 	e->kind = kind;
 	e->pad = 0;
-	if (!plan) {
-		e->args_len = 0;
-		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-		return 0;
+	e->args_len = 0;
+	if (plan) {
+		__u32 size = plan->size;
+		e->args_len = size > GI_ARG_BYTES ? GI_ARG_BYTES : size;
 	}
-	__u32 size = plan->size;
-	if (size > GI_ARG_BYTES)
-		size = GI_ARG_BYTES;
-	e->args_len = size;
-	if (bpf_ringbuf_output(&events, e, sizeof(*e) + size, BPF_RB_NO_WAKEUP) != 0) {
-		__u64 *n = bpf_map_lookup_elem(&lost, &zero);
-		if (n)
-			*n += 1;
-	}
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+lost:;
+	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+	if (n)
+		*n += 1;
 	return 0;
 }
 

@@ -44,6 +44,13 @@ type giArgPlan struct {
 	}
 }
 
+type giArgsEvent struct {
+	_       structs.HostLayout
+	Ev      giEvent
+	Payload [1552]uint8
+	Regs    [34]uint64
+}
+
 type giCallKey struct {
 	_     structs.HostLayout
 	Goid  uint64
@@ -68,13 +75,6 @@ type giEvent struct {
 	ArgsLen uint16
 }
 
-type giScratch struct {
-	_       structs.HostLayout
-	Regs    [40]uint64
-	Ev      giEvent
-	Payload [3088]uint8
-}
-
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -84,7 +84,6 @@ const (
 	giMapGoids            = "goids"
 	giMapLost             = "lost"
 	giMapPlans            = "plans"
-	giMapScratch          = "scratch"
 	giProgGiEmpty         = "gi_empty"
 	giProgGiEntry         = "gi_entry"
 	giProgGiEntryReturn   = "gi_entry_return"
@@ -99,6 +98,7 @@ const (
 	giVarPidnsIno         = "pidns_ino"
 	giVarStackHiOffset    = "stack_hi_offset"
 	giVarUnusedArgPlan    = "unused_arg_plan"
+	giVarUnusedArgsEvent  = "unused_args_event"
 	giVarUnusedEvent      = "unused_event"
 )
 
@@ -160,7 +160,6 @@ type giMapSpecs struct {
 	Goids         *ebpf.MapSpec `ebpf:"goids"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
 	Plans         *ebpf.MapSpec `ebpf:"plans"`
-	Scratch       *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // giVariableSpecs contains global variables before they are loaded into the kernel.
@@ -176,6 +175,7 @@ type giVariableSpecs struct {
 	PidnsIno         *ebpf.VariableSpec `ebpf:"pidns_ino"`
 	StackHiOffset    *ebpf.VariableSpec `ebpf:"stack_hi_offset"`
 	UnusedArgPlan    *ebpf.VariableSpec `ebpf:"unused_arg_plan"`
+	UnusedArgsEvent  *ebpf.VariableSpec `ebpf:"unused_args_event"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
 }
 
@@ -204,7 +204,6 @@ type giMaps struct {
 	Goids         *ebpf.Map `ebpf:"goids"`
 	Lost          *ebpf.Map `ebpf:"lost"`
 	Plans         *ebpf.Map `ebpf:"plans"`
-	Scratch       *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *giMaps) Close() error {
@@ -214,7 +213,6 @@ func (m *giMaps) Close() error {
 		m.Goids,
 		m.Lost,
 		m.Plans,
-		m.Scratch,
 	)
 }
 
@@ -231,6 +229,7 @@ type giVariables struct {
 	PidnsIno         *ebpf.Variable `ebpf:"pidns_ino"`
 	StackHiOffset    *ebpf.Variable `ebpf:"stack_hi_offset"`
 	UnusedArgPlan    *ebpf.Variable `ebpf:"unused_arg_plan"`
+	UnusedArgsEvent  *ebpf.Variable `ebpf:"unused_args_event"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
 }
 

@@ -23,8 +23,8 @@ const (
 // (GI_ARG_OPS, GI_ARG_BYTES, GI_DEREF_MAX in gi.bpf.c).
 const (
 	MaxOps       = 32
-	MaxPayload   = 2048
-	MaxDeref     = 1024
+	MaxPayload   = 1024
+	MaxDeref     = 512
 	ifaceDataMax = 64 // bytes read behind an interface's data word
 )
 

@@ -14,8 +14,12 @@ import (
 	"github.com/gi-debug/gi/funcargs"
 )
 
-// DefaultStringSize is the bytes read per string argument by default.
-const DefaultStringSize = 64
+// DefaultStringSize is the bytes read per string argument by default;
+// MaxStringSize the most a probe reads behind one pointer.
+const (
+	DefaultStringSize = 64
+	MaxStringSize     = funcargs.MaxDeref
+)
 
 // argPlans are the capture plans of a session's probes, deduplicated: a
 // probe's cookie names its plan by index.

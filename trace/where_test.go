@@ -3,6 +3,9 @@ package trace
 import (
 	"strings"
 	"testing"
+
+	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/funcargs"
 )
 
 func TestParseWhere(t *testing.T) {
@@ -47,5 +50,14 @@ func TestParseWhere(t *testing.T) {
 		if _, err := ParseWhere(bad.in); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("ParseWhere(%q) = %v, want an error with %q", bad.in, err, bad.want)
 		}
+	}
+}
+
+// TestCaptureBoundsMatchProbes checks that funcargs plans within the
+// bounds the probe programs enforce.
+func TestCaptureBoundsMatchProbes(t *testing.T) {
+	if funcargs.MaxOps != bpf.PlanOps || funcargs.MaxPayload != bpf.PlanPayloadMax || funcargs.MaxDeref != bpf.DerefMax {
+		t.Errorf("funcargs bounds %d ops, %d bytes, %d per read; the probes' %d, %d, %d",
+			funcargs.MaxOps, funcargs.MaxPayload, funcargs.MaxDeref, bpf.PlanOps, bpf.PlanPayloadMax, bpf.DerefMax)
 	}
 }

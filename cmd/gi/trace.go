@@ -77,7 +77,7 @@ running that binary.`,
 	f.StringArrayVar(&o.otlpHeaders, "otlp-header", nil, "add the header `K=V` to OTLP requests (repeatable; e.g. authorization)")
 	f.StringVar(&o.service, "service", "", "service.name of the OTLP spans (default: the traced binary's name)")
 	f.BoolVar(&o.args, "args", true, "show each call's arguments and results, read from the binary's DWARF (trees and --json)")
-	f.IntVar(&o.stringSize, "string-size", trace.DefaultStringSize, "bytes read per string argument or result, and per slice's elements (at most 1024)")
+	f.IntVar(&o.stringSize, "string-size", trace.DefaultStringSize, fmt.Sprintf("bytes read per string argument or result, and per slice's elements (at most %d)", trace.MaxStringSize))
 	f.StringArrayVar(&o.where, "where", nil, "only calls whose arguments match, filtered in the kernel: `'FUNC: ARG OP VALUE [&& ...]'` with ==, !=, <, > or =~ \"prefix*\" (repeatable)")
 	f.BoolVar(&o.perfEvents, "perf-events", false, "attach one perf event per probe instead of uprobe_multi links")
 	f.MarkHidden("perf-events")
@@ -128,8 +128,8 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	if err := o.checkExports(); err != nil {
 		return err
 	}
-	if o.stringSize < 1 || o.stringSize > 1024 {
-		return fmt.Errorf("--string-size %d: want 1 to 1024 bytes", o.stringSize)
+	if o.stringSize < 1 || o.stringSize > trace.MaxStringSize {
+		return fmt.Errorf("--string-size %d: want 1 to %d bytes", o.stringSize, trace.MaxStringSize)
 	}
 	var wheres []trace.Where
 	for _, w := range o.where {
