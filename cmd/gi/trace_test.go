@@ -638,4 +638,18 @@ func TestTraceWhereCLI(t *testing.T) {
 	stripped := targets.Start(t, targets.Build(t, "argfuncs", targets.BuildOptions{Stripped: true}), "-stdin")
 	_, stderr, code := runGi(t, "trace", "--where", "main.query: id == 1", strconv.Itoa(stripped.Pid), "main.query")
 	checkOneLineError(t, stderr, code, "arguments need DWARF")
+
+	// Without a filter, a stripped binary is traced without arguments,
+	// after one line that says why.
+	g := startGiTrace(t, strconv.Itoa(stripped.Pid), "main.query")
+	if _, err := stripped.Do("round", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g.stop(t, syscall.SIGTERM)
+	if n := strings.Count(g.stderr.String(), "arguments need DWARF, and the binary has none (stripped): tracing without them"); n != 1 {
+		t.Errorf("%d lines about DWARF on stderr, want 1:\n%s", n, g.stderr)
+	}
+	if n := strings.Count(g.stdout.String(), "main.query() {"); n != 2 {
+		t.Errorf("%d calls of main.query without arguments, want 2:\n%s", n, g.stdout)
+	}
 }
