@@ -18,6 +18,7 @@ import (
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
+	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
@@ -268,7 +269,7 @@ func (s *Session) open() error {
 	objs, err := bpf.Load(spec)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			return ErrBPFPermission
+			return permissionError(err)
 		}
 		return fmt.Errorf("load BPF programs: %w", err)
 	}
@@ -356,7 +357,7 @@ func (s *Session) attachError(err error) error {
 		}
 	}
 	if errors.Is(err, os.ErrPermission) {
-		return ErrBPFPermission
+		return permissionError(err)
 	}
 	return fmt.Errorf("attach uprobes to %s: %w", s.Opts.Path, err)
 }
@@ -365,7 +366,7 @@ func (s *Session) attachError(err error) error {
 func checkKernel() error {
 	if err := features.HaveProgramType(ebpf.Kprobe); err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			return ErrBPFPermission
+			return permissionError(err)
 		}
 		return fmt.Errorf("%w: %v", ErrNoBPF, err)
 	}
@@ -379,6 +380,28 @@ func checkKernel() error {
 		return ErrNoUprobes
 	}
 	return nil
+}
+
+// HasBPFCapabilities reports whether gi's effective capabilities hold
+// CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN; ok is false when it cannot
+// tell.
+func HasBPFCapabilities() (has, ok bool) {
+	admin, ok := ptrace.HasCapabilities(unix.CAP_SYS_ADMIN)
+	if !ok {
+		return false, false
+	}
+	bpfCaps, _ := ptrace.HasCapabilities(unix.CAP_BPF, unix.CAP_PERFMON)
+	return admin || bpfCaps, true
+}
+
+// permissionError explains an EPERM or EACCES from the kernel: missing
+// capabilities only when gi checked its own and they are missing;
+// otherwise the kernel's own reason (the verifier's rejection, a limit).
+func permissionError(err error) error {
+	if has, ok := HasBPFCapabilities(); ok && !has {
+		return ErrBPFPermission
+	}
+	return fmt.Errorf("the kernel refused gi's BPF programs, though gi has the capabilities they need: %w", err)
 }
 
 func boolByte(b bool) uint8 {

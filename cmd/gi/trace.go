@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/ptrace"
@@ -270,16 +269,11 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	return closeErr
 }
 
-// hasBPFCaps reports whether the effective capability set holds CAP_BPF
-// and CAP_PERFMON, or CAP_SYS_ADMIN; true when it cannot tell (the kernel
-// then decides).
+// hasBPFCaps reports whether gi has the capabilities gi trace needs; true
+// when it cannot tell (the kernel then decides).
 func hasBPFCaps() bool {
-	admin, ok := ptrace.HasCapabilities(unix.CAP_SYS_ADMIN)
-	if !ok {
-		return true
-	}
-	bpf, _ := ptrace.HasCapabilities(unix.CAP_BPF, unix.CAP_PERFMON)
-	return admin || bpf
+	has, ok := trace.HasBPFCapabilities()
+	return has || !ok
 }
 
 // traceContext returns a context cancelled by SIGINT or SIGTERM while a trace
