@@ -9,6 +9,7 @@ import (
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/ptrace"
 )
 
 // TestPsDocument checks the gi ps --json document built from a snapshot and
@@ -79,16 +80,28 @@ func TestPsDocument(t *testing.T) {
 func TestWritePsStreams(t *testing.T) {
 	n := 3
 	g := func(i int) *inspect.Goroutine {
-		return &inspect.Goroutine{ID: uint64(i), Status: "waiting", WaitReason: "chan receive", Labels: map[string]string{"k<&>": "v\"\n"},
-			Frames:    []inspect.Frame{{Function: "main.f", File: "/a b/m.go", Line: i}},
-			WaitingOn: []inspect.WaitObject{{Kind: "chan", Addr: 0xc000010000, Type: "chan main.job", Chan: &inspect.ChanState{Cap: 2, Receivers: i}}}}
+		return &inspect.Goroutine{ID: uint64(i), Status: "waiting", WaitReason: "chan receive",
+			Labels:    map[string]string{"k<&>": "v\"\n", "b\u2028\x01\xff": "\t\\é"},
+			Frames:    []inspect.Frame{{Function: "main.f", File: "/a b/m.go", Line: i}, {Function: "main.g", Line: 2, Inlined: true}},
+			Truncated: i == 2, Problem: map[bool]string{true: "stack unreadable"}[i == 3],
+			ThreadID: i * 10, HostThreadID: i * 100, LockedToThread: i == 1, ParentID: 1,
+			CreatedBy: map[bool]*inspect.Frame{true: {Function: "main.main", File: "m.go", Line: 9}}[i != 1],
+			WaitingOn: []inspect.WaitObject{
+				{Kind: "chan", Addr: 0xc000010000, Type: "chan main.job", Chan: &inspect.ChanState{Cap: 2, Receivers: i, Closed: true}},
+				{Kind: "mutex", Addr: 0x7f0000, Name: "main.mu", Sync: &inspect.SyncState{Locked: true, Waiters: 3}},
+				{Kind: "rwmutex", Dir: "read", Sync: &inspect.SyncState{Readers: -2}},
+				{Kind: "waitgroup", Sync: &inspect.SyncState{Counter: 4}},
+				{Kind: "fd", FD: &ptrace.FD{FD: 7, Local: "127.0.0.1:80", Remote: "10.0.0.1:5", Path: "/x"}, Syscall: "read"},
+				{Kind: "timer", WakeIn: 5},
+				{Kind: "cond", Unknown: "no layout"},
+			}}
 	}
 	for _, count := range []int{0, 1, n} {
 		snap := &inspect.Snapshot{PID: 42, NSPid: 1, GoVersion: "go1.27.4", Warnings: []string{"w"}}
 		for i := 1; i <= count; i++ {
 			snap.Goroutines = append(snap.Goroutines, g(i))
 		}
-		doc := NewPs(snap, snap.Goroutines, false, &link.Result{ByGoid: map[uint64]*link.Latency{1: {Function: "main.f", Calls: 2}}})
+		doc := NewPs(snap, snap.Goroutines, false, &link.Result{ByGoid: map[uint64]*link.Latency{1: {Function: "main.f", Calls: 2, Stuck: true, InCallNS: 7}}})
 		var want, got bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetIndent("", "  ")
@@ -102,4 +115,21 @@ func TestWritePsStreams(t *testing.T) {
 			t.Errorf("%d goroutines: streamed\n%s\nencoder\n%s", count, got.String(), want.String())
 		}
 	}
+}
+
+// FuzzAppendString checks the hand-written string quoting against
+// encoding/json on any string.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "<&>\"\\\n\t\x00\x1f", "é\u2028\u2029", "\xff\xfe", "a\xc3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendString(nil, s); string(got) != string(want) {
+			t.Errorf("%q: got %s, encoding/json %s", s, got, want)
+		}
+	})
 }

@@ -42,8 +42,8 @@ func BenchmarkPs(b *testing.B) {
 		n := c.n
 		b.Run(name, func(b *testing.B) {
 			p := targets.Start(b, bin, "-park", strconv.Itoa(n), "-depth", "50", "-park-on", c.on)
-			var pause, pauseNoWaits, total, tableTotal time.Duration
-			var peakKB int64
+			var pause, pauseNoWaits time.Duration
+			formatTotal, formatPeak := map[string]time.Duration{}, map[string]int64{}
 			for i := 0; i < b.N; i++ {
 				// The JSON run reports the pause; the --stacks run is the
 				// full work (unwinding, symbolizing, printing every stack).
@@ -65,49 +65,72 @@ func BenchmarkPs(b *testing.B) {
 				pauseNoWaits += jsonPause("--waits=false")
 				pause += jsonPause()
 
-				// The table, one row per goroutine.
-				tableStart := time.Now()
-				if err := exec.Command(gi, "ps", strconv.Itoa(p.Pid)).Run(); err != nil {
-					b.Fatalf("gi ps: %v", err)
+				// Every output, whole (reading the binary, the snapshot,
+				// unwinding, printing), with gi's own peak memory: a
+				// child's rusage would count this test process's memory,
+				// inherited at fork.
+				for _, f := range psFormats {
+					args := append([]string{"ps"}, f.args...)
+					if f.name == "pprof" {
+						args = append(args, filepath.Join(b.TempDir(), "gi.pb.gz"))
+					}
+					cmd := exec.Command(gi, append(args, strconv.Itoa(p.Pid))...)
+					cmd.Env = append(os.Environ(), "GI_PEAK_RSS=1")
+					var stderr strings.Builder
+					// Straight to /dev/null: a pipe to this process would
+					// time this process's reading too.
+					null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					cmd.Stdout, cmd.Stderr = null, &stderr
+					start := time.Now()
+					if err := cmd.Run(); err != nil {
+						b.Fatalf("gi %v: %v: %s", args, err, stderr.String())
+					}
+					formatTotal[f.name] += time.Since(start)
+					null.Close()
+					var kb int64
+					if _, err := fmt.Sscanf(stderr.String(), "gi: peak RSS %d kB", &kb); err != nil {
+						b.Fatalf("no peak RSS from gi: %q", stderr.String())
+					}
+					formatPeak[f.name] = max(formatPeak[f.name], kb)
 				}
-				tableTotal += time.Since(tableStart)
-
-				cmd := exec.Command(gi, "ps", "--stacks", strconv.Itoa(p.Pid))
-				cmd.Env = append(os.Environ(), "GI_PEAK_RSS=1")
-				var stderr strings.Builder
-				cmd.Stderr = &stderr
-				start := time.Now()
-				if err := cmd.Run(); err != nil {
-					b.Fatalf("gi ps --stacks: %v", err)
-				}
-				total += time.Since(start)
-				// gi's own high-water mark: a child's rusage would count
-				// this test process's memory, inherited at fork.
-				var kb int64
-				if _, err := fmt.Sscanf(stderr.String(), "gi: peak RSS %d kB", &kb); err != nil {
-					b.Fatalf("no peak RSS from gi: %q", stderr.String())
-				}
-				peakKB = max(peakKB, kb)
 				targets.CheckNotStopped(b, p.Pid)
 			}
 			baseline := p.DumpDuration // the target's own runtime.Stack(all), at the same goroutine count
 			avgPause := pause / time.Duration(b.N)
-			avgTotal := total / time.Duration(b.N)
 			b.ReportMetric(float64(avgPause.Microseconds())/1000, "pause-ms")
 			noWaits := pauseNoWaits / time.Duration(b.N)
 			b.ReportMetric(float64(noWaits.Microseconds())/1000, "pause-without-waits-ms")
 			b.ReportMetric(float64(avgPause)/float64(max(noWaits, 1)), "pause/without-waits")
-			b.ReportMetric(float64(avgTotal.Microseconds())/1000, "total-ms")
-			b.ReportMetric(float64((tableTotal/time.Duration(b.N)).Microseconds())/1000, "table-total-ms")
-			b.ReportMetric(float64(peakKB)/1024, "peak-MB")
 			b.ReportMetric(float64(baseline.Microseconds())/1000, "runtime.Stack-ms")
 			if baseline > 0 {
 				b.ReportMetric(float64(avgPause)/float64(baseline), "pause/runtime.Stack")
 			}
-			b.Logf("%d goroutines: pause %v (%v without reading what they wait on), total %v, peak %d MB; the target's own runtime.Stack(all): %v (stopped the world for all of it)",
-				n, avgPause, noWaits, avgTotal, peakKB/1024, baseline)
+			var lines []string
+			for _, f := range psFormats {
+				avg := formatTotal[f.name] / time.Duration(b.N)
+				b.ReportMetric(float64(avg.Microseconds())/1000, f.name+"-ms")
+				b.ReportMetric(float64(formatPeak[f.name])/1024, f.name+"-peak-MB")
+				lines = append(lines, fmt.Sprintf("%s %v, %d MB", f.name, avg.Round(time.Millisecond), formatPeak[f.name]/1024))
+			}
+			b.Logf("%d goroutines: pause %v (%v without reading what they wait on; the target's own runtime.Stack(all) %v, stopping the world for all of it); whole runs (goal: ≤1 s, ≤200 MB at 100k): %s",
+				n, avgPause, noWaits, baseline, strings.Join(lines, "; "))
 		})
 	}
+}
+
+// psFormats are the outputs of gi ps BenchmarkPs measures whole.
+var psFormats = []struct {
+	name string
+	args []string
+}{
+	{"table", nil},
+	{"group", []string{"--group"}},
+	{"json", []string{"--json"}},
+	{"stacks", []string{"--stacks"}},
+	{"pprof", []string{"--pprof"}},
 }
 
 // BenchmarkTopOverhead measures the lockserver target's throughput (handler

@@ -43,7 +43,7 @@ func (l *listing) Render() error {
 	measure := func(row []string) {
 		for i, c := range row {
 			if i < len(widths) {
-				widths[i] = max(widths[i], runewidth.StringWidth(c))
+				widths[i] = max(widths[i], cellWidth(c))
 			}
 		}
 	}
@@ -60,7 +60,7 @@ func (l *listing) Render() error {
 			}
 			bw.WriteByte(' ')
 			bw.WriteString(c)
-			bw.WriteString(strings.Repeat(" ", widths[i]-runewidth.StringWidth(c)+1))
+			bw.WriteString(strings.Repeat(" ", widths[i]-cellWidth(c)+1))
 		}
 		bw.WriteByte('\n')
 	}
@@ -69,4 +69,16 @@ func (l *listing) Render() error {
 		write(r)
 	}
 	return bw.Flush()
+}
+
+// cellWidth is the terminal columns s takes: its length when it is
+// ASCII (nearly every cell: function names, states), else what runewidth
+// says.
+func cellWidth(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return runewidth.StringWidth(s)
+		}
+	}
+	return len(s)
 }
