@@ -16,6 +16,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/gi-debug/gi/bincache"
 	"github.com/gi-debug/gi/pclntab"
 	"github.com/gi-debug/gi/runtimelayout"
 )
@@ -71,6 +72,9 @@ type Binary struct {
 
 	relOnce sync.Once
 	rel     map[uint64]uint64 // R_*_RELATIVE: link-time address -> addend
+
+	// layoutKey names the runtime layout in the cache ("": not cached).
+	layoutKey bincache.Key
 }
 
 // Symbol is an ELF .symtab symbol.
@@ -95,6 +99,9 @@ func Open(path string) (*Binary, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	b.close = f.Close
+	if st, err := f.Stat(); err == nil {
+		b.layoutKey = bincache.KeyOf(b.File, st.Size(), "runtime-layout")
+	}
 	return b, nil
 }
 
@@ -491,9 +498,27 @@ func (b *Binary) Layout() runtimelayout.Source {
 	return runtimelayout.Source{File: b.File, Lines: b.Lines, Contents: b, GoVersion: b.GoVersion, Arch: b.Arch}
 }
 
-// RuntimeLayout returns the binary's runtime layout (runtimelayout.Load).
+// RuntimeLayout returns the binary's runtime layout (runtimelayout.Load),
+// from the cache (bincache.Default) when an earlier gi derived it.
 func (b *Binary) RuntimeLayout() (*runtimelayout.RuntimeLayout, *runtimelayout.VersionLayout, error) {
-	return runtimelayout.Load(b.Layout())
+	cache := bincache.Default()
+	var e layoutEntry
+	if cache.Get(b.layoutKey, &e) {
+		return &e.Layout, e.Table, nil
+	}
+	l, table, err := runtimelayout.Load(b.Layout())
+	if err != nil {
+		return nil, nil, err
+	}
+	cache.Put(b.layoutKey, layoutEntry{Layout: *l, Table: table}) // a failure is a miss next time
+	return l, table, nil
+}
+
+// layoutEntry is what the cache keeps of a runtime layout: the layout,
+// and the table entry it came from for a binary without DWARF.
+type layoutEntry struct {
+	Layout runtimelayout.RuntimeLayout
+	Table  *runtimelayout.VersionLayout
 }
 
 // Pclntab returns the bytes of the pc/line table and its link-time address.

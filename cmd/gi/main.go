@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gi-debug/gi/bincache"
 	"github.com/gi-debug/gi/ptrace"
 )
 
@@ -153,6 +154,13 @@ func newRootCommand(a *app) *cobra.Command {
 		Long:          "gi lists the goroutines of a live Go process (gi ps) and traces its functions with eBPF uprobes (gi trace).",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	noCache := root.PersistentFlags().Bool("no-cache", false,
+		"do not read or write the cache of what gi derives from binaries ($XDG_CACHE_HOME/gi, by build ID)")
+	root.PersistentPreRun = func(*cobra.Command, []string) {
+		if *noCache {
+			bincache.SetDefault(nil)
+		}
 	}
 	root.AddCommand(newPsCommand(a), newTraceCommand(a), newFuncsCommand(), newTopCommand(a))
 	return root
