@@ -12,6 +12,21 @@ import (
 	"github.com/gi-debug/gi/internal/targets"
 )
 
+// openArgfuncs reads the DWARF of the argfuncs target built for amd64.
+func openArgfuncs(tb testing.TB) *funcargs.Reader {
+	tb.Helper()
+	f, err := elf.Open(targets.Build(tb, "argfuncs", targets.BuildOptions{Arch: "amd64"}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	r, err := funcargs.Open(f, "amd64")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
 // payloadFor plays the probe program on a memory image: registers by DWARF
 // number, and the bytes behind each deref operation in order.
 func payloadFor(t *testing.T, c *funcargs.Capture, regs map[uint64]uint64, behind [][]byte) []byte {
@@ -43,15 +58,7 @@ func payloadFor(t *testing.T, c *funcargs.Capture, regs map[uint64]uint64, behin
 // TestCaptureDecode plans the capture of main.query's arguments and
 // results (amd64) from real DWARF, and formats payloads built by hand.
 func TestCaptureDecode(t *testing.T) {
-	f, err := elf.Open(targets.Build(t, "argfuncs", targets.BuildOptions{Arch: "amd64"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := funcargs.Open(f, "amd64")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openArgfuncs(t)
 	fn, err := r.Func("main.query")
 	if err != nil {
 		t.Fatal(err)
@@ -124,18 +131,10 @@ func TestCaptureDecode(t *testing.T) {
 // argfuncs function, with a type resolver that names any address: a
 // corrupt or hostile payload must give bounded strings, never a panic.
 func FuzzDecode(f *testing.F) {
-	file, err := elf.Open(targets.Build(f, "argfuncs", targets.BuildOptions{Arch: "amd64"}))
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer file.Close()
-	r, err := funcargs.Open(file, "amd64")
-	if err != nil {
-		f.Fatal(err)
-	}
+	r := openArgfuncs(f)
 	var captures []*funcargs.Capture
 	var dynamic []godwarf.Type
-	for _, name := range argFuncs {
+	for _, name := range targets.ArgFuncs {
 		fn, err := r.Func(name)
 		if err != nil {
 			f.Fatal(err)

@@ -12,10 +12,6 @@ import (
 	"github.com/gi-debug/gi/internal/targets"
 )
 
-// argFuncs are the functions of testdata/argfuncs, one per type class.
-var argFuncs = []string{"main.ints", "main.floats", "main.floatsOnStack", "main.boolsAndString", "main.pointer", "main.slices", "main.arrays",
-	"main.structs", "main.ifaces", "main.boxed", "main.containers", "main.twelve", "main.Point.Dist", "main.query", "main.withDefer", "main.threeIntsAndString"}
-
 // TestABIMatchesDWARF checks, for every function of the argfuncs target
 // built by each supported release for amd64 and arm64 (default and PIE),
 // that where the register ABI assigns each argument is where the DWARF
@@ -47,7 +43,7 @@ func checkABI(t *testing.T, path, arch string) {
 		t.Fatal(err)
 	}
 	pieces := 0
-	for _, name := range argFuncs {
+	for _, name := range targets.ArgFuncs {
 		fn, err := r.Func(name)
 		if err != nil {
 			t.Fatal(err)
@@ -118,7 +114,7 @@ func describe(a *funcargs.Arch, ps []funcargs.Piece) string {
 // overlapping, a struct's fields where its layout puts them, and
 // main.query's (int, error) results in the first three integer registers.
 func checkLocate(t *testing.T, r *funcargs.Reader) {
-	for _, name := range argFuncs {
+	for _, name := range targets.ArgFuncs {
 		fn, err := r.Func(name)
 		if err != nil {
 			t.Fatal(err)

@@ -12,10 +12,6 @@ import (
 	"github.com/gi-debug/gi/trace"
 )
 
-// argFuncs are testdata/argfuncs' functions, one per type class.
-var argFuncs = []string{"main.ints", "main.floats", "main.floatsOnStack", "main.boolsAndString", "main.pointer", "main.slices", "main.arrays",
-	"main.structs", "main.ifaces", "main.boxed", "main.containers", "main.twelve", "main.Point.Dist", "main.query", "main.withDefer", "main.threeIntsAndString"}
-
 // TestArgsMatchTarget traces every function of the argfuncs target, built
 // by each supported release (default and PIE, and with external linking),
 // and compares the arguments
@@ -44,7 +40,7 @@ type targetCall struct {
 
 func checkArgs(t *testing.T, bin string) {
 	p := targets.Start(t, bin, "-stdin")
-	s, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, argFuncs...), Args: true})
+	s, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, targets.ArgFuncs...), Args: true})
 	const rounds = 3
 	for range rounds {
 		if _, err := p.Do("round", time.Minute); err != nil {
@@ -71,8 +67,8 @@ func checkArgs(t *testing.T, bin string) {
 			want[len(want)-1].results = strings.Split(vals, " | ")
 		}
 	}
-	if len(want) != rounds*(len(argFuncs)+1) {
-		t.Fatalf("target printed %d calls, want %d", len(want), rounds*(len(argFuncs)+1))
+	if len(want) != rounds*(len(targets.ArgFuncs)+1) {
+		t.Fatalf("target printed %d calls, want %d", len(want), rounds*(len(targets.ArgFuncs)+1))
 	}
 	rec.mu.Lock()
 	calls := append([]call(nil), rec.calls...)

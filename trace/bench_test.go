@@ -13,8 +13,15 @@ import (
 )
 
 // tinyNs runs `tiny n` in the tracee and returns its own ns per call.
-func tinyNs(b *testing.B, p *targets.Process, n int) float64 {
-	r, err := p.Do("tiny "+strconv.Itoa(n), 5*time.Minute)
+func tinyNs(b *testing.B, p *targets.Process, n int) float64 { return nsPerCall(b, p, "tiny", n) }
+
+// argsNs runs `args n` in the tracee and returns its own ns per call.
+func argsNs(b *testing.B, p *targets.Process, n int) float64 { return nsPerCall(b, p, "args", n) }
+
+// nsPerCall runs a tracee command making n calls and returns the ns per
+// call the tracee measured.
+func nsPerCall(b *testing.B, p *targets.Process, cmd string, n int) float64 {
+	r, err := p.Do(cmd+" "+strconv.Itoa(n), 5*time.Minute)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -113,15 +120,6 @@ func BenchmarkArgsOverhead(b *testing.B) {
 	fmt.Printf("argument capture per call of main.withArgs(a, b, c int, s string) int: untraced %.0f ns, empty BPF program +%.0f ns, "+
 		"gi without arguments +%.0f ns, gi with arguments and results +%.0f ns: ratio %.3f to empty (goal ≤ 1.1)\n",
 		base, empty-base, plain-base, args-base, ratio)
-}
-
-func argsNs(b *testing.B, p *targets.Process, n int) float64 {
-	r, err := p.Do("args "+strconv.Itoa(n), 5*time.Minute)
-	if err != nil {
-		b.Fatal(err)
-	}
-	v, _ := strconv.ParseFloat(r["ns_per_call"], 64)
-	return v
 }
 
 // BenchmarkAttachDetach measures attaching and detaching 1,000 and 10,000
