@@ -21,6 +21,10 @@ const (
 	MaxStringSize     = funcargs.MaxDeref
 )
 
+// maxArgFunctions bounds the functions whose arguments are captured: the
+// kernel holds two plans per function, 712 bytes each.
+var maxArgFunctions = 10_000
+
 // argPlans are the capture plans of a session's probes, deduplicated: a
 // probe's cookie names its plan by index.
 type argPlans struct {
@@ -113,10 +117,17 @@ func (s *Session) planArgs() error {
 	for _, w := range s.Opts.Where {
 		wheres[w.Func] = w
 	}
+	capture := s.Opts.Args
+	if capture && len(s.Selection.Functions) > maxArgFunctions {
+		// Each function needs two plans in the kernel (712 bytes each).
+		capture = false
+		s.Warnings = append(s.Warnings, fmt.Sprintf("arguments are captured for at most %d functions, and %d are traced: tracing without them (narrow the patterns)",
+			maxArgFunctions, len(s.Selection.Functions)))
+	}
 	var unknown []string
 	for _, fn := range s.Selection.Functions {
 		w, filtered := wheres[fn.Name]
-		if !s.Opts.Args && !filtered {
+		if !capture && !filtered {
 			continue
 		}
 		desc, err := r.Func(fn.Name)
