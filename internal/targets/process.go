@@ -52,8 +52,15 @@ func Start(tb testing.TB, bin string, args ...string) *Process {
 // StartProcess is Start for callers without a testing.TB; the caller kills it.
 func StartProcess(bin string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The target's stderr reaches the test's through a pipe this process
+	// copies, never the test's own descriptor: a descendant that outlived
+	// the test would otherwise hold go test's output open (it waits for
+	// it, minutes). WaitDelay bounds the copy after the target is gone.
+	cmd.Stderr = stderrCopy{}
+	cmd.WaitDelay = 5 * time.Second
+	// Its own process group, killed whole by Kill: what the target starts
+	// (unshare's child, a container's init) goes with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -181,6 +188,7 @@ func (p *Process) Kill() {
 	if p.Cmd.ProcessState != nil {
 		return
 	}
+	syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL) // the group
 	p.Cmd.Process.Kill()
 	p.Cmd.Wait()
 	if p.DumpPath != "" {
@@ -258,3 +266,8 @@ func NotStopped(pid int) error {
 	}
 	return nil
 }
+
+// stderrCopy writes a target's stderr to the test's.
+type stderrCopy struct{}
+
+func (stderrCopy) Write(b []byte) (int, error) { return os.Stderr.Write(b) }
