@@ -74,6 +74,8 @@ type Captured struct {
 	// interface to the payload offset of the read of its itab's type.
 	derefs    map[int64]int
 	itabTypes map[int64]int
+	// stringSize is the bytes read behind each string.
+	stringSize int
 }
 
 type capturedPiece struct {
@@ -93,7 +95,7 @@ func NewCapture(values []Located, opts CaptureOptions) *Capture {
 	// The values themselves first, then what is behind their pointers,
 	// while the bounds allow.
 	for _, l := range values {
-		cv := &Captured{Var: l.Var, Unknown: l.Unknown, derefs: map[int64]int{}, itabTypes: map[int64]int{}}
+		cv := &Captured{Var: l.Var, Unknown: l.Unknown, derefs: map[int64]int{}, itabTypes: map[int64]int{}, stringSize: opts.StringSize}
 		c.Values = append(c.Values, cv)
 		if cv.Unknown != "" {
 			continue
@@ -244,23 +246,29 @@ func (c *Capture) Lookup(name string) *Captured {
 	return nil
 }
 
-// IntAt returns the payload offset of an integer (or bool, or pointer)
-// value captured whole in one piece, -1 if it is not.
-func (cv *Captured) IntAt() int {
+// Integer returns the payload offset of an integer or bool value captured
+// whole in one piece, and whether it is signed; ok is false for any other
+// value.
+func (cv *Captured) Integer() (at int, signed, ok bool) {
 	if cv.Unknown != "" || len(cv.pieces) != 1 || cv.pieces[0].ValueOffset != 0 {
-		return -1
+		return 0, false, false
 	}
-	return cv.pieces[0].at
+	switch resolve(cv.Var.Type).(type) {
+	case *godwarf.IntType, *godwarf.CharType:
+		return cv.pieces[0].at, true, true
+	case *godwarf.UintType, *godwarf.UcharType, *godwarf.BoolType:
+		return cv.pieces[0].at, false, true
+	}
+	return 0, false, false
 }
 
-// StringAt returns the payload offset of the bytes read behind a string
-// value (an 8-byte count, then the bytes), -1 if they are not captured.
-func (cv *Captured) StringAt() int {
-	if _, ok := resolve(cv.Var.Type).(*godwarf.StringType); !ok {
-		return -1
+// StringRead returns the payload offset of the bytes read behind a string
+// value (an 8-byte count, then the bytes) and how many bytes are read at
+// most; ok is false for any other value, or a string not read.
+func (cv *Captured) StringRead() (at, size int, ok bool) {
+	if _, isString := resolve(cv.Var.Type).(*godwarf.StringType); !isString {
+		return 0, 0, false
 	}
-	if out, ok := cv.derefs[0]; ok {
-		return out
-	}
-	return -1
+	at, ok = cv.derefs[0]
+	return at, cv.stringSize, ok
 }

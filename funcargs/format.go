@@ -77,6 +77,12 @@ type formatter struct {
 	value   []byte
 }
 
+// behind returns a formatter of value, bytes read behind a pointer of the
+// value f formats: nothing was read behind value's own pointers.
+func (f *formatter) behind(value []byte) *formatter {
+	return &formatter{cv: &Captured{Var: f.cv.Var}, payload: f.payload, types: f.types, value: value}
+}
+
 func (f *formatter) word(off int64) uint64 { return le(f.value, off, 8) }
 
 // le reads an n-byte little-endian integer at off of b, 0 past its end.
@@ -245,7 +251,7 @@ func (f *formatter) formatSlice(t godwarf.Type, st *godwarf.SliceType, off int64
 	elem := st.ElemType
 	es := elem.Size()
 	data := f.read(at)
-	sub := &formatter{cv: f.cv, payload: f.payload, types: f.types, value: data}
+	sub := f.behind(data)
 	f.b.WriteString(name + "{")
 	var shown uint64
 	for ; shown < n && int64(shown+1)*es <= int64(len(data)); shown++ {
@@ -305,7 +311,7 @@ func (f *formatter) formatInterface(t *godwarf.InterfaceType, off int64, depth i
 		// struct of scalars shows the struct too (what was read behind
 		// the data word).
 		if st, ok := resolve(d.Type).(*godwarf.StructType); ok && data != 0 && scalarStruct(st) && int64(len(b)) >= st.Size() {
-			sub := &formatter{cv: &Captured{Var: f.cv.Var}, payload: f.payload, types: f.types, value: b}
+			sub := f.behind(b)
 			sub.format(d.Type, 0, depth+1)
 			f.b.WriteString("&" + sub.b.String())
 			return
@@ -320,9 +326,9 @@ func (f *formatter) formatInterface(t *godwarf.InterfaceType, off int64, depth i
 		fmt.Fprintf(&f.b, "%s(...)", typeName(dyn))
 		return
 	}
-	// The value behind the data word, with no reads behind its own
-	// pointers: strings and slices in it are shown by their lengths.
-	sub := &formatter{cv: &Captured{Var: f.cv.Var}, payload: f.payload, types: f.types, value: b}
+	// The value behind the data word: strings and slices in it are shown
+	// by their lengths.
+	sub := f.behind(b)
 	sub.format(dyn, 0, depth+1)
 	f.b.WriteString(sub.b.String())
 }

@@ -26,15 +26,11 @@ func sharedTracer() *ptrace.Tracer {
 	return tracer
 }
 
+// requirePrivilege skips, or under GI_REQUIRE_PRIVILEGED=1 fails, a test
+// that needs root to ptrace another process.
 func requirePrivilege(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
-		t.Fatal("this test needs root (ptrace of another process) and GI_REQUIRE_PRIVILEGED=1 forbids skipping")
-	}
-	t.Skip("needs root to ptrace another process; set GI_REQUIRE_PRIVILEGED=1 to make this a failure")
+	targets.RequirePrivilege(t, "ptrace of another process")
 }
 
 // busy reports whether a goroutine of the psstates target spins on a CPU:

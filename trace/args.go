@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/go-delve/delve/pkg/dwarf/godwarf"
-
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
@@ -242,14 +240,14 @@ func compileWhere(plan *bpf.ArgPlan, w Where, c *funcargs.Capture) error {
 		}
 		f := &plan.Filters[i]
 		if cond.IsString {
-			at := cv.StringAt()
-			if at < 0 {
+			at, read, ok := cv.StringRead()
+			if !ok {
 				return fmt.Errorf("--where %s: %s has type %s, not string", w.Func, cond.Arg, cv.Var.TypeName())
 			}
 			if len(cond.Str) > bpf.FilterString {
 				return fmt.Errorf("--where %s: string constants are compared up to %d bytes", w.Func, bpf.FilterString)
 			}
-			if read := derefSize(c, at); len(cond.Str) >= read {
+			if len(cond.Str) >= read {
 				return fmt.Errorf("--where %s: %q is not shorter than the %d bytes read per string (--string-size)", w.Func, cond.Str, read)
 			}
 			f.Cmp = map[string]uint8{"==": bpf.CmpStrEq, "!=": bpf.CmpStrNe, "=~": bpf.CmpStrPrefix}[cond.Op]
@@ -257,9 +255,8 @@ func compileWhere(plan *bpf.ArgPlan, w Where, c *funcargs.Capture) error {
 			copy(f.Str[:], cond.Str)
 			continue
 		}
-		at := cv.IntAt()
-		signed, ok := integerKind(cv.Var.Type)
-		if at < 0 || !ok {
+		at, signed, ok := cv.Integer()
+		if !ok {
 			return fmt.Errorf("--where %s: %s has type %s: compare integers, bools and strings", w.Func, cond.Arg, cv.Var.TypeName())
 		}
 		f.Cmp = map[string]uint8{"==": bpf.CmpEq, "!=": bpf.CmpNe, "<": bpf.CmpLt, ">": bpf.CmpGt}[cond.Op]
@@ -270,31 +267,4 @@ func compileWhere(plan *bpf.ArgPlan, w Where, c *funcargs.Capture) error {
 	}
 	plan.Nfilters = uint8(len(w.Conditions))
 	return nil
-}
-
-// derefSize is the bytes the deref writing at payload offset at reads at most.
-func derefSize(c *funcargs.Capture, at int) int {
-	for _, op := range c.Ops {
-		if op.Kind == funcargs.OpDeref && op.Out == at {
-			return op.Size
-		}
-	}
-	return 0
-}
-
-// integerKind tells whether t compares as an integer, and if signed.
-func integerKind(t godwarf.Type) (signed, ok bool) {
-	for i := 0; i < 16; i++ {
-		switch tt := t.(type) {
-		case *godwarf.TypedefType:
-			t = tt.Type
-			continue
-		case *godwarf.IntType, *godwarf.CharType:
-			return true, true
-		case *godwarf.UintType, *godwarf.UcharType, *godwarf.BoolType:
-			return false, true
-		}
-		return false, false
-	}
-	return false, false
 }

@@ -1,10 +1,11 @@
 package trace
 
 import (
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/internal/targets"
 )
 
@@ -12,7 +13,7 @@ import (
 // for: the trace goes on without them, after a warning, except for a
 // function a --where filter needs.
 func TestArgsFunctionBound(t *testing.T) {
-	requirePrivilegeInternal(t)
+	targets.RequirePrivilege(t, "eBPF uprobes")
 	defer func(n int) { maxArgFunctions = n }(maxArgFunctions)
 	maxArgFunctions = 3
 	p := targets.Start(t, targets.Build(t, "argfuncs", targets.BuildOptions{}), "-stdin")
@@ -43,15 +44,11 @@ func TestArgsFunctionBound(t *testing.T) {
 	}
 }
 
-// requirePrivilegeInternal is requirePrivilege (trace_test.go) for the
-// package's internal tests.
-func requirePrivilegeInternal(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
+// TestCaptureBoundsMatchProbes checks that funcargs plans within the
+// bounds the probe programs enforce.
+func TestCaptureBoundsMatchProbes(t *testing.T) {
+	if funcargs.MaxOps != bpf.PlanOps || funcargs.MaxPayload != bpf.PlanPayloadMax || funcargs.MaxDeref != bpf.DerefMax {
+		t.Errorf("funcargs bounds %d ops, %d bytes, %d per read; the probes' %d, %d, %d",
+			funcargs.MaxOps, funcargs.MaxPayload, funcargs.MaxDeref, bpf.PlanOps, bpf.PlanPayloadMax, bpf.DerefMax)
 	}
-	if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
-		t.Fatal("this test needs root (eBPF uprobes) and GI_REQUIRE_PRIVILEGED=1 forbids skipping")
-	}
-	t.Skip("needs root for eBPF uprobes; set GI_REQUIRE_PRIVILEGED=1 to make this a failure")
 }

@@ -15,15 +15,11 @@ import (
 	"github.com/gi-debug/gi/trace"
 )
 
+// requirePrivilege skips, or under GI_REQUIRE_PRIVILEGED=1 fails, a test
+// that needs root to attach eBPF uprobes.
 func requirePrivilege(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
-		t.Fatal("this test needs root (eBPF uprobes) and GI_REQUIRE_PRIVILEGED=1 forbids skipping")
-	}
-	t.Skip("needs root for eBPF uprobes; set GI_REQUIRE_PRIVILEGED=1 to make this a failure")
+	targets.RequirePrivilege(t, "eBPF uprobes")
 }
 
 // recorded is what a trace produced, collected by the handlers.

@@ -19,15 +19,11 @@ import (
 	"github.com/gi-debug/gi/ptrace"
 )
 
+// requirePrivilege skips, or under GI_REQUIRE_PRIVILEGED=1 fails, a test
+// that needs root to run gi on a target (ptrace, eBPF).
 func requirePrivilege(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
-		t.Fatal("this test needs root (ptrace, eBPF) and GI_REQUIRE_PRIVILEGED=1 forbids skipping")
-	}
-	t.Skip("needs root; set GI_REQUIRE_PRIVILEGED=1 to make this a failure")
+	targets.RequirePrivilege(t, "ptrace, eBPF")
 }
 
 var (
