@@ -271,7 +271,7 @@ func BenchmarkTraceOutputs(b *testing.B) {
 // BenchmarkPsCache times a whole gi ps of a small process whose binary's
 // derived facts are in the cache against the same run with --no-cache,
 // alternately in one run: what the cache saves is reading the binary's
-// DWARF (on caddy, an 82 MB binary: 0.51 s uncached, 0.07 s cached).
+// DWARF (on caddy v2.8.4, a 62 MB binary: 0.51 s uncached, 0.07 s cached).
 func BenchmarkPsCache(b *testing.B) {
 	requirePrivilege(b)
 	gi := buildGi(b)
