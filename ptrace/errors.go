@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Sentinel errors, matched with errors.Is.
@@ -33,4 +34,34 @@ func tracerOf(pid, tid int) int {
 func alreadyTraced(pid, tracer int) error {
 	name, _ := os.ReadFile("/proc/" + strconv.Itoa(tracer) + "/comm")
 	return fmt.Errorf("process %d: %w (pid %d, %s)", pid, ErrAlreadyTraced, tracer, strings.TrimSpace(string(name)))
+}
+
+// seizeRefused explains an EPERM from PTRACE_SEIZE on thread tid of
+// process pid: another tracer holds it; or the process is exiting (the
+// kernel refuses to attach to an exiting task, whatever the caller's
+// privileges); or else the caller may not trace it.
+func seizeRefused(pid, tid int) error {
+	if tr := tracerOf(pid, tid); tr != 0 && tr != os.Getpid() {
+		return alreadyTraced(pid, tr)
+	}
+	if exiting(pid, 100*time.Millisecond) {
+		return fmt.Errorf("process %d: %w", pid, ErrProcessExited)
+	}
+	return fmt.Errorf("process %d: %w", pid, ErrPermission)
+}
+
+// exiting reports whether process pid is gone, or a zombie, or becomes
+// one within the given time.
+func exiting(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for {
+		state, err := StatusField(pid, 0, "State")
+		if err != nil || strings.HasPrefix(state, "Z") || strings.HasPrefix(state, "X") {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -263,10 +263,7 @@ func (s *Stopped) stop() error {
 					}
 					continue
 				case errors.Is(err, unix.EPERM):
-					if tr := tracerOf(pid, tid); tr != 0 && tr != os.Getpid() {
-						return alreadyTraced(pid, tr)
-					}
-					return fmt.Errorf("process %d: %w", pid, ErrPermission)
+					return seizeRefused(pid, tid)
 				default:
 					return fmt.Errorf("process %d: seize thread %d: %w", pid, tid, err)
 				}
