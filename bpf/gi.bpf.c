@@ -3,9 +3,10 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 //
 // gi's uprobe programs. One program per probe kind, each attached to many
-// addresses through one uprobe_multi link; the BPF cookie of a probe is an
-// index into gi's own tables (bit 32 set: read g from TLS instead of the
-// register that holds it in Go's register ABI).
+// addresses through one uprobe_multi link (one perf event per address on
+// kernels before 6.6); the BPF cookie of a probe is an index into gi's own
+// tables (bit 32 set: read g from TLS instead of the register that holds
+// it in Go's register ABI), found by address on kernels before 5.15.
 //
 // Events go to a ring buffer without wakeups; user space drains it on a
 // timer. Failed reservations are counted per CPU, never silently dropped.
@@ -32,6 +33,7 @@ struct gi_regs {
 };
 #define GI_G(r) ((r)->r14)
 #define GI_SP(r) ((r)->sp)
+#define GI_IP(r) ((r)->ip)
 
 struct thread_struct {
 	unsigned long fsbase;
@@ -52,6 +54,7 @@ struct gi_regs {
 };
 #define GI_G(r) ((r)->regs[28])
 #define GI_SP(r) ((r)->sp)
+#define GI_IP(r) ((r)->pc)
 
 struct thread_struct {
 	struct {
@@ -202,6 +205,11 @@ volatile const __s64 g_tls_offset = -8;
 volatile const __u64 gopc_offset = 0;        // 0: do not read
 volatile const __u64 parent_goid_offset = 0; // 0: absent (Go < 1.21)
 volatile const __u8 filter_goids = 0;
+// Set by gi on kernels without BPF attach cookies (before 5.15): a probe
+// then finds its cookie in the cookies map by the address it was hit at.
+// The branch on it is resolved when the verifier loads the programs, so
+// the helper an older kernel lacks is never seen there.
+volatile const __u8 cookie_by_ip = 0;
 // gi's PID namespace (st_dev and st_ino of /proc/self/ns/pid): process and
 // thread ids are reported as gi sees them, also when gi runs inside a
 // container's namespace. 0: report the kernel's (initial namespace) ids.
@@ -227,6 +235,34 @@ struct {
 	__type(key, __u64);
 	__type(value, __u8);
 } goids SEC(".maps");
+
+// The cookie of each probe by its address in the traced processes (the
+// link-time address plus the load bias of a PIE), when cookie_by_ip.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1); // set by gi: the number of probes
+	__type(key, __u64);
+	__type(value, __u64);
+} cookies SEC(".maps");
+
+// probe_cookie returns the cookie of the probe that fired: the attach
+// cookie, or on kernels without them the one gi stored for its address;
+// false for an address gi did not store (another process's mapping).
+static __always_inline int probe_cookie(struct gi_regs *regs, __u64 *cookie)
+{
+	if (!cookie_by_ip) {
+		*cookie = bpf_get_attach_cookie(regs);
+		return 1;
+	}
+	// The kernel sets the instruction pointer to the probed address
+	// before it runs the probe's programs.
+	__u64 ip = GI_IP(regs);
+	__u64 *c = bpf_map_lookup_elem(&cookies, &ip);
+	if (!c)
+		return 0;
+	*cookie = *c;
+	return 1;
+}
 
 // capture runs a plan's operations into the payload; false if a filter
 // rejects the call.
@@ -452,13 +488,19 @@ lost:;
 SEC("uprobe.multi")
 int gi_entry(struct gi_regs *regs)
 {
-	return emit(regs, GI_EVENT_ENTRY, bpf_get_attach_cookie(regs));
+	__u64 cookie;
+	if (!probe_cookie(regs, &cookie))
+		return 0;
+	return emit(regs, GI_EVENT_ENTRY, cookie);
 }
 
 SEC("uprobe.multi")
 int gi_return(struct gi_regs *regs)
 {
-	return emit(regs, GI_EVENT_RETURN, bpf_get_attach_cookie(regs));
+	__u64 cookie;
+	if (!probe_cookie(regs, &cookie))
+		return 0;
+	return emit(regs, GI_EVENT_RETURN, cookie);
 }
 
 // The entry of a function whose entry probe site is also one of its RETs
@@ -468,7 +510,9 @@ int gi_return(struct gi_regs *regs)
 SEC("uprobe.multi")
 int gi_entry_return(struct gi_regs *regs)
 {
-	__u64 cookie = bpf_get_attach_cookie(regs);
+	__u64 cookie;
+	if (!probe_cookie(regs, &cookie))
+		return 0;
 	emit(regs, GI_EVENT_ENTRY, cookie);
 	if (cookie >> GI_COOKIE_PLAN_SHIFT)
 		cookie += 1ULL << GI_COOKIE_PLAN_SHIFT;
@@ -478,7 +522,10 @@ int gi_entry_return(struct gi_regs *regs)
 SEC("uprobe.multi")
 int gi_goexit(struct gi_regs *regs)
 {
-	return emit(regs, GI_EVENT_GOEXIT, bpf_get_attach_cookie(regs));
+	__u64 cookie;
+	if (!probe_cookie(regs, &cookie))
+		return 0;
+	return emit(regs, GI_EVENT_GOEXIT, cookie);
 }
 
 // An empty program on the same probe points: the baseline of the per-call

@@ -79,6 +79,7 @@ type giEvent struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	giMapCookies          = "cookies"
 	giMapEvents           = "events"
 	giMapFilteredCalls    = "filtered_calls"
 	giMapGoids            = "goids"
@@ -89,6 +90,7 @@ const (
 	giProgGiEntryReturn   = "gi_entry_return"
 	giProgGiGoexit        = "gi_goexit"
 	giProgGiReturn        = "gi_return"
+	giVarCookieByIp       = "cookie_by_ip"
 	giVarFilterGoids      = "filter_goids"
 	giVarG_tlsOffset      = "g_tls_offset"
 	giVarGoidOffset       = "goid_offset"
@@ -155,6 +157,7 @@ type giProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type giMapSpecs struct {
+	Cookies       *ebpf.MapSpec `ebpf:"cookies"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	FilteredCalls *ebpf.MapSpec `ebpf:"filtered_calls"`
 	Goids         *ebpf.MapSpec `ebpf:"goids"`
@@ -166,6 +169,7 @@ type giMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type giVariableSpecs struct {
+	CookieByIp       *ebpf.VariableSpec `ebpf:"cookie_by_ip"`
 	FilterGoids      *ebpf.VariableSpec `ebpf:"filter_goids"`
 	G_tlsOffset      *ebpf.VariableSpec `ebpf:"g_tls_offset"`
 	GoidOffset       *ebpf.VariableSpec `ebpf:"goid_offset"`
@@ -199,6 +203,7 @@ func (o *giObjects) Close() error {
 //
 // It can be passed to loadGiObjects or ebpf.CollectionSpec.LoadAndAssign.
 type giMaps struct {
+	Cookies       *ebpf.Map `ebpf:"cookies"`
 	Events        *ebpf.Map `ebpf:"events"`
 	FilteredCalls *ebpf.Map `ebpf:"filtered_calls"`
 	Goids         *ebpf.Map `ebpf:"goids"`
@@ -208,6 +213,7 @@ type giMaps struct {
 
 func (m *giMaps) Close() error {
 	return _GiClose(
+		m.Cookies,
 		m.Events,
 		m.FilteredCalls,
 		m.Goids,
@@ -220,6 +226,7 @@ func (m *giMaps) Close() error {
 //
 // It can be passed to loadGiObjects or ebpf.CollectionSpec.LoadAndAssign.
 type giVariables struct {
+	CookieByIp       *ebpf.Variable `ebpf:"cookie_by_ip"`
 	FilterGoids      *ebpf.Variable `ebpf:"filter_goids"`
 	G_tlsOffset      *ebpf.Variable `ebpf:"g_tls_offset"`
 	GoidOffset       *ebpf.Variable `ebpf:"goid_offset"`

@@ -2,7 +2,12 @@ package trace_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,8 +15,10 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/features"
+	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -146,17 +153,25 @@ func TestTraceWorkloads(t *testing.T) {
 			opts := o
 			opts.Toolchain = tc
 			t.Run(opts.String(), func(t *testing.T) {
-				checkWorkloads(t, targets.Build(t, "tracee", opts))
+				checkWorkloads(t, targets.Build(t, "tracee", opts), trace.Options{})
 			})
 		}
 	}
 }
 
-func checkWorkloads(t *testing.T, bin string) {
+// checkWorkloads traces bin's workloads with base's attach options.
+func checkWorkloads(t *testing.T, bin string, base trace.Options) {
 	p := targets.Start(t, bin)
-	s, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t,
+	opts := base
+	opts.PID = p.Pid
+	opts.Include = mustPatterns(t,
 		"main.chain*", "main.par*", "main.recoverer", "main.panicky", "main.thrower",
-		"main.grower", "main.multiRet", "main.churnWork", "main.exiter")})
+		"main.grower", "main.multiRet", "main.churnWork", "main.exiter")
+	s, rec, stop := startTrace(t, opts)
+	if s.CookieByIP != base.CookieByIP || s.UprobeMulti == base.PerfEvents {
+		t.Errorf("session attached with cookies by address %v, uprobe_multi %v; asked for %v, %v",
+			s.CookieByIP, s.UprobeMulti, base.CookieByIP, !base.PerfEvents)
+	}
 	if len(s.Selection.Functions) != 12 {
 		var names []string
 		for _, f := range s.Selection.Functions {
@@ -337,6 +352,52 @@ func TestTraceGoidFilter(t *testing.T) {
 	}
 }
 
+// TestTraceCookieByIP runs the workloads with probes that find their
+// cookie by address, as on kernels before 5.15, default and PIE (whose
+// addresses carry the load bias), through uprobe_multi and per-probe perf
+// events (the pair older kernels get).
+func TestTraceCookieByIP(t *testing.T) {
+	requirePrivilege(t)
+	for _, c := range []struct {
+		name  string
+		build targets.BuildOptions
+		opts  trace.Options
+	}{
+		{"default", targets.BuildOptions{}, trace.Options{CookieByIP: true}},
+		{"pie", targets.BuildOptions{PIE: true}, trace.Options{CookieByIP: true}},
+		{"pie/perf-events", targets.BuildOptions{PIE: true}, trace.Options{CookieByIP: true, PerfEvents: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			checkWorkloads(t, targets.Build(t, "tracee", c.build), c.opts)
+		})
+	}
+	// Without a pid, a PIE's addresses are unknown: refused in one line.
+	bin := targets.Build(t, "tracee", targets.BuildOptions{PIE: true})
+	if s, err := trace.Open(trace.Options{Path: bin, Include: mustPatterns(t, "main.chainA"), CookieByIP: true}); err == nil {
+		s.Close()
+		t.Error("PIE traced by path with cookies by address: no error")
+	} else if !strings.Contains(err.Error(), "5.15") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("PIE traced by path with cookies by address: %q, want one line naming 5.15", err)
+	}
+	// A non-PIE by path: every process has the same addresses.
+	bin = targets.Build(t, "tracee", targets.BuildOptions{})
+	p1, p2 := targets.Start(t, bin), targets.Start(t, bin)
+	_, rec, stop := startTrace(t, trace.Options{Path: bin, Include: mustPatterns(t, "main.chainA"), CookieByIP: true})
+	for _, p := range []*targets.Process{p1, p2} {
+		if _, err := p.Do("chain 2", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	pids := map[uint32]int{}
+	for _, c := range rec.byFunc("main.chainA") {
+		pids[c.h.PID]++
+	}
+	if pids[uint32(p1.Pid)] != 2 || pids[uint32(p2.Pid)] != 2 || len(pids) != 2 {
+		t.Errorf("calls per pid %v, want 2 from each of %d and %d", pids, p1.Pid, p2.Pid)
+	}
+}
+
 // TestTraceBinaryPath traces every process running a binary.
 func TestTraceBinaryPath(t *testing.T) {
 	requirePrivilege(t)
@@ -383,22 +444,50 @@ func TestTracePerfEventFallback(t *testing.T) {
 	t.Logf("%d probes attached as perf events in %v, detached in %v", s.Probes, s.AttachTime, s.DetachTime)
 }
 
-// TestTraceUsesUprobeMulti: on a kernel with uprobe_multi links gi must
-// attach through them; a silent fall back to one perf event per probe
-// (seconds to detach a few thousand) fails here.
-func TestTraceUsesUprobeMulti(t *testing.T) {
+// TestTraceKernelFeatures: gi must attach through uprobe_multi links
+// where the kernel has them (6.6+) and through attach cookies where it has
+// them (5.15+): a silent fall back (seconds to detach a few thousand
+// probes) fails here; where the kernel lacks one, the session says so in
+// its one-line warning. The kernel's release is the oracle, independent of
+// gi's probing of the kernel.
+func TestTraceKernelFeatures(t *testing.T) {
 	requirePrivilege(t)
 	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
-	s, _, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, "main.chain*")})
+	s, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, "main.chain*")})
+	if _, err := p.Do("chain 3", time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	stop()
-	haveMulti := features.HaveBPFLinkUprobeMulti() == nil
-	t.Logf("kernel has uprobe_multi: %v; session attached %d probes with uprobe_multi: %v; warnings %q", haveMulti, s.Probes, s.UprobeMulti, s.Warnings)
-	if haveMulti && !s.UprobeMulti {
-		t.Errorf("the kernel has uprobe_multi links but gi attached one perf event per probe (warnings %q)", s.Warnings)
+	release, atLeast := kernelRelease(t)
+	haveMulti, haveCookies := atLeast(6, 6), atLeast(5, 15)
+	t.Logf("kernel %s; session: %d probes, uprobe_multi %v, cookies by address %v; warnings %q", release, s.Probes, s.UprobeMulti, s.CookieByIP, s.Warnings)
+	if s.UprobeMulti != haveMulti || slices.Contains(s.Warnings, trace.WarnNoUprobeMulti) == haveMulti {
+		t.Errorf("kernel %s: uprobe_multi links used %v, want %v (warnings %q)", release, s.UprobeMulti, haveMulti, s.Warnings)
 	}
-	if !haveMulti && (s.UprobeMulti || len(s.Warnings) == 0) {
-		t.Errorf("the kernel lacks uprobe_multi links: want the perf-event fallback with its warning, got multi %v, warnings %q", s.UprobeMulti, s.Warnings)
+	if s.CookieByIP == haveCookies || slices.Contains(s.Warnings, trace.WarnNoAttachCookies) == haveCookies {
+		t.Errorf("kernel %s: probes found by address %v, want %v (warnings %q)", release, s.CookieByIP, !haveCookies, s.Warnings)
 	}
+	if n := len(rec.rootsOf("main.chainA")); n != 3 {
+		t.Errorf("%d chainA roots, want 3", n)
+	}
+	if haveMulti != (features.HaveBPFLinkUprobeMulti() == nil) {
+		t.Errorf("kernel %s: cilium/ebpf's probe for uprobe_multi says %v", release, features.HaveBPFLinkUprobeMulti())
+	}
+}
+
+// kernelRelease returns the running kernel's release and a function that
+// tells whether it is at least major.minor.
+func kernelRelease(t *testing.T) (string, func(major, minor int) bool) {
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		t.Fatal(err)
+	}
+	release := unix.ByteSliceToString(uts.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		t.Fatalf("kernel release %q: %v", release, err)
+	}
+	return release, func(ma, mi int) bool { return major > ma || major == ma && minor >= mi }
 }
 
 func TestTraceErrors(t *testing.T) {
@@ -476,10 +565,74 @@ func TestMatrixTrace(t *testing.T) {
 		c := c
 		t.Run(c.Opts.String(), func(t *testing.T) {
 			grid.Set(c, "FAIL")
-			checkWorkloads(t, targets.Build(t, "tracee", c.Opts))
+			checkWorkloads(t, targets.Build(t, "tracee", c.Opts), trace.Options{})
 			if !t.Failed() {
 				grid.Set(c, "ok")
 			}
 		})
+	}
+}
+
+// TestMemlockLimit runs gi's attach in a child without CAP_SYS_RESOURCE
+// and with RLIMIT_MEMLOCK at 64 KiB. Kernels from 5.11 charge BPF memory
+// to the memory cgroup instead: the trace must work. Before 5.11 gi
+// cannot raise the limit, and must say so in one line, not blame
+// capabilities it has.
+func TestMemlockLimit(t *testing.T) {
+	if pid := os.Getenv("GI_TEST_MEMLOCK_PID"); pid != "" {
+		memlockChild(t, atoi(t, pid))
+		return
+	}
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
+	// The bounding set is per thread and inherited through fork from the
+	// forking thread: drop CAP_SYS_RESOURCE in a thread of its own, which
+	// then starts the child and is never used again.
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_RESOURCE, 0, 0, 0); err != nil {
+			done <- result{nil, fmt.Errorf("drop CAP_SYS_RESOURCE: %w", err)}
+			return
+		}
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestMemlockLimit$", "-test.v")
+		cmd.Env = append(os.Environ(), "GI_TEST_MEMLOCK_PID="+strconv.Itoa(p.Pid))
+		out, err := cmd.CombinedOutput()
+		done <- result{out, err}
+	}()
+	r := <-done
+	if r.err != nil || !strings.Contains(string(r.out), "--- PASS: TestMemlockLimit") {
+		t.Errorf("child without CAP_SYS_RESOURCE: %v\n%s", r.err, r.out)
+	}
+	t.Logf("child:\n%s", r.out)
+	targets.CheckNotStopped(t, p.Pid)
+}
+
+func memlockChild(t *testing.T, pid int) {
+	if has, _ := ptrace.HasCapabilities(unix.CAP_SYS_RESOURCE); has {
+		t.Fatal("the child still has CAP_SYS_RESOURCE")
+	}
+	limit := unix.Rlimit{Cur: 64 << 10, Max: 64 << 10}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &limit); err != nil {
+		t.Fatal(err)
+	}
+	release, atLeast := kernelRelease(t)
+	charged := !atLeast(5, 11)
+	s, err := trace.Open(trace.Options{PID: pid, Include: mustPatterns(t, "main.chainA")})
+	if err == nil {
+		defer s.Close()
+	}
+	t.Logf("kernel %s: %v", release, err)
+	switch {
+	case charged && !errors.Is(err, trace.ErrMemlock):
+		t.Errorf("kernel %s charges BPF memory to RLIMIT_MEMLOCK: got %v, want %v", release, err, trace.ErrMemlock)
+	case charged && strings.Contains(err.Error(), "\n"):
+		t.Errorf("not one line: %q", err)
+	case !charged && err != nil:
+		t.Errorf("kernel %s charges BPF memory to the memory cgroup, yet with a 64 KiB memlock limit: %v", release, err)
 	}
 }
