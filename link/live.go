@@ -21,6 +21,7 @@ type Live struct {
 	stats     map[string]*trace.Histogram
 	names     map[string]bool
 	err       string
+	warnings  []string
 	attached  time.Time // when the last attach began
 	attaching bool
 	closed    bool
@@ -47,6 +48,14 @@ func (l *Live) Histogram(name string) *trace.Histogram {
 		return &c
 	}
 	return nil
+}
+
+// Warnings returns the current trace's warnings: the kernel features it
+// works without (trace.Session.Warnings).
+func (l *Live) Warnings() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.warnings
 }
 
 // Err returns the last attach error, "" if none.
@@ -100,6 +109,7 @@ func (l *Live) attach(pats []trace.Pattern) {
 		return
 	}
 	l.err = ""
+	l.warnings = s.Warnings
 	if l.closed {
 		s.Close()
 		return

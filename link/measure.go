@@ -65,8 +65,9 @@ type Options struct {
 	// Depth is how many traceable code frames of each goroutine are traced,
 	// from the measured one outwards (at least 1).
 	Depth int
-	// Attached, if set, is called once the probes are in place.
-	Attached func(functions, probes, goroutines int)
+	// Attached, if set, is called once the probes are in place, with the
+	// kernel features the trace works without (trace.Session.Warnings).
+	Attached func(functions, probes, goroutines int, warnings []string)
 }
 
 // Measure traces, for o.Duration, the measured functions of goroutines gs
@@ -92,7 +93,7 @@ func Measure(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *i
 	}
 	defer s.Close()
 	if o.Attached != nil {
-		o.Attached(len(s.Selection.Functions), s.Probes, len(gs))
+		o.Attached(len(s.Selection.Functions), s.Probes, len(gs), s.Warnings)
 	}
 	res := &Result{ByGoid: map[uint64]*Latency{}, Duration: o.Duration}
 	res.Window.Probes = s.Probes

@@ -94,7 +94,10 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.trace > 0 {
 		ctx, stop := a.traceContext()
 		res, err = link.Measure(ctx, t, a.tracer, snap, gs, link.Options{Duration: o.trace, Depth: o.traceDepth,
-			Attached: func(functions, probes, goroutines int) {
+			Attached: func(functions, probes, goroutines int, warnings []string) {
+				for _, w := range warnings {
+					fmt.Fprintf(errOut, "gi: warning: %s\n", w)
+				}
 				fmt.Fprintf(errOut, "gi: tracing %d functions (%d probes) of %d goroutines for %v\n", functions, probes, goroutines, o.trace)
 			}})
 		stop()

@@ -192,7 +192,7 @@ func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*link.Group, v *topVi
 	if err != nil || width < 40 || height < 10 {
 		width, height = 120, 40
 	}
-	lines := renderTop(topScreen{snap: snap, groups: groups, hist: tt.Histogram, traceErr: tt.Err(),
+	lines := renderTop(topScreen{snap: snap, groups: groups, hist: tt.Histogram, traceErr: tt.Err(), traceWarnings: tt.Warnings(),
 		width: width, height: height - 1, now: time.Now()}, v)
 	var b strings.Builder
 	b.WriteString(clearHome)

@@ -275,6 +275,7 @@ type topScreen struct {
 	groups        []*link.Group
 	hist          func(function string) *trace.Histogram
 	traceErr      string
+	traceWarnings []string // the kernel features the trace works without
 	width, height int
 	now           time.Time
 }
@@ -313,6 +314,9 @@ func renderTop(sc topScreen, v *topView) []string {
 	head = append(head, "keys: c w p sort  o group by object  / filter  j k PgUp PgDn move  Enter expand  q quit   "+filter)
 	if sc.traceErr != "" {
 		head = append(head, "trace: "+sc.traceErr)
+	}
+	for _, w := range sc.traceWarnings {
+		head = append(head, "trace: warning: "+w)
 	}
 	if v.message != "" {
 		head = append(head, v.message)
