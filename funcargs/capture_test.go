@@ -59,7 +59,7 @@ func payloadFor(t *testing.T, c *funcargs.Capture, regs map[uint64]uint64, behin
 // results (amd64) from real DWARF, and formats payloads built by hand.
 func TestCaptureDecode(t *testing.T) {
 	r := openArgfuncs(t)
-	fn, err := r.Func("main.query")
+	fn, err := r.Func("main.query", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestCaptureDecode(t *testing.T) {
 	if vals := res.Decode(payloadFor(t, res, regs, [][]byte{nil, nil}), nil); vals[0].Value != "3" || vals[1].Value != "nil" || vals[1].Type != "error" {
 		t.Errorf("(3, nil) decoded as %+v", vals)
 	}
-	ptrFn, err := r.Func("main.pointer")
+	ptrFn, err := r.Func("main.pointer", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func FuzzDecode(f *testing.F) {
 	var captures []*funcargs.Capture
 	var dynamic []godwarf.Type
 	for _, name := range targets.ArgFuncs {
-		fn, err := r.Func(name)
+		fn, err := r.Func(name, 0)
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 	"github.com/go-delve/delve/pkg/dwarf/loclist"
@@ -33,9 +34,14 @@ type Reader struct {
 	loc   loclist.Reader
 	addr  *godwarf.DebugAddrSection
 	types map[dwarf.Offset]godwarf.Type
-	funcs map[string]subprogram // built on first use
+	// funcs holds the functions of the units indexed so far: the units
+	// of the functions asked for, or every unit once indexed is set.
+	funcs   map[string]subprogram
+	units   map[dwarf.Offset]bool
+	seek    *dwarf.Reader // finds units by pc, from the last one found
+	indexed bool
 	// rtypes maps the offset of a runtime type descriptor from the
-	// module's types base to its DWARF type (built with funcs).
+	// module's types base to its DWARF type (built with the full index).
 	rtypes map[uint64]dwarf.Offset
 }
 
@@ -56,20 +62,65 @@ func Open(f *elf.File, goarch string) (*Reader, error) {
 	if f.Section(".debug_info") == nil && f.Section(".zdebug_info") == nil {
 		return nil, ErrNoDWARF
 	}
-	d, err := f.DWARF()
+	sec, err := readSections(f)
+	if err != nil {
+		return nil, err
+	}
+	d, err := dwarf.New(sec["abbrev"], nil, nil, sec["info"], nil, nil, sec["ranges"], sec["str"])
 	if err != nil {
 		return nil, fmt.Errorf("read DWARF: %w", err)
 	}
-	r := &Reader{Arch: arch, dwarf: d, types: map[dwarf.Offset]godwarf.Type{}}
-	if b, err := godwarf.GetDebugSectionElf(f, "loclists"); err == nil && len(b) > 0 {
+	for _, name := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
+		if b := sec[name]; b != nil {
+			if err := d.AddSection(".debug_"+name, b); err != nil {
+				return nil, fmt.Errorf("read DWARF: .debug_%s: %w", name, err)
+			}
+		}
+	}
+	r := &Reader{Arch: arch, dwarf: d, types: map[dwarf.Offset]godwarf.Type{},
+		funcs: map[string]subprogram{}, units: map[dwarf.Offset]bool{}, seek: d.Reader()}
+	if b := sec["loclists"]; len(b) > 0 {
 		r.loc = loclist.NewDwarf5Reader(b)
-	} else if b, err := godwarf.GetDebugSectionElf(f, "loc"); err == nil && len(b) > 0 {
+	} else if b := sec["loc"]; len(b) > 0 {
 		r.loc = loclist.NewDwarf2Reader(b, 8)
 	}
-	if b, err := godwarf.GetDebugSectionElf(f, "addr"); err == nil && len(b) > 0 {
+	if b := sec["addr"]; len(b) > 0 {
 		r.addr = godwarf.ParseAddr(b)
 	}
 	return r, nil
+}
+
+// dwarfSections are the DWARF sections arguments are read from: not the
+// line and frame tables, which are as large as the rest together.
+var dwarfSections = []string{"abbrev", "info", "str", "ranges", "rnglists", "addr", "str_offsets", "line_str", "loclists", "loc"}
+
+// readSections reads (and decompresses, each on its own goroutine) the
+// dwarfSections f has, by their names without ".debug_".
+func readSections(f *elf.File) (map[string][]byte, error) {
+	data := make([][]byte, len(dwarfSections))
+	errs := make([]error, len(dwarfSections))
+	var wg sync.WaitGroup
+	for i, name := range dwarfSections {
+		if f.Section(".debug_"+name) == nil && f.Section(".zdebug_"+name) == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data[i], errs[i] = godwarf.GetDebugSectionElf(f, name)
+		}()
+	}
+	wg.Wait()
+	out := make(map[string][]byte, len(dwarfSections))
+	for i, name := range dwarfSections {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("read DWARF: .debug_%s: %w", name, errs[i])
+		}
+		if data[i] != nil {
+			out[name] = data[i]
+		}
+	}
+	return out, nil
 }
 
 // Var is one argument or result of a function.
@@ -99,14 +150,27 @@ type Func struct {
 }
 
 // Func describes the function called name ("main.query",
-// "main.(*Server).Handle").
-func (r *Reader) Func(name string) (*Func, error) {
-	if r.funcs == nil {
+// "main.(*Server).Handle") whose code holds pc (0 if not known). Only the
+// unit holding pc is read, unless the function is not found there: asked
+// in increasing pc order, the units are found in one pass.
+func (r *Reader) Func(name string, pc uint64) (*Func, error) {
+	sub, ok := r.funcs[name]
+	found := false // the unit holding pc, where the function is if anywhere
+	if !ok && pc != 0 {
+		switch err := r.indexUnitAt(pc); {
+		case err == nil:
+			found = true
+		case !errors.Is(err, dwarf.ErrUnknownPC):
+			return nil, fmt.Errorf("read DWARF: %w", err)
+		}
+		sub, ok = r.funcs[name]
+	}
+	if !ok && !found && !r.indexed {
 		if err := r.index(); err != nil {
 			return nil, err
 		}
+		sub, ok = r.funcs[name]
 	}
-	sub, ok := r.funcs[name]
 	if !ok {
 		return nil, fmt.Errorf("%s: not in the binary's DWARF", name)
 	}
@@ -163,7 +227,7 @@ func (r *Reader) Func(name string) (*Func, error) {
 // off from the module's types base (runtime.types), nil if DWARF has no
 // such type.
 func (r *Reader) RuntimeType(off uint64) godwarf.Type {
-	if r.funcs == nil {
+	if !r.indexed {
 		if err := r.index(); err != nil {
 			return nil
 		}
@@ -179,10 +243,51 @@ func (r *Reader) RuntimeType(off uint64) godwarf.Type {
 	return t
 }
 
+// indexUnitAt adds the functions of the unit whose code holds pc to
+// funcs, unless that unit was indexed already.
+func (r *Reader) indexUnitAt(pc uint64) error {
+	cu, err := r.seek.SeekPC(pc)
+	if err != nil {
+		return err
+	}
+	if r.units[cu.Offset] {
+		return nil
+	}
+	r.units[cu.Offset] = true
+	cuBase, _ := cu.Val(dwarf.AttrLowpc).(uint64)
+	addrBase, _ := cu.Val(dwarf.AttrAddrBase).(int64)
+	for {
+		e, err := r.seek.Next()
+		if err != nil {
+			return err
+		}
+		if e == nil || e.Tag == 0 {
+			return nil
+		}
+		r.addSubprogram(e, cuBase, addrBase)
+		if e.Children {
+			r.seek.SkipChildren()
+		}
+	}
+}
+
+// addSubprogram adds e to funcs if it is a function with code.
+func (r *Reader) addSubprogram(e *dwarf.Entry, cuBase uint64, addrBase int64) bool {
+	if e.Tag != dwarf.TagSubprogram {
+		return false
+	}
+	if name, ok := e.Val(dwarf.AttrName).(string); ok {
+		if _, inlineOnly := e.Val(dwarf.AttrInline).(int64); !inlineOnly || e.Val(dwarf.AttrLowpc) != nil {
+			r.funcs[name] = subprogram{off: e.Offset, cuBase: cuBase, addrBase: addrBase}
+		}
+	}
+	return true
+}
+
 // index finds every function's entry and every type with a runtime type
 // descriptor, unit by unit.
 func (r *Reader) index() error {
-	r.funcs = map[string]subprogram{}
+	r.indexed = true
 	r.rtypes = map[uint64]dwarf.Offset{}
 	rd := r.dwarf.Reader()
 	var cuBase uint64
@@ -195,17 +300,13 @@ func (r *Reader) index() error {
 		if e == nil {
 			return nil
 		}
-		switch e.Tag {
-		case dwarf.TagCompileUnit:
+		switch {
+		case e.Tag == dwarf.TagCompileUnit:
 			cuBase, _ = e.Val(dwarf.AttrLowpc).(uint64)
 			addrBase, _ = e.Val(dwarf.AttrAddrBase).(int64)
+			r.units[e.Offset] = true
 			continue
-		case dwarf.TagSubprogram:
-			if name, ok := e.Val(dwarf.AttrName).(string); ok {
-				if _, inlineOnly := e.Val(dwarf.AttrInline).(int64); !inlineOnly || e.Val(dwarf.AttrLowpc) != nil {
-					r.funcs[name] = subprogram{off: e.Offset, cuBase: cuBase, addrBase: addrBase}
-				}
-			}
+		case r.addSubprogram(e, cuBase, addrBase):
 		default:
 			if off, ok := e.Val(godwarf.AttrGoRuntimeType).(uint64); ok {
 				if _, dup := r.rtypes[off]; !dup {

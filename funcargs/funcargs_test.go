@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 
+	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/internal/targets"
 )
@@ -44,7 +45,7 @@ func checkABI(t *testing.T, path, arch string) {
 	}
 	pieces := 0
 	for _, name := range targets.ArgFuncs {
-		fn, err := r.Func(name)
+		fn, err := r.Func(name, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +116,7 @@ func describe(a *funcargs.Arch, ps []funcargs.Piece) string {
 // main.query's (int, error) results in the first three integer registers.
 func checkLocate(t *testing.T, r *funcargs.Reader) {
 	for _, name := range targets.ArgFuncs {
-		fn, err := r.Func(name)
+		fn, err := r.Func(name, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,4 +153,62 @@ func checkLocate(t *testing.T, r *funcargs.Reader) {
 			}
 		}
 	}
+}
+
+// TestFuncByPC checks that finding a function through the unit holding
+// its code (what gi trace does) gives what the index of every unit gives,
+// for every function of real binaries: the same entry, the same
+// arguments and results.
+func TestFuncByPC(t *testing.T) {
+	for _, opts := range []targets.BuildOptions{{}, {Toolchain: "go1.20.14", PIE: true}} {
+		t.Run(opts.String(), func(t *testing.T) {
+			path := targets.Build(t, "argfuncs", opts)
+			bin, err := elfbin.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bin.Close()
+			byPC, err := funcargs.Open(bin.File, "amd64")
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, err := funcargs.Open(bin.File, "amd64")
+			if err != nil {
+				t.Fatal(err)
+			}
+			described := 0
+			for _, f := range bin.Lines.Funcs() {
+				a, errA := byPC.Func(f.Name, f.Entry)
+				b, errB := all.Func(f.Name, 0)
+				if (errA == nil) != (errB == nil) {
+					t.Errorf("%s at %#x: by pc %v, by name %v", f.Name, f.Entry, errA, errB)
+					continue
+				}
+				if errA != nil {
+					continue
+				}
+				described++
+				if got, want := signature(a), signature(b); got != want || a.Entry != b.Entry {
+					t.Errorf("%s: by pc %s at %#x, by name %s at %#x", f.Name, got, a.Entry, want, b.Entry)
+				}
+			}
+			if described < 1000 {
+				t.Errorf("only %d functions described by DWARF", described)
+			}
+			t.Logf("%d functions of %d described", described, len(bin.Lines.Funcs()))
+		})
+	}
+}
+
+// signature names a function's arguments and results with their types.
+func signature(f *funcargs.Func) string {
+	var b strings.Builder
+	for _, v := range f.Params {
+		fmt.Fprintf(&b, "%s %s, ", v.Name, v.TypeName())
+	}
+	b.WriteString("-> ")
+	for _, v := range f.Results {
+		fmt.Fprintf(&b, "%s %s, ", v.Name, v.TypeName())
+	}
+	return b.String()
 }

@@ -128,7 +128,7 @@ func (s *Session) planArgs() error {
 		if !capture && !filtered {
 			continue
 		}
-		desc, err := r.Func(fn.Name)
+		desc, err := r.Func(fn.Name, fn.EntrySite)
 		if err != nil {
 			if filtered {
 				return fmt.Errorf("--where %s: %w", fn.Name, err)
