@@ -332,6 +332,7 @@ func (s *Session) open() error {
 		return fmt.Errorf("open ring buffer: %w", err)
 	}
 
+	s.CookieByIP = byIP
 	start := time.Now()
 	ex, err := link.OpenExecutable(s.Opts.Path)
 	if err != nil {
@@ -352,7 +353,7 @@ func (s *Session) open() error {
 			return err
 		}
 	}
-	s.Probes, s.UprobeMulti, s.CookieByIP = len(s.probes), multi, byIP
+	s.Probes, s.UprobeMulti = len(s.probes), multi
 	s.AttachTime = time.Since(start)
 	return nil
 }
@@ -378,7 +379,11 @@ func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, idx []int, mul
 		return nil
 	}
 	for i := range offsets {
-		l, err := ex.Uprobe("", prog, &link.UprobeOptions{Address: offsets[i], PID: s.Opts.PID, Cookie: cookies[i]})
+		opts := &link.UprobeOptions{Address: offsets[i], PID: s.Opts.PID, Cookie: cookies[i]}
+		if s.CookieByIP {
+			opts.Cookie = 0 // found by address; kernels before 5.15 refuse any other
+		}
+		l, err := ex.Uprobe("", prog, opts)
 		if err != nil {
 			return s.attachError(err)
 		}

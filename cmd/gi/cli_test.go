@@ -32,10 +32,15 @@ var (
 	giErr  error
 )
 
-// buildGi builds the gi command once per test binary.
+// buildGi builds the gi command once per test binary; GI_BINARY names a
+// prebuilt one instead (a machine without Go, such as a test VM).
 func buildGi(t testing.TB) string {
 	t.Helper()
 	giOnce.Do(func() {
+		if path := os.Getenv("GI_BINARY"); path != "" {
+			giPath = path
+			return
+		}
 		dir, err := os.MkdirTemp("", "gi-cli")
 		if err != nil {
 			giErr = err

@@ -158,7 +158,8 @@ func TestTraceTreesCLI(t *testing.T) {
 	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
 	g := startGiTrace(t, strconv.Itoa(p.Pid), "main.chain*")
 	progs, links := bpfObjectsOf(t, g.cmd.Process.Pid)
-	if len(progs) == 0 || len(links) == 0 {
+	// Before 5.15 perf events take their program by ioctl, with no link.
+	if len(progs) == 0 {
 		t.Fatalf("gi holds %d programs and %d links while tracing", len(progs), len(links))
 	}
 	if _, err := p.Do("chain 2", time.Minute); err != nil {

@@ -133,8 +133,25 @@ func Build(tb testing.TB, name string, opts BuildOptions) string {
 	return path
 }
 
-// BuildPath is Build for callers without a testing.TB.
+// PrebuiltName is the file name of testdata/<name> built with opts in a
+// directory of prebuilt targets (GI_TARGETS_PREBUILT), one directory per
+// architecture: "tracee-local-pie".
+func PrebuiltName(name string, opts BuildOptions) string {
+	opts.Arch = ""
+	return name + "-" + strings.ReplaceAll(opts.String(), "/", "-")
+}
+
+// BuildPath is Build for callers without a testing.TB. With
+// GI_TARGETS_PREBUILT set (a machine without Go, such as a test VM), it
+// builds nothing and returns the target prebuilt in that directory.
 func BuildPath(name string, opts BuildOptions) (string, error) {
+	if dir := os.Getenv("GI_TARGETS_PREBUILT"); dir != "" {
+		path := filepath.Join(dir, PrebuiltName(name, opts))
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("not prebuilt (GI_TARGETS_PREBUILT): %w", err)
+		}
+		return path, nil
+	}
 	src := filepath.Join(Dir(), name)
 	sum, err := hashTree(src, filepath.Join(Dir(), "go.mod"))
 	if err != nil {
