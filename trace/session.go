@@ -543,13 +543,20 @@ func boolByte(b bool) uint8 {
 	return 0
 }
 
-// goroutineLayout returns the offsets the BPF programs need.
+// goroutineLayout returns the offsets the BPF programs need: g's fields
+// only. A stripped binary whose runtime.allgs gi cannot find (arm64) still
+// has them in the generated table, and tracing needs no allgs.
 func goroutineLayout(bin *elfbin.Binary) (*runtimelayout.RuntimeLayout, error) {
 	l, _, err := bin.RuntimeLayout()
-	if err != nil {
-		return nil, fmt.Errorf("%s: runtime layout: %w", bin.Path, err)
+	if err == nil {
+		return l, nil
 	}
-	return l, nil
+	if _, derr := runtimelayout.LoadDebug(bin.File); errors.Is(derr, runtimelayout.ErrNoDWARF) {
+		if v, terr := runtimelayout.TableLayout(bin.GoVersion, bin.Arch); terr == nil {
+			return &v.Layout, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: runtime layout: %w", bin.Path, err)
 }
 
 // goexitSite is where the goroutine-exit probe goes: runtime.goexit1, which

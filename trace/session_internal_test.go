@@ -7,6 +7,10 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // TestPermissionError checks that a refusal from the kernel is blamed on
@@ -35,5 +39,32 @@ func TestPermissionError(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestPermissionError") {
 		t.Errorf("without capabilities: %v\n%s", err, out)
+	}
+}
+
+// TestGoroutineLayoutStrippedARM64 checks that a stripped arm64 binary,
+// whose runtime.allgs gi cannot find, still gets the offsets of g's fields
+// the probes need, and that they are the ones DWARF gives for the same
+// program built with it.
+func TestGoroutineLayoutStrippedARM64(t *testing.T) {
+	layout := func(opts targets.BuildOptions) *runtimelayout.RuntimeLayout {
+		bin, err := elfbin.Open(targets.Build(t, "tracee", opts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bin.Close()
+		l, err := goroutineLayout(bin)
+		if err != nil {
+			t.Fatalf("%s: %v", opts, err)
+		}
+		return l
+	}
+	stripped := layout(targets.BuildOptions{Arch: "arm64", Stripped: true})
+	full := layout(targets.BuildOptions{Arch: "arm64"})
+	if stripped.G != full.G {
+		t.Errorf("g's offsets: stripped %+v, from DWARF %+v", stripped.G, full.G)
+	}
+	if stripped.G.Goid == 0 || stripped.G.StackHi == 0 {
+		t.Errorf("g's offsets of a stripped arm64 binary: %+v", stripped.G)
 	}
 }
