@@ -6,7 +6,7 @@ GI        := $(BIN)/gi
 DEMO      := $(BIN)/demo
 export GOFLAGS := -buildvcs=false
 
-.PHONY: all build deps demo test test-matrix test-newest test-short lint bench fuzz generate generate-tables check-generate clean
+.PHONY: all build deps demo test test-matrix test-kernels test-newest test-short lint bench fuzz generate generate-tables check-generate clean
 
 all: build
 
@@ -55,6 +55,18 @@ test-matrix: deps
 	grep -E 'Go release|^ {12}|^(go1\.[0-9.]+|local) |^(ok|FAIL)\s' $(BIN)/matrix.log; \
 	grep -E -A12 '^\s+--- FAIL' $(BIN)/matrix.log | head -200; \
 	exit $$status
+
+# Debian's kernels (amd64 5.10, 6.1, 6.12; arm64 6.1, 6.12) booted under
+# qemu (emulated), each running gi's ps and trace checks in an initramfs:
+# the grid, with each failed check and what gi trace warned. Installs qemu
+# and downloads the kernels (about 400 MB, once) into ~/.cache/gi-kernels.
+# GI_KERNELS=6.1-amd64,6.12-arm64 boots a subset. Consoles in bin/kernels/.
+test-kernels:
+	@mkdir -p $(BIN)
+	@echo "kernels: Debian's kernels in qemu, gi ps and gi trace checks in each; log in $(BIN)/kernels.log"
+	@set -o pipefail; GI_TEST_KERNELS=1 $(GO) test -count=1 -timeout 85m -v -run '^TestKernels$$' ./internal/kernelgrid/ 2>&1 \
+		| tee $(BIN)/kernels.log \
+		| grep --line-buffered -E '^\| |kernels_test\.go:[0-9]+: |^\s*--- (FAIL|PASS)|^(ok|FAIL|panic)|^fetch'
 
 # The newest Go release the module proxy serves, whatever it is today: the
 # ground-truth targets built with it (default, PIE, stripped) and compared

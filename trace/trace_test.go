@@ -587,22 +587,26 @@ func TestMemlockLimit(t *testing.T) {
 	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
 	// The bounding set is per thread and inherited through fork from the
 	// forking thread: drop CAP_SYS_RESOURCE in a thread of its own, which
-	// then starts the child and is never used again.
+	// then starts the child and is never used again. That goroutine never
+	// returns: a locked thread whose goroutine exits is killed, and with it
+	// every process forked from it with a parent-death signal (the target,
+	// if the runtime had started it from that thread).
 	type result struct {
 		out []byte
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		runtime.LockOSThread() // never unlocked, never returns
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_RESOURCE, 0, 0, 0); err != nil {
 			done <- result{nil, fmt.Errorf("drop CAP_SYS_RESOURCE: %w", err)}
-			return
+			select {}
 		}
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestMemlockLimit$", "-test.v")
 		cmd.Env = append(os.Environ(), "GI_TEST_MEMLOCK_PID="+strconv.Itoa(p.Pid))
 		out, err := cmd.CombinedOutput()
 		done <- result{out, err}
+		select {} // keeps the thread, and whatever it forked, alive
 	}()
 	r := <-done
 	if r.err != nil || !strings.Contains(string(r.out), "--- PASS: TestMemlockLimit") {

@@ -38,23 +38,53 @@ if [ -z "$uri" ]; then
 	exit 1
 fi
 
+# Everything unpacked already: nothing to download, not even the lists.
+kernels=(bullseye:amd64:5.10 bookworm:amd64:6.1 bookworm:arm64:6.1 bookworm-backports:amd64:6.12 bookworm-backports:arm64:6.12)
+missing=0
+for k in "${kernels[@]}"; do
+	[ -f "$cache/kernel-${k##*:}-$(cut -d: -f2 <<<"$k")/.done" ] || missing=1
+done
+for n in busybox-amd64 busybox-arm64 libc6-amd64 libc6-arm64; do
+	[ -f "$cache/$n/.done" ] || missing=1
+done
+if [ $missing = 0 ]; then
+	echo "fetch.sh: kernels, busybox and loaders already in $cache"
+	exit 0
+fi
+
 apt="$cache/apt"
 mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/etc/preferences.d" "$apt/etc/sources.list.d"
+# bullseye is signed by the bullseye keys, which debian-archive-keyring.gpg
+# holds along with bookworm's.
 cat >"$apt/etc/sources.list.d/grid.sources" <<SOURCES
 Types: deb
 URIs: $uri
-Suites: bullseye bookworm bookworm-backports
+Suites: bullseye
+Components: main
+Architectures: amd64
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $uri
+Suites: bookworm bookworm-backports
 Components: main
 Architectures: amd64 arm64
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
 : >"$apt/etc/sources.list"
 : >"$apt/status"
+# A private apt state (lists, status, sources, archives): the host's own
+# package lists and architectures stay as they are. No translations or
+# AppStream metadata: only the Packages lists are needed.
 opts=(-o "Dir::State=$apt" -o "Dir::State::Lists=$apt/lists" -o "Dir::State::status=$apt/status"
 	-o "Dir::Etc::SourceList=$apt/etc/sources.list" -o "Dir::Etc::SourceParts=$apt/etc/sources.list.d"
 	-o "Dir::Etc::Preferences=$apt/etc/preferences" -o "Dir::Etc::PreferencesParts=$apt/etc/preferences.d"
 	-o "Dir::Cache=$apt" -o "Dir::Cache::archives=$apt/archives"
 	-o "APT::Architecture=amd64" -o "APT::Architectures::=amd64" -o "APT::Architectures::=arm64"
+	-o "Acquire::Languages=none" -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false"
+	-o "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false"
+	-o "Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false"
+	-o "Acquire::IndexTargets::deb::CNF::DefaultEnabled=false"
 	-o "Debug::NoLocking=1" -o "APT::Sandbox::User=root")
 
 # A day-old package list is fresh enough.
@@ -88,7 +118,7 @@ fetch() {
 	echo "fetched $pkg:$arch/$suite"
 }
 
-for k in bullseye:amd64:5.10 bookworm:amd64:6.1 bookworm:arm64:6.1 bookworm-backports:amd64:6.12 bookworm-backports:arm64:6.12; do
+for k in "${kernels[@]}"; do
 	IFS=: read -r suite arch ver <<<"$k"
 	if [ -f "$cache/kernel-$ver-$arch/.done" ]; then
 		continue
