@@ -380,30 +380,20 @@ func TestTraceCookieByIP(t *testing.T) {
 		t.Errorf("PIE traced by path with cookies by address: %q, want one line naming 5.15", err)
 	}
 	// A non-PIE by path: every process has the same addresses.
-	bin = targets.Build(t, "tracee", targets.BuildOptions{})
-	p1, p2 := targets.Start(t, bin), targets.Start(t, bin)
-	_, rec, stop := startTrace(t, trace.Options{Path: bin, Include: mustPatterns(t, "main.chainA"), CookieByIP: true})
-	for _, p := range []*targets.Process{p1, p2} {
-		if _, err := p.Do("chain 2", time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stop()
-	pids := map[uint32]int{}
-	for _, c := range rec.byFunc("main.chainA") {
-		pids[c.h.PID]++
-	}
-	if pids[uint32(p1.Pid)] != 2 || pids[uint32(p2.Pid)] != 2 || len(pids) != 2 {
-		t.Errorf("calls per pid %v, want 2 from each of %d and %d", pids, p1.Pid, p2.Pid)
-	}
+	checkTwoProcesses(t, targets.Build(t, "tracee", targets.BuildOptions{}), true)
 }
 
 // TestTraceBinaryPath traces every process running a binary.
 func TestTraceBinaryPath(t *testing.T) {
 	requirePrivilege(t)
-	bin := targets.Build(t, "tracee", targets.BuildOptions{PIE: true})
+	checkTwoProcesses(t, targets.Build(t, "tracee", targets.BuildOptions{PIE: true}), false)
+}
+
+// checkTwoProcesses traces bin by path while two processes run it, and
+// checks each one's calls arrive with its pid.
+func checkTwoProcesses(t *testing.T, bin string, byIP bool) {
 	p1, p2 := targets.Start(t, bin), targets.Start(t, bin)
-	_, rec, stop := startTrace(t, trace.Options{Path: bin, Include: mustPatterns(t, "main.chainA")})
+	_, rec, stop := startTrace(t, trace.Options{Path: bin, Include: mustPatterns(t, "main.chainA"), CookieByIP: byIP})
 	for _, p := range []*targets.Process{p1, p2} {
 		if _, err := p.Do("chain 2", time.Minute); err != nil {
 			t.Fatal(err)
