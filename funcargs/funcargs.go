@@ -17,11 +17,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 	"github.com/go-delve/delve/pkg/dwarf/loclist"
 	"github.com/go-delve/delve/pkg/dwarf/op"
+
+	"github.com/gi-debug/gi/internal/dwarfload"
 )
 
 // ErrNoDWARF is returned for a binary without debug information.
@@ -62,20 +63,10 @@ func Open(f *elf.File, goarch string) (*Reader, error) {
 	if f.Section(".debug_info") == nil && f.Section(".zdebug_info") == nil {
 		return nil, ErrNoDWARF
 	}
-	sec, err := readSections(f)
+	// The location lists too; not the line and frame tables.
+	d, sec, err := dwarfload.Open(f, "loclists", "loc")
 	if err != nil {
 		return nil, err
-	}
-	d, err := dwarf.New(sec["abbrev"], nil, nil, sec["info"], nil, nil, sec["ranges"], sec["str"])
-	if err != nil {
-		return nil, fmt.Errorf("read DWARF: %w", err)
-	}
-	for _, name := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
-		if b := sec[name]; b != nil {
-			if err := d.AddSection(".debug_"+name, b); err != nil {
-				return nil, fmt.Errorf("read DWARF: .debug_%s: %w", name, err)
-			}
-		}
 	}
 	r := &Reader{Arch: arch, dwarf: d, types: map[dwarf.Offset]godwarf.Type{},
 		funcs: map[string]subprogram{}, units: map[dwarf.Offset]bool{}, seek: d.Reader()}
@@ -88,39 +79,6 @@ func Open(f *elf.File, goarch string) (*Reader, error) {
 		r.addr = godwarf.ParseAddr(b)
 	}
 	return r, nil
-}
-
-// dwarfSections are the DWARF sections arguments are read from: not the
-// line and frame tables, which are as large as the rest together.
-var dwarfSections = []string{"abbrev", "info", "str", "ranges", "rnglists", "addr", "str_offsets", "line_str", "loclists", "loc"}
-
-// readSections reads (and decompresses, each on its own goroutine) the
-// dwarfSections f has, by their names without ".debug_".
-func readSections(f *elf.File) (map[string][]byte, error) {
-	data := make([][]byte, len(dwarfSections))
-	errs := make([]error, len(dwarfSections))
-	var wg sync.WaitGroup
-	for i, name := range dwarfSections {
-		if f.Section(".debug_"+name) == nil && f.Section(".zdebug_"+name) == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			data[i], errs[i] = godwarf.GetDebugSectionElf(f, name)
-		}()
-	}
-	wg.Wait()
-	out := make(map[string][]byte, len(dwarfSections))
-	for i, name := range dwarfSections {
-		if errs[i] != nil {
-			return nil, fmt.Errorf("read DWARF: .debug_%s: %w", name, errs[i])
-		}
-		if data[i] != nil {
-			out[name] = data[i]
-		}
-	}
-	return out, nil
 }
 
 // Var is one argument or result of a function.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/gi-debug/gi/internal/dwarfload"
 )
 
 // ErrNoDWARF is returned when a binary carries no DWARF (built with -ldflags=-w or -s).
@@ -27,9 +29,11 @@ func LoadDebug(f *elf.File) (*Debug, error) {
 	if f.Section(".debug_info") == nil && f.Section(".zdebug_info") == nil {
 		return nil, ErrNoDWARF
 	}
-	data, err := f.DWARF()
+	// Types and variables only: not the line and frame tables or the
+	// location lists, as large as the rest on a big binary.
+	data, _, err := dwarfload.Open(f)
 	if err != nil {
-		return nil, fmt.Errorf("read DWARF: %w", err)
+		return nil, err
 	}
 	d := &Debug{
 		data:      data,
