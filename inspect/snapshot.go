@@ -134,7 +134,7 @@ func (t *Target) init() error {
 	if err != nil {
 		return fmt.Errorf("process %d: runtime layout: %w", t.PID, err)
 	}
-	if t.Bias, err = loadBias(t.PID, t.Binary); err != nil {
+	if t.Bias, err = t.Binary.LoadBias(t.PID); err != nil {
 		return fmt.Errorf("process %d: %w", t.PID, err)
 	}
 	if t.clockOffset, err = clockOffset(t.PID); err != nil {
@@ -184,19 +184,6 @@ func (t *Target) closeMem() {
 	if c, ok := t.Mem.(io.Closer); ok {
 		c.Close()
 	}
-}
-
-// loadBias computes runtime minus link-time addresses from the entry point
-// the kernel recorded in the auxiliary vector.
-func loadBias(pid int, bin *elfbin.Binary) (uint64, error) {
-	if !bin.PIE {
-		return 0, nil
-	}
-	entry, err := ptrace.EntryPoint(pid)
-	if err != nil {
-		return 0, err
-	}
-	return entry - bin.File.Entry, nil
 }
 
 func (t *Target) readStringArray(addr uint64, n int64) ([]string, error) {

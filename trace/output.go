@@ -27,9 +27,8 @@ import (
 type Symbols struct {
 	Lines *pclntab.LineTable
 
-	pie       bool
-	linkEntry uint64
-	bias      map[uint32]uint64
+	loadBias func(pid int) (uint64, error)
+	bias     map[uint32]uint64
 	// args and typesBase name the dynamic types of captured interfaces.
 	args      *funcargs.Reader
 	typesBase uint64
@@ -37,19 +36,14 @@ type Symbols struct {
 
 // NewSymbols returns a resolver for processes running bin.
 func NewSymbols(bin *elfbin.Binary) *Symbols {
-	return &Symbols{Lines: bin.Lines, pie: bin.PIE, linkEntry: bin.File.Entry, bias: map[uint32]uint64{}}
+	return &Symbols{Lines: bin.Lines, loadBias: bin.LoadBias, bias: map[uint32]uint64{}}
 }
 
 // Bias returns the load bias of process pid (0 unless PIE), read once.
 func (s *Symbols) Bias(pid uint32) uint64 {
-	if !s.pie {
-		return 0
-	}
 	b, ok := s.bias[pid]
 	if !ok {
-		if entry, err := ptrace.EntryPoint(int(pid)); err == nil {
-			b = entry - s.linkEntry
-		}
+		b, _ = s.loadBias(int(pid)) // 0 for a process gone meanwhile
 		s.bias[pid] = b
 	}
 	return b

@@ -406,17 +406,14 @@ func (s *Session) cookie(i int) uint64 {
 // probes fire at, when probes are found by address: the load bias of the
 // traced process for a PIE.
 func (s *Session) probeBias() (uint64, error) {
-	if !s.Binary.PIE {
-		return 0, nil
-	}
-	if s.Opts.PID <= 0 {
+	if s.Binary.PIE && s.Opts.PID <= 0 {
 		return 0, errors.New("kernel lacks BPF attach cookies (5.15+): probes are found by address, so tracing a PIE binary needs the pid of the process to trace")
 	}
-	entry, err := ptrace.EntryPoint(s.Opts.PID)
+	bias, err := s.Binary.LoadBias(s.Opts.PID)
 	if err != nil {
-		return 0, fmt.Errorf("process %d: load address: %w", s.Opts.PID, err)
+		return 0, fmt.Errorf("load address: %w", err)
 	}
-	return entry - s.Binary.File.Entry, nil
+	return bias, nil
 }
 
 // maxParallel bounds the threads that detach perf events at once.

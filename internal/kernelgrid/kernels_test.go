@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -336,8 +336,5 @@ func formatGrid(rows []*row) string {
 	return b.String()
 }
 
-// repoRoot is the module's root directory.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+// repoRoot is the module's root directory: the parent of testdata.
+func repoRoot() string { return filepath.Dir(targets.Dir()) }
