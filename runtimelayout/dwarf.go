@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gi-debug/gi/internal/dwarfload"
@@ -18,13 +19,29 @@ var ErrNoDWARF = errors.New("binary has no DWARF debug info")
 type Debug struct {
 	data      *dwarf.Data
 	types     map[string]dwarf.Offset
-	variables map[string]uint64
+	variables map[string]variable
 	constants map[string]int64
 }
 
-// LoadDebug reads and indexes the DWARF of f in one pass over its
-// compilation units. Function bodies are skipped: only top-level entries are
-// needed for layouts, constants and variables.
+// variable is a package-level variable: its link-time address and the
+// offset of its type's entry.
+type variable struct {
+	addr uint64
+	typ  dwarf.Offset
+}
+
+// runtimeUnits are the compilation units LoadDebug indexes. The Go linker
+// puts every type entry in package runtime's unit (not in the unit of the
+// package that declares the type), and the runtime's own variables and
+// constants are its children, but for the few runtime/cgo defines under
+// the runtime's names (runtime.iscgo): all gi reads from DWARF.
+var runtimeUnits = []string{"runtime", "runtime/cgo"}
+
+// LoadDebug reads and indexes the DWARF of f. Only the runtime's
+// compilation units are walked (runtimeUnits), and only its top-level entries (function
+// bodies are skipped): on a big binary the runtime unit is a small part of
+// the whole. If the runtime unit does not hold runtime.g, as a linker that
+// placed types elsewhere would leave it, every unit is indexed instead.
 func LoadDebug(f *elf.File) (*Debug, error) {
 	if f.Section(".debug_info") == nil && f.Section(".zdebug_info") == nil {
 		return nil, ErrNoDWARF
@@ -35,23 +52,38 @@ func LoadDebug(f *elf.File) (*Debug, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Debug{
-		data:      data,
-		types:     make(map[string]dwarf.Offset, 1<<14),
-		variables: make(map[string]uint64, 1<<12),
-		constants: make(map[string]int64, 1<<12),
+	d := &Debug{data: data}
+	if err := d.index(func(unit string) bool { return slices.Contains(runtimeUnits, unit) }); err != nil {
+		return nil, err
 	}
-	r := data.Reader()
+	if _, ok := d.types["runtime.g"]; !ok {
+		if err := d.index(func(string) bool { return true }); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// index (re)builds the index from the top-level entries of the units whose
+// name want accepts; the others are skipped whole.
+func (d *Debug) index(want func(unit string) bool) error {
+	d.types = make(map[string]dwarf.Offset, 1<<14)
+	d.variables = make(map[string]variable, 1<<9)
+	d.constants = make(map[string]int64, 1<<10)
+	r := d.data.Reader()
 	for {
 		e, err := r.Next()
 		if err != nil {
-			return nil, fmt.Errorf("index DWARF: %w", err)
+			return fmt.Errorf("index DWARF: %w", err)
 		}
 		if e == nil {
-			break
+			return nil
 		}
 		switch e.Tag {
 		case dwarf.TagCompileUnit:
+			if name, _ := e.Val(dwarf.AttrName).(string); !want(name) {
+				r.SkipChildren() // jumps to the next unit without decoding this one
+			}
 			continue // descend into the unit's children
 		case dwarf.TagStructType, dwarf.TagTypedef, dwarf.TagBaseType, dwarf.TagPointerType,
 			dwarf.TagArrayType, dwarf.TagSubroutineType, dwarf.TagClassType:
@@ -64,7 +96,8 @@ func LoadDebug(f *elf.File) (*Debug, error) {
 			name, _ := e.Val(dwarf.AttrName).(string)
 			if loc, ok := e.Val(dwarf.AttrLocation).([]byte); ok && name != "" {
 				if addr, ok := staticAddress(loc); ok {
-					d.variables[name] = addr
+					typ, _ := e.Val(dwarf.AttrType).(dwarf.Offset)
+					d.variables[name] = variable{addr: addr, typ: typ}
 				}
 			}
 		case dwarf.TagConstant:
@@ -80,7 +113,6 @@ func LoadDebug(f *elf.File) (*Debug, error) {
 			r.SkipChildren()
 		}
 	}
-	return d, nil
 }
 
 // staticAddress decodes a location expression that is a single DW_OP_addr
@@ -117,7 +149,19 @@ func (d *Debug) ConstantsWithPrefix(prefix string) map[string]int64 {
 // Variable returns the link-time address of a package-level variable such as "runtime.allgs".
 func (d *Debug) Variable(name string) (uint64, bool) {
 	v, ok := d.variables[name]
-	return v, ok
+	return v.addr, ok
+}
+
+// variableType returns the type of a package-level variable.
+func (d *Debug) variableType(name string) (dwarf.Type, error) {
+	v, ok := d.variables[name]
+	if !ok {
+		return nil, fmt.Errorf("variable %s not in DWARF", name)
+	}
+	if v.typ == 0 {
+		return nil, fmt.Errorf("variable %s has no type", name)
+	}
+	return d.data.Type(v.typ)
 }
 
 // Type returns the named type (for example "runtime.g"), parsed on first use.

@@ -236,7 +236,7 @@ func tracebackLabels(d *Debug) uint64 {
 	if !ok {
 		return 0
 	}
-	t, err := d.variableType(d.data.Reader(), "runtime.debug")
+	t, err := d.variableType("runtime.debug")
 	if err != nil {
 		return 0
 	}
@@ -257,11 +257,7 @@ func stringArray(d *Debug, name string) (uint64, int64, error) {
 	if !ok {
 		return 0, 0, fmt.Errorf("variable %s not in DWARF", name)
 	}
-	r := d.data.Reader()
-	// Find the variable's entry again to learn its type: variables are few
-	// compared with types, so a second targeted lookup is cheap enough and
-	// keeps the index small.
-	t, err := d.variableType(r, name)
+	t, err := d.variableType(name)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -270,30 +266,6 @@ func stringArray(d *Debug, name string) (uint64, int64, error) {
 		return 0, 0, fmt.Errorf("variable %s has type %v, want [N]string", name, t)
 	}
 	return addr, at.Count, nil
-}
-
-func (d *Debug) variableType(r *dwarf.Reader, name string) (dwarf.Type, error) {
-	for {
-		e, err := r.Next()
-		if err != nil {
-			return nil, fmt.Errorf("find %s: %w", name, err)
-		}
-		if e == nil {
-			return nil, fmt.Errorf("variable %s not in DWARF", name)
-		}
-		if e.Tag == dwarf.TagVariable {
-			if n, _ := e.Val(dwarf.AttrName).(string); n == name {
-				off, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
-				if !ok {
-					return nil, fmt.Errorf("variable %s has no type", name)
-				}
-				return d.data.Type(off)
-			}
-		}
-		if e.Tag != dwarf.TagCompileUnit && e.Children {
-			r.SkipChildren()
-		}
-	}
 }
 
 // labelsLayout finds how runtime/pprof's labelMap is represented.
