@@ -379,7 +379,9 @@ static __always_inline int capture(struct gi_regs *regs, struct arg_plan *plan, 
 	return 1;
 }
 
-static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie)
+// emit reports one event of kind; with_args (a constant) says whether the
+// probe may carry a capture plan: without, the verifier prunes capture.
+static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, int with_args)
 {
 	__u64 g = 0;
 	if (cookie & GI_COOKIE_TLS) {
@@ -402,7 +404,7 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie)
 	struct args_event *a = 0;
 	struct arg_plan *plan = 0;
 	__u32 plan_id = cookie >> GI_COOKIE_PLAN_SHIFT;
-	if (plan_id) {
+	if (with_args && plan_id) {
 		plan_id--;
 		plan = bpf_map_lookup_elem(&plans, &plan_id);
 	}
@@ -491,7 +493,7 @@ int gi_entry(struct gi_regs *regs)
 	__u64 cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	return emit(regs, GI_EVENT_ENTRY, cookie);
+	return emit(regs, GI_EVENT_ENTRY, cookie, 1);
 }
 
 SEC("uprobe.multi")
@@ -500,7 +502,7 @@ int gi_return(struct gi_regs *regs)
 	__u64 cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	return emit(regs, GI_EVENT_RETURN, cookie);
+	return emit(regs, GI_EVENT_RETURN, cookie, 1);
 }
 
 // The entry of a function whose entry probe site is also one of its RETs
@@ -513,10 +515,10 @@ int gi_entry_return(struct gi_regs *regs)
 	__u64 cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	emit(regs, GI_EVENT_ENTRY, cookie);
+	emit(regs, GI_EVENT_ENTRY, cookie, 1);
 	if (cookie >> GI_COOKIE_PLAN_SHIFT)
 		cookie += 1ULL << GI_COOKIE_PLAN_SHIFT;
-	return emit(regs, GI_EVENT_RETURN, cookie);
+	return emit(regs, GI_EVENT_RETURN, cookie, 1);
 }
 
 SEC("uprobe.multi")
@@ -525,7 +527,7 @@ int gi_goexit(struct gi_regs *regs)
 	__u64 cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	return emit(regs, GI_EVENT_GOEXIT, cookie);
+	return emit(regs, GI_EVENT_GOEXIT, cookie, 0);
 }
 
 // An empty program on the same probe points: the baseline of the per-call

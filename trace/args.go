@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/elfbin"
@@ -80,6 +81,24 @@ func binaryArch(bin *elfbin.Binary) string {
 // and plans their capture (Function.Args, Function.Results), with the
 // --where filters compiled into the plans. Without DWARF, arguments are
 // left out with a warning, unless a filter needs them.
+// openArgsAsync starts opening the DWARF arguments are read from, and
+// returns the function that waits for the result.
+func openArgsAsync(f *elf.File, arch string) func() (*funcargs.Reader, error) {
+	type result struct {
+		r   *funcargs.Reader
+		err error
+	}
+	done := make(chan result, 1) // never blocks: a session that fails first drops it
+	go func() {
+		r, err := funcargs.Open(f, arch)
+		done <- result{r, err}
+	}()
+	return sync.OnceValues(func() (*funcargs.Reader, error) {
+		res := <-done
+		return res.r, res.err
+	})
+}
+
 func (s *Session) planArgs() error {
 	if !s.Opts.Args && len(s.Opts.Where) == 0 {
 		return nil
@@ -94,7 +113,11 @@ func (s *Session) planArgs() error {
 		}
 	}
 	arch := binaryArch(s.Binary)
-	r, err := funcargs.Open(s.Binary.File, arch)
+	open := s.argsReader
+	if open == nil {
+		open = func() (*funcargs.Reader, error) { return funcargs.Open(s.Binary.File, arch) }
+	}
+	r, err := open()
 	if err != nil {
 		if len(s.Opts.Where) > 0 {
 			return fmt.Errorf("--where: %w", err)

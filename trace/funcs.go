@@ -3,8 +3,11 @@ package trace
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
@@ -55,39 +58,61 @@ var ErrNoMatch = errors.New("pattern matches no function")
 // are listed in Untraceable with the reason. A function without a RET is
 // selected with EntryOnly set.
 func Select(bin *elfbin.Binary, include, exclude []Pattern) (*Selection, error) {
-	sel := &Selection{}
+	return selectMatched(bin, matchFuncs(bin, include, exclude), include)
+}
+
+// matchFuncs returns the functions of bin matching any of include and none
+// of exclude, each name once, in the function table's order.
+func matchFuncs(bin *elfbin.Binary, include, exclude []Pattern) []*pclntab.Func {
+	var out []*pclntab.Func
 	seen := map[string]bool{}
 	for _, f := range bin.Lines.Funcs() {
 		if seen[f.Name] || !matchAny(include, f.Name) || matchAny(exclude, f.Name) {
 			continue
 		}
 		seen[f.Name] = true
-		if reason := refuse(f); reason != "" {
-			sel.Untraceable = append(sel.Untraceable, Untraceable{f.Name, reason})
-			continue
-		}
-		code := make([]byte, f.End-f.Entry)
-		if _, err := bin.ReadAt(code, f.Entry); err != nil {
-			sel.Untraceable = append(sel.Untraceable, Untraceable{f.Name, fmt.Sprintf("read code: %v", err)})
-			continue
-		}
-		sites, err := FindProbeSites(bin.File.Machine, code, f.Entry)
-		entryOnly := errors.Is(err, ErrNoReturn) && sites.Entry != 0
-		if err != nil && !entryOnly {
-			sel.Untraceable = append(sel.Untraceable, Untraceable{f.Name, err.Error()})
-			continue
-		}
-		fn := &Function{Index: len(sel.Functions), Name: f.Name, Entry: f.Entry, End: f.End, EntrySite: sites.Entry, Returns: sites.Returns, EntryOnly: entryOnly}
-		if file, line, err := bin.Lines.FileLine(f, f.Entry); err == nil {
-			fn.File, fn.Line = file, line
-		}
-		if entryOnly {
-			if reason := refuseEntryOnly(bin, f, fn.File); reason != "" {
-				sel.Untraceable = append(sel.Untraceable, Untraceable{f.Name, reason})
-				continue
+		out = append(out, f)
+	}
+	return out
+}
+
+// selectChunk is how many functions one decoding goroutine takes at a time.
+const selectChunk = 256
+
+// selectMatched decodes the probe sites of the matched functions, on as many
+// goroutines as there are CPUs, and keeps their order.
+func selectMatched(bin *elfbin.Binary, matched []*pclntab.Func, include []Pattern) (*Selection, error) {
+	type outcome struct {
+		fn     *Function
+		reason string
+	}
+	outcomes := make([]outcome, len(matched))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	workers := min(runtime.GOMAXPROCS(0), (len(matched)+selectChunk-1)/selectChunk)
+	for range workers {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(selectChunk)) - selectChunk
+				if start >= len(matched) {
+					return
+				}
+				for i := start; i < min(start+selectChunk, len(matched)); i++ {
+					fn, reason := probeFunction(bin, matched[i])
+					outcomes[i] = outcome{fn, reason}
+				}
 			}
+		})
+	}
+	wg.Wait()
+	sel := &Selection{}
+	for i, o := range outcomes {
+		if o.fn == nil {
+			sel.Untraceable = append(sel.Untraceable, Untraceable{matched[i].Name, o.reason})
+			continue
 		}
-		sel.Functions = append(sel.Functions, fn)
+		o.fn.Index = len(sel.Functions)
+		sel.Functions = append(sel.Functions, o.fn)
 	}
 	sort.Slice(sel.Untraceable, func(i, j int) bool { return sel.Untraceable[i].Name < sel.Untraceable[j].Name })
 	if len(sel.Functions) == 0 && len(sel.Untraceable) == 0 {
@@ -98,6 +123,33 @@ func Select(bin *elfbin.Binary, include, exclude []Pattern) (*Selection, error) 
 		return nil, fmt.Errorf("%w: %s", ErrNoMatch, strings.Join(names, " "))
 	}
 	return sel, nil
+}
+
+// probeFunction decodes f's probe sites: the function (its Index unset), or
+// why it cannot be traced.
+func probeFunction(bin *elfbin.Binary, f *pclntab.Func) (*Function, string) {
+	if reason := refuse(f); reason != "" {
+		return nil, reason
+	}
+	code := make([]byte, f.End-f.Entry)
+	if _, err := bin.ReadAt(code, f.Entry); err != nil {
+		return nil, fmt.Sprintf("read code: %v", err)
+	}
+	sites, err := FindProbeSites(bin.File.Machine, code, f.Entry)
+	entryOnly := errors.Is(err, ErrNoReturn) && sites.Entry != 0
+	if err != nil && !entryOnly {
+		return nil, err.Error()
+	}
+	fn := &Function{Name: f.Name, Entry: f.Entry, End: f.End, EntrySite: sites.Entry, Returns: sites.Returns, EntryOnly: entryOnly}
+	if file, line, err := bin.Lines.FileLine(f, f.Entry); err == nil {
+		fn.File, fn.Line = file, line
+	}
+	if entryOnly {
+		if reason := refuseEntryOnly(bin, f, fn.File); reason != "" {
+			return nil, reason
+		}
+	}
+	return fn, ""
 }
 
 func matchAny(ps []Pattern, name string) bool {

@@ -120,13 +120,16 @@ type Session struct {
 	// charges BPF memory to it; nil if it did or need not.
 	memlock error
 	args    *funcargs.Reader // nil unless arguments are captured
-	plans   argPlans
-	objs    *bpf.Objects
-	links   []link.Link
-	rd      *ringbuf.Reader
-	rec     ringbuf.Record
-	raw     bpf.Event // the record being decoded
-	closed  bool
+	// argsReader, if set, delivers the funcargs.Reader opened while the
+	// functions were selected.
+	argsReader func() (*funcargs.Reader, error)
+	plans      argPlans
+	objs       *bpf.Objects
+	links      []link.Link
+	rd         *ringbuf.Reader
+	rec        ringbuf.Record
+	raw        bpf.Event // the record being decoded
+	closed     bool
 }
 
 // Open selects the functions, loads the programs and attaches the probes.
@@ -157,7 +160,14 @@ func (s *Session) open() error {
 	if err != nil {
 		return err
 	}
-	sel, err := Select(s.Binary, s.Opts.Include, s.Opts.Exclude)
+	matched := matchFuncs(s.Binary, s.Opts.Include, s.Opts.Exclude)
+	if s.Opts.Args && len(matched) <= maxArgFunctions || len(s.Opts.Where) > 0 {
+		// The DWARF the arguments need is decompressed while the probe
+		// sites are decoded: on a big binary each takes a few hundred
+		// milliseconds.
+		s.argsReader = openArgsAsync(s.Binary.File, binaryArch(s.Binary))
+	}
+	sel, err := selectMatched(s.Binary, matched, s.Opts.Include)
 	if err != nil {
 		return err
 	}
@@ -299,7 +309,19 @@ func (s *Session) open() error {
 			return fmt.Errorf("set %s: %w", specs.CookieByIp.Name, err)
 		}
 	}
-	objs, err := bpf.Load(spec)
+	var programs []string // only those with probes: each costs the verifier tens of ms
+	for _, g := range []struct {
+		name   string
+		probes []int
+	}{{"gi_entry", entries}, {"gi_entry_return", entryReturns}, {"gi_return", returns}, {"gi_goexit", exits}} {
+		if len(g.probes) > 0 && !s.Opts.Empty {
+			programs = append(programs, g.name)
+		}
+	}
+	if s.Opts.Empty {
+		programs = append(programs, "gi_empty")
+	}
+	objs, err := bpf.Load(spec, programs...)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return s.permissionError(err)
