@@ -25,8 +25,21 @@ var Magics = []uint32{go120Magic, go118Magic}
 // Indexes of the pcdata and funcdata tables the decoder uses
 // (internal/abi: PCDATA_InlTreeIndex, FUNCDATA_InlTree).
 const (
+	pcdataUnsafePoint  = 0
 	pcdataInlTreeIndex = 2
 	funcdataInlTree    = 3
+)
+
+// Values of the PCDATA_UnsafePoint table (internal/abi) that make the
+// runtime's asynchronous preemption resume a goroutine before the
+// preempted pc: at the start of a restartable instruction sequence
+// (UnsafePointRestart1, UnsafePointRestart2; the arm64, loong64, mips,
+// ppc64 and riscv64 assemblers emit them), or at the function's entry
+// (UnsafePointRestartAtEntry).
+const (
+	unsafePointRestart1       = -3
+	unsafePointRestart2       = -4
+	unsafePointRestartAtEntry = -5
 )
 
 // maxInlineDepth bounds the walk up an inline tree: the compiler's inlining
@@ -448,6 +461,73 @@ func (t *LineTable) pcvalue(f *Func, off uint32, pc uint64) (int32, error) {
 			return val, nil
 		}
 	}
+}
+
+// pcvalueRun is pcvalue that also returns the run of pcs [start, end)
+// around pc over which the table keeps that value.
+func (t *LineTable) pcvalueRun(f *Func, off uint32, pc uint64) (val int32, start, end uint64, err error) {
+	if off == 0 {
+		return -1, 0, 0, errNoTable
+	}
+	if uint64(off) >= uint64(len(t.pctab)) {
+		return -1, 0, 0, fmt.Errorf("pcvalue table offset %#x out of range", off)
+	}
+	p := t.pctab[off:]
+	val = int32(-1)
+	cur := f.Entry
+	for {
+		if len(p) == 0 {
+			return -1, 0, 0, fmt.Errorf("pcvalue table at %#x: truncated", off)
+		}
+		if p[0] == 0 && cur != f.Entry {
+			return -1, 0, 0, fmt.Errorf("pcvalue table at %#x: pc %#x not covered (ends at %#x)", off, pc, cur)
+		}
+		uv, n := uvarint(p)
+		if n <= 0 {
+			return -1, 0, 0, fmt.Errorf("pcvalue table at %#x: bad varint", off)
+		}
+		p = p[n:]
+		val += int32(-(uv & 1) ^ (uv >> 1))
+		pcDelta, n := uvarint(p)
+		if n <= 0 {
+			return -1, 0, 0, fmt.Errorf("pcvalue table at %#x: bad varint", off)
+		}
+		p = p[n:]
+		start, cur = cur, cur+uint64(pcDelta)*t.quantum
+		if pc < cur {
+			return val, start, cur, nil
+		}
+	}
+}
+
+// RestartSequence reports whether the runtime's asynchronous preemption,
+// when it stops a goroutine anywhere in [pc, end), resumes it at or before
+// pc instead of where it stopped: pc lies in a restartable instruction
+// sequence that ends at end. A probe at such a pc fires twice for one
+// call when a preemption signal lands right after it (SIGURG is held back
+// until the probed instruction's single-step is over, so it tends to land
+// exactly there). Functions without the table, and pcs outside such
+// sequences, give false.
+func (t *LineTable) RestartSequence(f *Func, pc uint64) (end uint64, ok bool, err error) {
+	if err := t.checkPC(f, pc); err != nil {
+		return 0, false, err
+	}
+	if pcdataUnsafePoint >= f.npcdata {
+		return 0, false, nil
+	}
+	off := t.order.Uint32(t.pclntable[uint64(f.off)+uint64(t.funcSize)+4*pcdataUnsafePoint:])
+	if off == 0 {
+		return 0, false, nil
+	}
+	v, _, end, err := t.pcvalueRun(f, off, pc)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: pc %#x: unsafe points: %w", f.Name, pc, err)
+	}
+	switch v {
+	case unsafePointRestart1, unsafePointRestart2, unsafePointRestartAtEntry:
+		return end, true, nil
+	}
+	return 0, false, nil
 }
 
 var errNoTable = errors.New("no table")

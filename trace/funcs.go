@@ -76,6 +76,35 @@ func matchFuncs(bin *elfbin.Binary, include, exclude []Pattern) []*pclntab.Func 
 	return out
 }
 
+// maxRestartSequences bounds how many adjacent restartable sequences the
+// entry site is moved past (one in every arm64 prologue seen).
+const maxRestartSequences = 4
+
+// pastRestartSequences moves an entry site out of a restartable instruction
+// sequence (arm64: MOVD $frame, R27; SUB R27, RSP, R20 after the stack
+// check of a frame between 4 and 64 KiB). A preemption signal is held back
+// until the probed instruction's single-step is over and so lands right
+// after it; inside such a sequence the runtime resumes the goroutine at
+// the sequence's start, the probe fires again and one call is seen
+// entered twice. The sequence only computes the frame's address into
+// temporaries: past it, the arguments are where they were.
+func pastRestartSequences(bin *elfbin.Binary, f *pclntab.Func, site uint64) (uint64, error) {
+	for range maxRestartSequences {
+		end, ok, err := bin.Lines.RestartSequence(f, site)
+		if err != nil {
+			return 0, fmt.Errorf("entry site: %w", err)
+		}
+		if !ok {
+			return site, nil
+		}
+		if end >= f.End {
+			return 0, fmt.Errorf("entry site %#x: in a restartable sequence up to the function's end", site)
+		}
+		site = end
+	}
+	return 0, fmt.Errorf("entry site %#x: more than %d restartable sequences in a row", site, maxRestartSequences)
+}
+
 // selectChunk is how many functions one decoding goroutine takes at a time.
 const selectChunk = 256
 
@@ -138,6 +167,9 @@ func probeFunction(bin *elfbin.Binary, f *pclntab.Func) (*Function, string) {
 	sites, err := FindProbeSites(bin.File.Machine, code, f.Entry)
 	entryOnly := errors.Is(err, ErrNoReturn) && sites.Entry != 0
 	if err != nil && !entryOnly {
+		return nil, err.Error()
+	}
+	if sites.Entry, err = pastRestartSequences(bin, f, sites.Entry); err != nil {
 		return nil, err.Error()
 	}
 	fn := &Function{Name: f.Name, Entry: f.Entry, End: f.End, EntrySite: sites.Entry, Returns: sites.Returns, EntryOnly: entryOnly}

@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/pclntab"
+	"github.com/gi-debug/gi/runtimelayout"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -216,5 +218,61 @@ func checkHugeFrame(t *testing.T, bin *elfbin.Binary, m elf.Machine) {
 	}
 	if conds != 2 {
 		t.Errorf("%v main.grower (4 KiB frame): %d conditional branches before the entry site, want 2", m, conds)
+	}
+}
+
+// TestEntrySitesOutsideRestartSequences checks, on the tracee cross-built
+// for arm64 by every Go release in the table, that no entry site Select
+// chooses lies in a restartable instruction sequence, where a preemption
+// signal landing right after the probe makes the runtime re-run it (one
+// call seen entered twice, as the arm64 guests of make test-kernels
+// showed). main.grower's frame (over 4 KiB) puts such a sequence right
+// after its stack check: its site must have been moved past it, onto the
+// instruction that stores the frame record.
+func TestEntrySitesOutsideRestartSequences(t *testing.T) {
+	for _, tc := range runtimelayout.TableToolchains() {
+		t.Run(tc, func(t *testing.T) {
+			bin, err := elfbin.Open(targets.Build(t, "tracee", targets.BuildOptions{Toolchain: tc, Arch: "arm64"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer bin.Close()
+			pat, err := trace.ParsePattern("main.*")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sel, err := trace.Select(bin, []trace.Pattern{pat}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved := 0
+			for _, fn := range sel.Functions {
+				f := bin.Lines.FuncByName(fn.Name)
+				if _, in, err := bin.Lines.RestartSequence(f, fn.EntrySite); err != nil || in {
+					t.Errorf("%s: entry site %#x in a restartable sequence (%v)", fn.Name, fn.EntrySite, err)
+				}
+				code := make([]byte, f.End-f.Entry)
+				if _, err := bin.ReadAt(code, f.Entry); err != nil {
+					t.Fatal(err)
+				}
+				raw, _ := trace.FindProbeSites(elf.EM_AARCH64, code, f.Entry)
+				if raw.Entry == fn.EntrySite {
+					continue
+				}
+				moved++
+				if _, in, _ := bin.Lines.RestartSequence(f, raw.Entry); !in {
+					t.Errorf("%s: entry site moved from %#x to %#x without a restartable sequence", fn.Name, raw.Entry, fn.EntrySite)
+				}
+				if fn.Name == "main.grower" {
+					inst, err := arm64asm.Decode(code[fn.EntrySite-f.Entry:])
+					if err != nil || inst.Op != arm64asm.STP {
+						t.Errorf("main.grower: moved entry site holds %v (%v), want the STP of the frame record", inst, err)
+					}
+				}
+			}
+			if grower := slices.IndexFunc(sel.Functions, func(fn *trace.Function) bool { return fn.Name == "main.grower" }); grower < 0 || moved == 0 {
+				t.Errorf("main.grower selected: %v; %d entry sites moved past a restartable sequence, want main.grower's at least", grower >= 0, moved)
+			}
+		})
 	}
 }
