@@ -429,42 +429,12 @@ func (t *LineTable) checkPC(f *Func, pc uint64) error {
 // the pc quantum, starting from value -1 at the entry. Each step consumes at
 // least two bytes, so a corrupt table ends in an error, not a loop.
 func (t *LineTable) pcvalue(f *Func, off uint32, pc uint64) (int32, error) {
-	if off == 0 {
-		return -1, errNoTable
-	}
-	if uint64(off) >= uint64(len(t.pctab)) {
-		return -1, fmt.Errorf("pcvalue table offset %#x out of range", off)
-	}
-	p := t.pctab[off:]
-	val := int32(-1)
-	cur := f.Entry
-	for {
-		if len(p) == 0 {
-			return -1, fmt.Errorf("pcvalue table at %#x: truncated", off)
-		}
-		if p[0] == 0 && cur != f.Entry {
-			return -1, fmt.Errorf("pcvalue table at %#x: pc %#x not covered (ends at %#x)", off, pc, cur)
-		}
-		uv, n := uvarint(p)
-		if n <= 0 {
-			return -1, fmt.Errorf("pcvalue table at %#x: bad varint", off)
-		}
-		p = p[n:]
-		val += int32(-(uv & 1) ^ (uv >> 1))
-		pcDelta, n := uvarint(p)
-		if n <= 0 {
-			return -1, fmt.Errorf("pcvalue table at %#x: bad varint", off)
-		}
-		p = p[n:]
-		cur += uint64(pcDelta) * t.quantum
-		if pc < cur {
-			return val, nil
-		}
-	}
+	v, _, _, err := t.pcvalueRun(f, off, pc)
+	return v, err
 }
 
 // pcvalueRun is pcvalue that also returns the run of pcs [start, end)
-// around pc over which the table keeps that value.
+// around pc over which the table keeps the value.
 func (t *LineTable) pcvalueRun(f *Func, off uint32, pc uint64) (val int32, start, end uint64, err error) {
 	if off == 0 {
 		return -1, 0, 0, errNoTable

@@ -2,6 +2,7 @@ package runtimelayout
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -58,9 +59,13 @@ func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 // allgs, allgs+8 and allgs+16) and publishes the length with an atomic
 // store: LEAQ runtime.allglen(SB), R; XCHGQ X, 0(R). The other atomic
 // store (to allgptr) is told apart by the comparison allgadd makes with it.
+//
+// On arm64 the same facts read differently: addresses are built with ADRP
+// (and ADD, or a load's offset), allgadd compares a loaded allgptr, and the
+// atomic stores are STLR to an address built with ADRP and ADD.
 func FindAllgs(b Source) (allgs, allglen uint64, err error) {
-	if b.Arch != "amd64" {
-		return 0, 0, fmt.Errorf("finding runtime.allgs without symbols is implemented for amd64 only, not %s", b.Arch)
+	if b.Arch != "amd64" && b.Arch != "arm64" {
+		return 0, 0, fmt.Errorf("finding runtime.allgs without symbols is implemented for amd64 and arm64, not %s", b.Arch)
 	}
 	f := b.Lines.FuncByName("runtime.allgadd")
 	if f == nil {
@@ -70,9 +75,38 @@ func FindAllgs(b Source) (allgs, allglen uint64, err error) {
 	if _, err := b.Contents.ReadAt(code, f.Entry); err != nil {
 		return 0, 0, fmt.Errorf("read runtime.allgadd: %w", err)
 	}
-	refs := map[uint64]bool{}     // RIP-relative addresses referenced
-	compared := map[uint64]bool{} // ... by a CMP
-	var stored []uint64           // LEAQ targets used by the next XCHG
+	var refs, compared map[uint64]bool
+	var stored []uint64
+	if b.Arch == "arm64" {
+		refs, compared, stored = allgaddRefsARM64(code, f.Entry)
+	} else {
+		refs, compared, stored = allgaddRefsAMD64(code, f.Entry)
+	}
+	for a := range refs {
+		if refs[a+8] && refs[a+16] {
+			if allgs != 0 && allgs != a {
+				return 0, 0, errors.New("runtime.allgadd references two slices")
+			}
+			allgs = a
+		}
+	}
+	for _, a := range stored {
+		if !compared[a] && a != allgs {
+			allglen = a
+		}
+	}
+	if allgs == 0 || allglen == 0 {
+		return 0, 0, fmt.Errorf("runtime.allgs (%#x) or runtime.allglen (%#x) not found in runtime.allgadd", allgs, allglen)
+	}
+	return allgs, allglen, nil
+}
+
+// allgaddRefsAMD64 returns the static addresses amd64 code references
+// (RIP-relative), those a CMP reads, and the LEAQ targets an XCHG (an
+// atomic store) writes through.
+func allgaddRefsAMD64(code []byte, entry uint64) (refs, compared map[uint64]bool, stored []uint64) {
+	refs = map[uint64]bool{}     // RIP-relative addresses referenced
+	compared = map[uint64]bool{} // ... by a CMP
 	var lea struct {
 		reg  x86asm.Reg
 		addr uint64
@@ -82,7 +116,7 @@ func FindAllgs(b Source) (allgs, allglen uint64, err error) {
 		if err != nil {
 			break // padding or data: the prologue and body were read
 		}
-		next := f.Entry + uint64(off+inst.Len)
+		next := entry + uint64(off+inst.Len)
 		off += inst.Len
 		for _, a := range inst.Args {
 			m, ok := a.(x86asm.Mem)
@@ -108,23 +142,94 @@ func FindAllgs(b Source) (allgs, allglen uint64, err error) {
 			}
 		}
 	}
-	for a := range refs {
-		if refs[a+8] && refs[a+16] {
-			if allgs != 0 && allgs != a {
-				return 0, 0, errors.New("runtime.allgadd references two slices")
+	return refs, compared, stored
+}
+
+// allgaddRefsARM64 is allgaddRefsAMD64 for arm64 code. It follows the
+// static addresses registers hold (ADRP gives a page, ADD an offset into
+// it) into the loads and stores that use them; a register written any
+// other way is forgotten. Only the instruction classes allgadd uses are
+// decoded, from their encodings.
+func allgaddRefsARM64(code []byte, entry uint64) (refs, compared map[uint64]bool, stored []uint64) {
+	refs, compared = map[uint64]bool{}, map[uint64]bool{}
+	addr := map[uint32]uint64{}   // register -> the static address it holds
+	loaded := map[uint32]uint64{} // register -> the static address it was loaded from
+	for off := 0; off+4 <= len(code); off += 4 {
+		w := binary.LittleEndian.Uint32(code[off:])
+		pc := entry + uint64(off)
+		rd, rn := w&31, (w>>5)&31
+		switch {
+		case w&0x9f000000 == 0x90000000: // ADRP Xd, page
+			imm := int64((w>>5)&0x7ffff)<<2 | int64((w>>29)&3)
+			imm = imm << 43 >> 43 // sign-extend 21 bits
+			addr[rd] = pc&^0xfff + uint64(imm<<12)
+			delete(loaded, rd)
+		case w&0xff800000 == 0x91000000: // ADD Xd, Xn, #imm{, LSL #12}
+			imm := uint64((w >> 10) & 0xfff)
+			if w&(1<<22) != 0 {
+				imm <<= 12
 			}
-			allgs = a
+			base, ok := addr[rn]
+			delete(loaded, rd)
+			if !ok {
+				delete(addr, rd)
+				break
+			}
+			addr[rd] = base + imm
+			refs[base+imm] = true
+		case w&0x3f000000 == 0x39000000: // LDR/STR (unsigned immediate), any size
+			size := w >> 30
+			a, ok := addr[rn]
+			load := (w>>22)&3 != 0
+			if load {
+				delete(addr, rd)
+				delete(loaded, rd)
+			}
+			if !ok {
+				break
+			}
+			a += uint64((w>>10)&0xfff) << size
+			refs[a] = true
+			if load {
+				loaded[rd] = a
+			}
+		case w&0x7f800000 == 0x29000000 || w&0x7f800000 == 0x29400000: // STP/LDP (signed offset)
+			scale := uint(2 + w>>31)
+			a, ok := addr[rn]
+			if w&(1<<22) != 0 { // LDP: Rt and Rt2 are written
+				for _, r := range []uint32{rd, (w >> 10) & 31} {
+					delete(addr, r)
+					delete(loaded, r)
+				}
+			}
+			if !ok {
+				break
+			}
+			imm := int64((w>>15)&0x7f) << 57 >> 57 << scale
+			a += uint64(imm)
+			refs[a], refs[a+1<<scale] = true, true
+		case w&0xbffffc00 == 0x889ffc00: // STLR Wt|Xt, [Xn]
+			if a, ok := addr[rn]; ok {
+				stored = append(stored, a)
+			}
+		case w&0xff20001f == 0xeb00001f: // CMP Xn, Xm (SUBS XZR, Xn, Xm)
+			for _, r := range []uint32{rn, (w >> 16) & 31} {
+				if a, ok := loaded[r]; ok {
+					compared[a] = true
+				}
+			}
+		case w&0xfc000000 == 0x94000000: // BL: the callee clobbers the registers
+			clear(addr)
+			clear(loaded)
+		default:
+			// Any other instruction that writes Rd: forget it. Stores,
+			// compares and branches that do not write Rd name their
+			// source there; forgetting it is only conservative.
+			delete(addr, rd)
+			delete(loaded, rd)
 		}
 	}
-	for _, a := range stored {
-		if !compared[a] && a != allgs {
-			allglen = a
-		}
-	}
-	if allgs == 0 || allglen == 0 {
-		return 0, 0, fmt.Errorf("runtime.allgs (%#x) or runtime.allglen (%#x) not found in runtime.allgadd", allgs, allglen)
-	}
-	return allgs, allglen, nil
+	return refs, compared, stored
 }
 
 // FindSemtable locates runtime.semtable in a binary without symbols: the

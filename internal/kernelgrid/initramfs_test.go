@@ -26,6 +26,8 @@ var guestTargets = []struct {
 }{
 	{"psstates", targets.BuildOptions{}},
 	{"psstates", targets.BuildOptions{PIE: true}},
+	{"psstates", targets.BuildOptions{Stripped: true}},
+	{"psstates", targets.BuildOptions{PIE: true, Stripped: true}},
 	{"tracee", targets.BuildOptions{}},
 	{"tracee", targets.BuildOptions{PIE: true}},
 	{"tracee", targets.BuildOptions{Stripped: true}},
