@@ -80,17 +80,21 @@ func Load(spec *ebpf.CollectionSpec, programs ...string) (*Objects, error) {
 	o := &Objects{}
 	assignTagged(&o.giPrograms, c.Programs)
 	assignTagged(&o.giMaps, c.Maps)
-	assignTagged(&o.giVariables, c.Variables)
+	c.Close() // what was not assigned: the data sections' maps (the programs keep their own references)
 	return o, nil
 }
 
 // assignTagged sets each field of the struct dst points to from byName,
-// by its `ebpf` tag; a name byName lacks leaves its field nil.
+// by its `ebpf` tag, and removes it from byName; a name byName lacks
+// leaves its field nil. Variables are not assigned: gi sets them in the
+// spec before loading.
 func assignTagged[T any](dst any, byName map[string]T) {
 	v := reflect.ValueOf(dst).Elem()
 	for i := range v.NumField() {
-		if x, ok := byName[v.Type().Field(i).Tag.Get("ebpf")]; ok {
+		name := v.Type().Field(i).Tag.Get("ebpf")
+		if x, ok := byName[name]; ok {
 			v.Field(i).Set(reflect.ValueOf(x))
+			delete(byName, name)
 		}
 	}
 }

@@ -77,10 +77,6 @@ func binaryArch(bin *elfbin.Binary) string {
 	return bin.File.Machine.String()
 }
 
-// planArgs reads the selected functions' arguments and results from DWARF
-// and plans their capture (Function.Args, Function.Results), with the
-// --where filters compiled into the plans. Without DWARF, arguments are
-// left out with a warning, unless a filter needs them.
 // openArgsAsync starts opening the DWARF arguments are read from, and
 // returns the function that waits for the result.
 func openArgsAsync(f *elf.File, arch string) func() (*funcargs.Reader, error) {
@@ -99,6 +95,10 @@ func openArgsAsync(f *elf.File, arch string) func() (*funcargs.Reader, error) {
 	})
 }
 
+// planArgs reads the selected functions' arguments and results from DWARF
+// and plans their capture (Function.Args, Function.Results), with the
+// --where filters compiled into the plans. Without DWARF, arguments are
+// left out with a warning, unless a filter needs them.
 func (s *Session) planArgs() error {
 	if !s.Opts.Args && len(s.Opts.Where) == 0 {
 		return nil
