@@ -1,6 +1,7 @@
 package funcargs_test
 
 import (
+	"debug/buildinfo"
 	"debug/elf"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // TestABIMatchesDWARF checks, for every function of the argfuncs target
@@ -33,7 +35,20 @@ func TestABIMatchesDWARF(t *testing.T) {
 	}
 }
 
+// partialDWARF are the argfuncs functions whose arguments DWARF does not
+// place fully at the entry: Locate takes them from the register ABI, and
+// the raw comparison skips them.
+var partialDWARF = map[string]string{
+	"main.stackSlice":    "DWARF places only the pointer and length of the slice passed on the stack (amd64)",
+	"main.Point.Unnamed": "DWARF has no location for the unnamed receiver (no entry at all before Go 1.21)",
+}
+
 func checkABI(t *testing.T, path, arch string) {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goMinor, _ := runtimelayout.GoMinor(info.GoVersion)
 	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +82,9 @@ func checkABI(t *testing.T, path, arch string) {
 		if len(abiResults) != len(results) {
 			t.Errorf("%s: %d result locations for %d results", name, len(abiResults), len(results))
 		}
+		if _, partial := partialDWARF[name]; partial {
+			continue
+		}
 		for i, v := range fn.Params {
 			got, err := fn.Location(v, fn.Entry, r.Arch.CFAFromSP)
 			if err != nil {
@@ -85,7 +103,7 @@ func checkABI(t *testing.T, path, arch string) {
 			pieces += len(want)
 		}
 	}
-	checkLocate(t, r)
+	checkLocate(t, r, goMinor)
 	if pieces < 40 {
 		t.Errorf("only %d pieces compared", pieces)
 	}
@@ -114,7 +132,7 @@ func describe(a *funcargs.Arch, ps []funcargs.Piece) string {
 // argument and result located, each piece inside its value and none
 // overlapping, a struct's fields where its layout puts them, and
 // main.query's (int, error) results in the first three integer registers.
-func checkLocate(t *testing.T, r *funcargs.Reader) {
+func checkLocate(t *testing.T, r *funcargs.Reader, goMinor int) {
 	for _, name := range targets.ArgFuncs {
 		fn, err := r.Func(name, 0)
 		if err != nil {
@@ -123,6 +141,14 @@ func checkLocate(t *testing.T, r *funcargs.Reader) {
 		params, results, err := fn.Locate(fn.Entry, r.Arch.CFAFromSP)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if name == "main.Point.Unnamed" && goMinor < 21 {
+			// No receiver in DWARF: k cannot be checked against the ABI,
+			// which needs the receiver before it. Unknown, not guessed.
+			if len(params) != 1 || params[0].Unknown == "" {
+				t.Errorf("%s (Go 1.%d): want k alone and unknown, got %d arguments %+v", name, goMinor, len(params), params)
+			}
+			continue
 		}
 		for _, l := range append(params, results...) {
 			if l.Unknown != "" || len(l.Pieces) == 0 {

@@ -1,6 +1,7 @@
 package trace_test
 
 import (
+	"debug/buildinfo"
 	"fmt"
 	"regexp"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/runtimelayout"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -39,6 +41,11 @@ type targetCall struct {
 }
 
 func checkArgs(t *testing.T, bin string) {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goMinor, _ := runtimelayout.GoMinor(info.GoVersion)
 	p := targets.Start(t, bin, "-stdin")
 	s, rec, stop := startTrace(t, trace.Options{PID: p.Pid, Include: mustPatterns(t, targets.ArgFuncs...), Args: true})
 	const rounds = 3
@@ -87,6 +94,16 @@ func checkArgs(t *testing.T, bin string) {
 		}
 		args := sym.Values(uint32(p.Pid), c.Func.Args, c.Args)
 		results := sym.Values(uint32(p.Pid), c.Func.Results, c.Results)
+		if w.fn == "main.Point.Unnamed" && goMinor < 21 {
+			// Go 1.20 gives unnamed parameters no DWARF entry: gi sees k
+			// alone, and cannot check where the ABI puts it without the
+			// receiver before it; it must say so, not guess.
+			if len(args) != 1 || args[0].Name != "k" || args[0].Value != "?" {
+				t.Errorf("call %d %s args: %v, want k=? (Go 1.20 DWARF lacks the unnamed receiver)", i, w.fn, args)
+			}
+			compareValues(t, fmt.Sprintf("call %d %s results", i, w.fn), results, w.results)
+			continue
+		}
 		compareValues(t, fmt.Sprintf("call %d %s args", i, w.fn), args, w.args)
 		compareValues(t, fmt.Sprintf("call %d %s results", i, w.fn), results, w.results)
 	}

@@ -2,7 +2,7 @@
 // type class gi reads (integers of each size, floats, bools, strings,
 // pointers, slices, arrays, structs in registers and on the stack,
 // interfaces, errors, maps, channels, funcs, twelve ints, a method on a
-// value receiver) and prints what it passes and what comes back, in Go
+// value receiver, an unnamed receiver) and prints what it passes and what comes back, in Go
 // syntax: the ground truth of gi's argument capture.
 //
 // Each call is printed as "CALL <func> <args>" before it and
@@ -129,6 +129,20 @@ func withDefer(x int) int {
 //go:noinline
 func threeIntsAndString(a, b, c int, s string) int { return a + b + c + len(s) }
 
+// stackSlice gets its slice on the stack (nine ints take the integer
+// registers) and never reads the slice's capacity: DWARF describes only
+// its pointer and length.
+//
+//go:noinline
+func stackSlice(a, b, c, d, e, f, g, h, i int, xs []int) int {
+	return a + b + c + d + e + f + g + h + i + len(xs) + xs[0]
+}
+
+// Unnamed has an unnamed receiver.
+//
+//go:noinline
+func (Point) Unnamed(k int) int { return k * 2 }
+
 func call(name string, args ...any) {
 	fmt.Printf("CALL %s %s\n", name, join(args))
 }
@@ -244,4 +258,11 @@ func round(n int) {
 
 	call("main.threeIntsAndString", 1, 2, n, "abc")
 	ret("main.threeIntsAndString", threeIntsAndString(1, 2, n, "abc"))
+
+	xs = []int{n + 1, 2, 3}
+	call("main.stackSlice", 1, 2, 3, 4, 5, 6, 7, 8, 9, xs)
+	ret("main.stackSlice", stackSlice(1, 2, 3, 4, 5, 6, 7, 8, 9, xs))
+
+	call("main.Point.Unnamed", pt, n)
+	ret("main.Point.Unnamed", pt.Unnamed(n))
 }
