@@ -2,8 +2,9 @@
 # The guest's gi command check: starts the PIE tracee, traces main.chain*
 # with the gi command while the tracee makes two chain calls, and prints
 # what gi said on stderr (the one-line warnings about missing kernel
-# features among it) as GI-MESSAGE lines for the host. Fails if gi exits
-# non-zero, traces no call, or leaves the tracee stopped or traced.
+# features among it) as GI-MESSAGE lines for the host; then runs gi ps
+# --trace on it. Fails if gi exits non-zero, traces no call, gi ps --trace
+# warns otherwise than gi trace, or the tracee is left stopped or traced.
 fail() { echo "trace-cli: $*"; exit 1; }
 mkfifo /tmp/tracee.in || fail "mkfifo"
 /targets/tracee-local-pie </tmp/tracee.in >/tmp/tracee.out 2>&1 &
@@ -32,6 +33,16 @@ sed 's/^/GI-MESSAGE /' /tmp/trace.err
 [ $rc -eq 0 ] || fail "gi trace exited with $rc"
 n=$(grep -c 'main.chainA() {' /tmp/trace.out)
 [ "$n" = 2 ] || { cat /tmp/trace.out; fail "$n chainA trees in gi's output, want 2"; }
+# gi ps --trace (the link: the latency of the function each goroutine is
+# in) attaches through the same kernel features and must warn as gi trace
+# did.
+/gi ps --trace 2s $pid >/tmp/pstrace.out 2>/tmp/pstrace.err
+rc=$?
+[ $rc -eq 0 ] || { cat /tmp/pstrace.err; fail "gi ps --trace exited with $rc"; }
+grep -q 'IN CALL' /tmp/pstrace.out || { cat /tmp/pstrace.out; fail "gi ps --trace printed no latency columns"; }
+grep 'kernel lacks' /tmp/trace.err | sort >/tmp/trace.warn
+grep 'kernel lacks' /tmp/pstrace.err | sort >/tmp/pstrace.warn
+cmp -s /tmp/trace.warn /tmp/pstrace.warn || { cat /tmp/pstrace.err; fail "gi ps --trace did not warn as gi trace did"; }
 grep -E '^(State|TracerPid):' /proc/$pid/status
 state=$(awk '/^State:/ {print $2}' /proc/$pid/status)
 case $state in
