@@ -32,6 +32,13 @@ func TestArgsMatchTarget(t *testing.T) {
 			checkArgs(t, targets.Build(t, "argfuncs", opts))
 		})
 	}
+	// The programs load while the arguments are planned, with a plan
+	// table sized by a guess; with more plans than it holds, they are
+	// loaded again: the same values must come out.
+	t.Run("plans-beyond-the-loaded-table", func(t *testing.T) {
+		defer trace.SetSpeculativePlans(1)()
+		checkArgs(t, targets.Build(t, "argfuncs", targets.BuildOptions{}))
+	})
 }
 
 // targetCall is one call as argfuncs printed it.

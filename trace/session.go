@@ -192,6 +192,21 @@ func (s *Session) open() error {
 	if err := s.checkKernel(); err != nil {
 		return err
 	}
+	// The BPF programs load (the verifier takes 20 to 60 ms a program)
+	// while the arguments are planned: their plan table is sized for at
+	// most speculativePlans plans, and loaded again if more are needed.
+	programs, probeBound := s.programsFor(sel)
+	setup := loadSetup{layout: layout, programs: programs, plans: min(s.planBound(sel), speculativePlans), probes: probeBound, gTLS: s.Binary.GTLSOffset()}
+	done := make(chan loaded, 1)
+	go func() { done <- s.loadObjects(setup) }()
+	waited := false
+	defer func() {
+		if !waited { // an error return: what was loaded is not kept
+			if l := <-done; l.objs != nil {
+				l.objs.Close()
+			}
+		}
+	}()
 	if err := s.planArgs(); err != nil {
 		return err
 	}
@@ -248,88 +263,25 @@ func (s *Session) open() error {
 		s.Warnings = append(s.Warnings, "runtime.goexit1 not found: state of exited goroutines is freed only when their calls complete")
 	}
 
-	spec, specs, err := bpf.LoadSpecs()
-	if err != nil {
-		return fmt.Errorf("load BPF spec: %w", err)
+	l := <-done
+	waited = true
+	if l.err == nil && len(s.plans.plans) > setup.plans {
+		l.objs.Close()
+		setup.plans = len(s.plans.plans)
+		l = s.loadObjects(setup)
 	}
-	parentOff := uint64(0)
-	if layout.G.ParentGoid != runtimelayout.Missing {
-		parentOff = uint64(layout.G.ParentGoid)
+	if l.err != nil {
+		return l.err
 	}
-	// Events carry pids as gi's own PID namespace numbers them, so that
-	// inside a container (kubectl debug --target, a sidecar) they match the
-	// pid gi was given.
-	var ns unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/pid", &ns); err != nil {
-		return fmt.Errorf("gi's PID namespace: %w", err)
-	}
-	for _, v := range []struct {
-		spec  *ebpf.VariableSpec
-		value any
-	}{
-		{specs.GopcOffset, uint64(layout.G.GoPC)},
-		{specs.ParentGoidOffset, parentOff},
-		{specs.GoidOffset, uint64(layout.G.Goid)},
-		{specs.StackHiOffset, uint64(layout.G.StackHi)},
-		{specs.FilterGoids, boolByte(len(s.Opts.Goids) > 0)},
-		{specs.G_tlsOffset, s.Binary.GTLSOffset()},
-		{specs.PidnsDev, uint64(ns.Dev)},
-		{specs.PidnsIno, ns.Ino},
-	} {
-		if err := v.spec.Set(v.value); err != nil {
-			return fmt.Errorf("set %s: %w", v.spec.Name, err)
-		}
-	}
-	specs.Events.MaxEntries = uint32(s.Opts.RingBytes)
-	specs.Plans.MaxEntries = uint32(max(1, len(s.plans.plans)))
-	multi := !s.Opts.PerfEvents
-	if multi {
-		if err := features.HaveBPFLinkUprobeMulti(); err != nil {
-			multi = false
-			s.Warnings = append(s.Warnings, WarnNoUprobeMulti)
-		}
-	}
-	if !multi {
-		for _, p := range spec.Programs {
-			p.AttachType = ebpf.AttachNone
-		}
-	}
-	byIP := s.Opts.CookieByIP
-	if !byIP && !haveAttachCookies() {
-		byIP = true
-		s.Warnings = append(s.Warnings, WarnNoAttachCookies)
-	}
+	objs, multi, byIP := l.objs, l.multi, l.byIP
+	s.objs = objs
+	s.Warnings = append(s.Warnings, l.warnings...)
 	var bias uint64
 	if byIP {
+		var err error
 		if bias, err = s.probeBias(); err != nil {
 			return err
 		}
-		specs.Cookies.MaxEntries = uint32(len(s.probes))
-		if err := specs.CookieByIp.Set(uint8(1)); err != nil {
-			return fmt.Errorf("set %s: %w", specs.CookieByIp.Name, err)
-		}
-	}
-	var programs []string // only those with probes: each costs the verifier tens of ms
-	for _, g := range []struct {
-		name   string
-		probes []int
-	}{{"gi_entry", entries}, {"gi_entry_return", entryReturns}, {"gi_return", returns}, {"gi_goexit", exits}} {
-		if len(g.probes) > 0 && !s.Opts.Empty {
-			programs = append(programs, g.name)
-		}
-	}
-	if s.Opts.Empty {
-		programs = append(programs, "gi_empty")
-	}
-	objs, err := bpf.Load(spec, programs...)
-	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return s.permissionError(err)
-		}
-		return fmt.Errorf("load BPF programs: %w", err)
-	}
-	s.objs = objs
-	if byIP {
 		for i, p := range s.probes {
 			if err := objs.Cookies.Put(p.site+bias, s.cookie(i)); err != nil {
 				return fmt.Errorf("probe table by address: %w", err)
@@ -371,6 +323,9 @@ func (s *Session) open() error {
 		if s.Opts.Empty {
 			prog = objs.GiEmpty
 		}
+		if prog == nil {
+			return fmt.Errorf("internal error: no BPF program loaded for %d probes (loaded: %v)", len(group.idx), programs)
+		}
 		if err := s.attach(ex, prog, group.idx, multi); err != nil {
 			return err
 		}
@@ -378,6 +333,147 @@ func (s *Session) open() error {
 	s.Probes, s.UprobeMulti = len(s.probes), multi
 	s.AttachTime = time.Since(start)
 	return nil
+}
+
+// speculativePlans bounds the argument capture plans the plan table is
+// made for before the arguments are planned (712 bytes each in the
+// kernel): distinct plans are few (446 for caddy's 3,628 functions).
+var speculativePlans = 2048
+
+// loadSetup is what loading the BPF objects needs, all known once the
+// functions are selected.
+type loadSetup struct {
+	layout   *runtimelayout.RuntimeLayout
+	programs []string // those with probes
+	plans    int      // the plan table's size
+	probes   int      // at least the number of probes
+	gTLS     int64    // Binary.GTLSOffset
+}
+
+// loaded is the outcome of loadObjects.
+type loaded struct {
+	objs     *bpf.Objects
+	multi    bool // uprobe_multi links
+	byIP     bool // probes find their cookie by address
+	warnings []string
+	err      error
+}
+
+// programsFor names the programs the probes of sel need (the table open
+// builds puts them on the same sites), and bounds the number of probes.
+func (s *Session) programsFor(sel *Selection) (programs []string, probes int) {
+	if s.Opts.Empty {
+		programs = []string{"gi_empty"}
+	}
+	var entry, entryReturn, ret bool
+	for _, fn := range sel.Functions {
+		both := !s.Opts.EntryOnly && slices.Contains(fn.Returns, fn.EntrySite)
+		entry, entryReturn = entry || !both, entryReturn || both
+		if !s.Opts.EntryOnly && len(fn.Returns) > 0 && !(both && len(fn.Returns) == 1) {
+			ret = true
+		}
+		probes += 1 + len(fn.Returns)
+	}
+	_, exit := goexitSite(s.Binary)
+	probes++
+	if s.Opts.Empty {
+		return programs, probes
+	}
+	for _, p := range []struct {
+		name string
+		need bool
+	}{{"gi_entry", entry}, {"gi_entry_return", entryReturn}, {"gi_return", ret}, {"gi_goexit", exit}} {
+		if p.need {
+			programs = append(programs, p.name)
+		}
+	}
+	return programs, probes
+}
+
+// planBound bounds the capture plans planArgs can make for sel: three for a
+// function whose entry is a RET (the pair and the return's), two for any
+// other, counting only the functions planArgs captures for.
+func (s *Session) planBound(sel *Selection) int {
+	n := len(s.Opts.Where)
+	if s.Opts.Args && len(sel.Functions) <= maxArgFunctions {
+		n = len(sel.Functions)
+	}
+	return max(1, 3*n)
+}
+
+// loadObjects loads the BPF programs and maps for setup. It runs beside
+// planArgs: it reads the session's options only.
+func (s *Session) loadObjects(setup loadSetup) (l loaded) {
+	spec, specs, err := bpf.LoadSpecs()
+	if err != nil {
+		l.err = fmt.Errorf("load BPF spec: %w", err)
+		return l
+	}
+	layout := setup.layout
+	parentOff := uint64(0)
+	if layout.G.ParentGoid != runtimelayout.Missing {
+		parentOff = uint64(layout.G.ParentGoid)
+	}
+	// Events carry pids as gi's own PID namespace numbers them, so that
+	// inside a container (kubectl debug --target, a sidecar) they match the
+	// pid gi was given.
+	var ns unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &ns); err != nil {
+		l.err = fmt.Errorf("gi's PID namespace: %w", err)
+		return l
+	}
+	for _, v := range []struct {
+		spec  *ebpf.VariableSpec
+		value any
+	}{
+		{specs.GopcOffset, uint64(layout.G.GoPC)},
+		{specs.ParentGoidOffset, parentOff},
+		{specs.GoidOffset, uint64(layout.G.Goid)},
+		{specs.StackHiOffset, uint64(layout.G.StackHi)},
+		{specs.FilterGoids, boolByte(len(s.Opts.Goids) > 0)},
+		{specs.G_tlsOffset, setup.gTLS},
+		{specs.PidnsDev, uint64(ns.Dev)},
+		{specs.PidnsIno, ns.Ino},
+	} {
+		if err := v.spec.Set(v.value); err != nil {
+			l.err = fmt.Errorf("set %s: %w", v.spec.Name, err)
+			return l
+		}
+	}
+	specs.Events.MaxEntries = uint32(s.Opts.RingBytes)
+	specs.Plans.MaxEntries = uint32(max(1, setup.plans))
+	l.multi = !s.Opts.PerfEvents
+	if l.multi {
+		if err := features.HaveBPFLinkUprobeMulti(); err != nil {
+			l.multi = false
+			l.warnings = append(l.warnings, WarnNoUprobeMulti)
+		}
+	}
+	if !l.multi {
+		for _, p := range spec.Programs {
+			p.AttachType = ebpf.AttachNone
+		}
+	}
+	l.byIP = s.Opts.CookieByIP
+	if !l.byIP && !haveAttachCookies() {
+		l.byIP = true
+		l.warnings = append(l.warnings, WarnNoAttachCookies)
+	}
+	if l.byIP {
+		specs.Cookies.MaxEntries = uint32(setup.probes)
+		if err := specs.CookieByIp.Set(uint8(1)); err != nil {
+			l.err = fmt.Errorf("set %s: %w", specs.CookieByIp.Name, err)
+			return l
+		}
+	}
+	if l.objs, err = bpf.Load(spec, setup.programs...); err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			l.err = s.permissionError(err)
+		} else {
+			l.err = fmt.Errorf("load BPF programs: %w", err)
+		}
+	}
+	return l
 }
 
 // attach attaches prog at the probes idx: one uprobe_multi link, or one
