@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/gi-debug/gi/bincache"
+	"github.com/gi-debug/gi/internal/dwarfload"
 	"github.com/gi-debug/gi/pclntab"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
@@ -76,6 +77,9 @@ type Binary struct {
 
 	// layoutKey names the runtime layout in the cache ("": not cached).
 	layoutKey bincache.Key
+	// dwarf reads the DWARF sections, each once, for every reader of the
+	// binary (the runtime layout, the arguments of traced functions).
+	dwarf *dwarfload.Loader
 }
 
 // Symbol is an ELF .symtab symbol.
@@ -137,6 +141,7 @@ func newBinary(f io.ReaderAt, path string) (*Binary, error) {
 		Stripped: ef.Section(".symtab") == nil,
 		f:        f,
 		order:    ef.ByteOrder,
+		dwarf:    dwarfload.NewLoader(ef),
 	}
 	switch ef.Machine {
 	case elf.EM_X86_64:
@@ -511,8 +516,12 @@ func (b *Binary) GTLSOffset() int64 {
 
 // Layout is what runtimelayout reads the binary's runtime layout from.
 func (b *Binary) Layout() runtimelayout.Source {
-	return runtimelayout.Source{File: b.File, Lines: b.Lines, Contents: b, GoVersion: b.GoVersion, Arch: b.Arch}
+	return runtimelayout.Source{File: b.File, DWARF: b.dwarf, Lines: b.Lines, Contents: b, GoVersion: b.GoVersion, Arch: b.Arch}
 }
+
+// DWARF returns the reader of the binary's DWARF sections, which reads each
+// section once for all its users.
+func (b *Binary) DWARF() *dwarfload.Loader { return b.dwarf }
 
 // RuntimeLayout returns the binary's runtime layout (runtimelayout.Load),
 // from the cache (bincache.Default) when an earlier gi derived it.

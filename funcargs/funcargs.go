@@ -56,6 +56,13 @@ type subprogram struct {
 
 // Open prepares to read the DWARF of f, an ELF binary for GOARCH goarch.
 func Open(f *elf.File, goarch string) (*Reader, error) {
+	return OpenFrom(dwarfload.NewLoader(f), goarch)
+}
+
+// OpenFrom is Open reading the sections through l, which other readers of
+// the same binary may share.
+func OpenFrom(l *dwarfload.Loader, goarch string) (*Reader, error) {
+	f := l.File()
 	arch := ArchByName(goarch)
 	if arch == nil {
 		return nil, fmt.Errorf("arguments on %s: gi knows the register ABI of amd64 and arm64 only", goarch)
@@ -64,7 +71,7 @@ func Open(f *elf.File, goarch string) (*Reader, error) {
 		return nil, ErrNoDWARF
 	}
 	// The location lists too; not the line and frame tables.
-	d, sec, err := dwarfload.Open(f, "loclists", "loc")
+	d, sec, err := l.Open("loclists", "loc")
 	if err != nil {
 		return nil, err
 	}

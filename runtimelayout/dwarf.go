@@ -43,12 +43,19 @@ var runtimeUnits = []string{"runtime", "runtime/cgo"}
 // the whole. If the runtime unit does not hold runtime.g, as a linker that
 // placed types elsewhere would leave it, every unit is indexed instead.
 func LoadDebug(f *elf.File) (*Debug, error) {
+	return LoadDebugFrom(dwarfload.NewLoader(f))
+}
+
+// LoadDebugFrom is LoadDebug reading the sections through l, which other
+// readers of the same binary may share.
+func LoadDebugFrom(l *dwarfload.Loader) (*Debug, error) {
+	f := l.File()
 	if f.Section(".debug_info") == nil && f.Section(".zdebug_info") == nil {
 		return nil, ErrNoDWARF
 	}
 	// Types and variables only: not the line and frame tables or the
 	// location lists, as large as the rest on a big binary.
-	data, _, err := dwarfload.Open(f)
+	data, _, err := l.Open()
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gi-debug/gi/internal/dwarfload"
 	"github.com/gi-debug/gi/pclntab"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -15,7 +16,10 @@ import (
 // pc/line table and contents (for the code of runtime.allgadd), and its Go
 // release and architecture from the build info.
 type Source struct {
-	File      *elf.File
+	File *elf.File
+	// DWARF reads File's DWARF sections, shared with the binary's other
+	// readers; nil reads them for Load alone.
+	DWARF     *dwarfload.Loader
 	Lines     *pclntab.LineTable
 	Contents  AddressReader
 	GoVersion string
@@ -28,7 +32,11 @@ type Source struct {
 // is the table entry used (nil with DWARF): its string tables stand in for
 // the binary's.
 func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
-	dbg, err := LoadDebug(bin.File)
+	loader := bin.DWARF
+	if loader == nil {
+		loader = dwarfload.NewLoader(bin.File)
+	}
+	dbg, err := LoadDebugFrom(loader)
 	if err == nil {
 		l, err = LayoutFromDWARF(dbg)
 		return l, nil, err

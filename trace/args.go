@@ -11,6 +11,7 @@ import (
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
+	"github.com/gi-debug/gi/internal/dwarfload"
 )
 
 // DefaultStringSize is the bytes read per string argument by default;
@@ -79,14 +80,14 @@ func binaryArch(bin *elfbin.Binary) string {
 
 // openArgsAsync starts opening the DWARF arguments are read from, and
 // returns the function that waits for the result.
-func openArgsAsync(f *elf.File, arch string) func() (*funcargs.Reader, error) {
+func openArgsAsync(l *dwarfload.Loader, arch string) func() (*funcargs.Reader, error) {
 	type result struct {
 		r   *funcargs.Reader
 		err error
 	}
 	done := make(chan result, 1) // never blocks: a session that fails first drops it
 	go func() {
-		r, err := funcargs.Open(f, arch)
+		r, err := funcargs.OpenFrom(l, arch)
 		done <- result{r, err}
 	}()
 	return sync.OnceValues(func() (*funcargs.Reader, error) {
@@ -115,7 +116,7 @@ func (s *Session) planArgs() error {
 	arch := binaryArch(s.Binary)
 	open := s.argsReader
 	if open == nil {
-		open = func() (*funcargs.Reader, error) { return funcargs.Open(s.Binary.File, arch) }
+		open = func() (*funcargs.Reader, error) { return funcargs.OpenFrom(s.Binary.DWARF(), arch) }
 	}
 	r, err := open()
 	if err != nil {

@@ -156,18 +156,31 @@ func Open(opts Options) (*Session, error) {
 }
 
 func (s *Session) open() error {
-	layout, err := goroutineLayout(s.Binary)
-	if err != nil {
-		return err
+	// The runtime layout (DWARF, unless cached), the probe sites and the
+	// arguments' DWARF are read side by side; the binary's DWARF loader
+	// decompresses each section once for both readers.
+	type layoutResult struct {
+		layout *runtimelayout.RuntimeLayout
+		err    error
 	}
+	layoutDone := make(chan layoutResult, 1)
+	go func() {
+		l, err := goroutineLayout(s.Binary)
+		layoutDone <- layoutResult{l, err}
+	}()
 	matched := matchFuncs(s.Binary, s.Opts.Include, s.Opts.Exclude)
 	if s.Opts.Args && len(matched) <= maxArgFunctions || len(s.Opts.Where) > 0 {
 		// The DWARF the arguments need is decompressed while the probe
 		// sites are decoded: on a big binary each takes a few hundred
 		// milliseconds.
-		s.argsReader = openArgsAsync(s.Binary.File, binaryArch(s.Binary))
+		s.argsReader = openArgsAsync(s.Binary.DWARF(), binaryArch(s.Binary))
 	}
 	sel, err := selectMatched(s.Binary, matched, s.Opts.Include)
+	lr := <-layoutDone
+	if lr.err != nil {
+		return lr.err
+	}
+	layout := lr.layout
 	if err != nil {
 		return err
 	}
@@ -666,7 +679,7 @@ func goroutineLayout(bin *elfbin.Binary) (*runtimelayout.RuntimeLayout, error) {
 	if err == nil {
 		return l, nil
 	}
-	if _, derr := runtimelayout.LoadDebug(bin.File); errors.Is(derr, runtimelayout.ErrNoDWARF) {
+	if _, derr := runtimelayout.LoadDebugFrom(bin.DWARF()); errors.Is(derr, runtimelayout.ErrNoDWARF) {
 		if v, terr := runtimelayout.TableLayout(bin.GoVersion, bin.Arch); terr == nil {
 			return &v.Layout, nil
 		}

@@ -18,40 +18,70 @@ import (
 // variables.
 var Types = []string{"abbrev", "info", "str", "ranges", "rnglists", "addr", "str_offsets", "line_str"}
 
-// Sections reads the sections of f named (without ".debug_"), plain or
-// compressed (SHF_COMPRESSED or .zdebug_), in parallel; a section f lacks
-// is absent from the map.
-func Sections(f *elf.File, names ...string) (map[string][]byte, error) {
-	data := make([][]byte, len(names))
-	errs := make([]error, len(names))
+// Loader reads the DWARF sections of one binary, each at most once: a
+// section is decompressed the first time a reader asks for it, and shared
+// by the readers after (the runtime's layouts and the arguments of traced
+// functions both need .debug_info). Safe for concurrent use.
+type Loader struct {
+	f        *elf.File
+	mu       sync.Mutex
+	sections map[string]*section
+}
+
+// section is one section, read once.
+type section struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// NewLoader returns the Loader of f.
+func NewLoader(f *elf.File) *Loader {
+	return &Loader{f: f, sections: map[string]*section{}}
+}
+
+// File returns the binary the Loader reads.
+func (l *Loader) File() *elf.File { return l.f }
+
+// Sections returns the sections named (without ".debug_"), plain or
+// compressed (SHF_COMPRESSED or .zdebug_), those not read yet read in
+// parallel; a section the binary lacks is absent from the map.
+func (l *Loader) Sections(names ...string) (map[string][]byte, error) {
+	secs := make([]*section, len(names))
+	l.mu.Lock()
+	for i, name := range names {
+		if l.sections[name] == nil {
+			l.sections[name] = &section{}
+		}
+		secs[i] = l.sections[name]
+	}
+	l.mu.Unlock()
 	var wg sync.WaitGroup
 	for i, name := range names {
-		if f.Section(".debug_"+name) == nil && f.Section(".zdebug_"+name) == nil {
+		if l.f.Section(".debug_"+name) == nil && l.f.Section(".zdebug_"+name) == nil {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			data[i], errs[i] = godwarf.GetDebugSectionElf(f, name)
-		}()
+		wg.Go(func() {
+			secs[i].once.Do(func() { secs[i].data, secs[i].err = godwarf.GetDebugSectionElf(l.f, name) })
+		})
 	}
 	wg.Wait()
 	out := make(map[string][]byte, len(names))
 	for i, name := range names {
-		if errs[i] != nil {
-			return nil, fmt.Errorf("read DWARF: .debug_%s: %w", name, errs[i])
+		if secs[i].err != nil {
+			return nil, fmt.Errorf("read DWARF: .debug_%s: %w", name, secs[i].err)
 		}
-		if data[i] != nil {
-			out[name] = data[i]
+		if secs[i].data != nil {
+			out[name] = secs[i].data
 		}
 	}
 	return out, nil
 }
 
-// Open returns the DWARF of f built from the Types sections, and every
-// section read (those named in extra too).
-func Open(f *elf.File, extra ...string) (*dwarf.Data, map[string][]byte, error) {
-	sec, err := Sections(f, append(append([]string(nil), Types...), extra...)...)
+// Open returns the DWARF built from the Types sections, and every section
+// read (those named in extra too).
+func (l *Loader) Open(extra ...string) (*dwarf.Data, map[string][]byte, error) {
+	sec, err := l.Sections(append(append([]string(nil), Types...), extra...)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -67,4 +97,15 @@ func Open(f *elf.File, extra ...string) (*dwarf.Data, map[string][]byte, error) 
 		}
 	}
 	return d, sec, nil
+}
+
+// Sections reads the sections of f named, as Loader.Sections does, with
+// nothing shared.
+func Sections(f *elf.File, names ...string) (map[string][]byte, error) {
+	return NewLoader(f).Sections(names...)
+}
+
+// Open opens the DWARF of f, as Loader.Open does, with nothing shared.
+func Open(f *elf.File, extra ...string) (*dwarf.Data, map[string][]byte, error) {
+	return NewLoader(f).Open(extra...)
 }

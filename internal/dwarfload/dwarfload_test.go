@@ -1,8 +1,10 @@
 package dwarfload_test
 
 import (
+	"bytes"
 	"debug/elf"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/gi-debug/gi/internal/dwarfload"
@@ -53,5 +55,51 @@ func TestOpenMatchesElfDWARF(t *testing.T) {
 			}
 			t.Logf("%d entries equal", n)
 		})
+	}
+}
+
+// TestLoaderSharesSections asks one Loader for the same sections from
+// several goroutines at once, as gi trace's runtime layout and argument
+// readers do: each section is decompressed once, and every reader gets
+// the same bytes, equal to what debug/elf reads.
+func TestLoaderSharesSections(t *testing.T) {
+	f, err := elf.Open(targets.Build(t, "tracee", targets.BuildOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l := dwarfload.NewLoader(f)
+	const readers = 4
+	got := make([]map[string][]byte, readers)
+	var wg sync.WaitGroup
+	for i := range readers {
+		wg.Go(func() {
+			names := dwarfload.Types
+			if i%2 == 1 {
+				names = append(append([]string(nil), names...), "loclists")
+			}
+			sec, err := l.Sections(names...)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = sec
+		})
+	}
+	wg.Wait()
+	want, err := f.Section(".debug_info").Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sec := range got {
+		info := sec["info"]
+		if !bytes.Equal(info, want) {
+			t.Fatalf("reader %d: .debug_info differs from debug/elf's (%d bytes, want %d)", i, len(info), len(want))
+		}
+		if &info[0] != &got[0]["info"][0] {
+			t.Errorf("reader %d got its own copy of .debug_info: decompressed twice", i)
+		}
+	}
+	if len(got[1]["loclists"]) == 0 {
+		t.Error("the reader that asked for the location lists got none")
 	}
 }
