@@ -26,7 +26,7 @@ import (
 // on (every parked goroutine here waits on one channel: one sudog each;
 // in the cond case, 100k wait on one sync.Cond, found through their
 // sudogs since Go 1.26, and the pause shows what following them costs).
-// Goals at 100k: pause ≤ 100 ms, total ≤ 1 s, peak ≤ 300 MB.
+// Goals at 100k (issue 16): pause ≤ 25 ms, every output ≤ 1 s, peak ≤ 200 MB.
 func BenchmarkPs(b *testing.B) {
 	requirePrivilege(b)
 	gi := buildGi(b)
