@@ -1,10 +1,18 @@
 package ptrace
 
 import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// ntArmSystemCall is NT_ARM_SYSTEM_CALL: the register set holding the
+// number of the system call a stopped thread is in, -1 if none.
+const ntArmSystemCall = 0x404
 
 // getRegs reads the registers of a stopped thread.
 func getRegs(tid int) (Regs, error) {
@@ -12,8 +20,6 @@ func getRegs(tid int) (Regs, error) {
 	if err := unix.PtraceGetRegSetArm64(tid, unix.NT_PRSTATUS, &r); err != nil {
 		return Regs{}, err
 	}
-	// x0 holds the return value once a system call is interrupted: its
-	// descriptor argument is not known here.
 	out := Regs{PC: r.Pc, SP: r.Sp, BP: r.Regs[29], LR: r.Regs[30], G: r.Regs[28], Syscall: -1}
 	// TPIDR_EL0 lives in its own register set.
 	var tls uint64
@@ -21,5 +27,52 @@ func getRegs(tid int) (Regs, error) {
 	if _, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), uintptr(unix.NT_ARM_TLS), uintptr(unsafe.Pointer(&iov)), 0, 0); errno == 0 {
 		out.FSBase = tls
 	}
+	out.Syscall, out.Arg0 = syscallOf(tid, &r)
 	return out, nil
+}
+
+// svc0 is the encoding of SVC #0, the arm64 system call instruction.
+const svc0 = 0xd4000001
+
+// syscallOf returns the system call the stopped thread tid is in and its
+// first argument, or -1. A thread stopped while blocked in a call (the
+// stop interrupts it) stands on its SVC instruction: the kernel rewinds the
+// pc and restores x0 from orig_x0 before the stop, for the call to restart
+// when the thread resumes; the number is in x8. Otherwise the call is the
+// one its NT_ARM_SYSTEM_CALL register set names, its argument in
+// /proc/<tid>/syscall (x0 holds the result once a call is interrupted).
+func syscallOf(tid int, r *unix.PtraceRegsArm64) (nr int64, arg0 uint64) {
+	var word [8]byte
+	if n, err := unix.PtracePeekText(tid, uintptr(r.Pc), word[:]); err == nil && n >= 4 &&
+		uint32(word[0])|uint32(word[1])<<8|uint32(word[2])<<16|uint32(word[3])<<24 == svc0 {
+		return int64(r.Regs[8]), r.Regs[0]
+	}
+	var sysno int32
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&sysno)), Len: 4}
+	if _, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), ntArmSystemCall, uintptr(unsafe.Pointer(&iov)), 0, 0); errno != 0 || sysno < 0 {
+		return -1, 0
+	}
+	a, err := syscallArg0(tid, int64(sysno))
+	if err != nil {
+		return -1, 0
+	}
+	return int64(sysno), a
+}
+
+// syscallArg0 reads the first argument of system call nr, which the
+// stopped thread tid is in, from /proc/<tid>/syscall ("nr arg0 ... sp
+// pc"); an error if the file names another call.
+func syscallArg0(tid int, nr int64) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/syscall")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/syscall: %q", tid, b)
+	}
+	if n, err := strconv.ParseInt(f[0], 10, 64); err != nil || n != nr {
+		return 0, fmt.Errorf("/proc/%d/syscall: in %s, registers say %d", tid, f[0], nr)
+	}
+	return strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
 }

@@ -126,8 +126,10 @@ type Regs struct {
 	// G is the register that holds the current g in Go code (r14, x28).
 	G uint64
 	// Syscall is the number of the system call the thread is in (amd64
-	// orig_rax), -1 when it is in none or cannot tell (arm64); Arg0 is the
-	// call's first argument (a descriptor for read, write, accept, ...).
+	// orig_rax; arm64 its NT_ARM_SYSTEM_CALL register set), -1 when it is
+	// in none or gi cannot tell; Arg0 is the call's first argument (a
+	// descriptor for read, write, accept, ...: amd64 rdi; arm64 orig_x0,
+	// in no register set, from /proc/<tid>/syscall).
 	Syscall int64
 	Arg0    uint64
 }

@@ -26,3 +26,6 @@ func IndexOf(d *Debug) DebugIndex {
 func IndexAllUnits(d *Debug) error {
 	return d.index(func(string) bool { return true })
 }
+
+// LeaTargets is leaTargets, for tests.
+var LeaTargets = leaTargets

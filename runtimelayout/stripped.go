@@ -153,13 +153,28 @@ func allgaddRefsAMD64(code []byte, entry uint64) (refs, compared map[uint64]bool
 	return refs, compared, stored
 }
 
-// allgaddRefsARM64 is allgaddRefsAMD64 for arm64 code. It follows the
-// static addresses registers hold (ADRP gives a page, ADD an offset into
-// it) into the loads and stores that use them; a register written any
-// other way is forgotten. Only the instruction classes allgadd uses are
-// decoded, from their encodings.
+// allgaddRefsARM64 is allgaddRefsAMD64 for arm64 code.
 func allgaddRefsARM64(code []byte, entry uint64) (refs, compared map[uint64]bool, stored []uint64) {
-	refs, compared = map[uint64]bool{}, map[uint64]bool{}
+	r := staticRefsARM64(code, entry)
+	return r.refs, r.compared, r.stored
+}
+
+// arm64Refs is what staticRefsARM64 finds.
+type arm64Refs struct {
+	refs     map[uint64]bool // every static address referenced
+	compared map[uint64]bool // read by a CMP, through a register loaded from them
+	stored   []uint64        // written by an STLR (an atomic store)
+	taken    map[uint64]bool // built whole with ADRP and ADD: the arm64 form of a LEAQ
+	flags    map[uint64]bool // read as one byte (LDRB): a bool, such as runtime.arm64HasATOMICS
+}
+
+// staticRefsARM64 follows the static addresses arm64 code builds (ADRP gives
+// a page, ADD an offset into it) into the loads and stores that use them; a
+// register written any other way is forgotten. Only the instruction classes
+// the runtime functions read here use are decoded, from their encodings.
+func staticRefsARM64(code []byte, entry uint64) arm64Refs {
+	r := arm64Refs{refs: map[uint64]bool{}, compared: map[uint64]bool{}, taken: map[uint64]bool{}, flags: map[uint64]bool{}}
+	refs, compared, taken := r.refs, r.compared, r.taken
 	addr := map[uint32]uint64{}   // register -> the static address it holds
 	loaded := map[uint32]uint64{} // register -> the static address it was loaded from
 	for off := 0; off+4 <= len(code); off += 4 {
@@ -185,6 +200,7 @@ func allgaddRefsARM64(code []byte, entry uint64) (refs, compared map[uint64]bool
 			}
 			addr[rd] = base + imm
 			refs[base+imm] = true
+			taken[base+imm] = true
 		case w&0x3f000000 == 0x39000000: // LDR/STR (unsigned immediate), any size
 			size := w >> 30
 			a, ok := addr[rn]
@@ -200,6 +216,9 @@ func allgaddRefsARM64(code []byte, entry uint64) (refs, compared map[uint64]bool
 			refs[a] = true
 			if load {
 				loaded[rd] = a
+				if size == 0 {
+					r.flags[a] = true
+				}
 			}
 		case w&0x7f800000 == 0x29000000 || w&0x7f800000 == 0x29400000: // STP/LDP (signed offset)
 			scale := uint(2 + w>>31)
@@ -218,7 +237,7 @@ func allgaddRefsARM64(code []byte, entry uint64) (refs, compared map[uint64]bool
 			refs[a], refs[a+1<<scale] = true, true
 		case w&0xbffffc00 == 0x889ffc00: // STLR Wt|Xt, [Xn]
 			if a, ok := addr[rn]; ok {
-				stored = append(stored, a)
+				r.stored = append(r.stored, a)
 			}
 		case w&0xff20001f == 0xeb00001f: // CMP Xn, Xm (SUBS XZR, Xn, Xm)
 			for _, r := range []uint32{rn, (w >> 16) & 31} {
@@ -237,15 +256,15 @@ func allgaddRefsARM64(code []byte, entry uint64) (refs, compared map[uint64]bool
 			delete(loaded, rd)
 		}
 	}
-	return refs, compared, stored
+	return r
 }
 
 // FindSemtable locates runtime.semtable in a binary without symbols: the
 // one static address both runtime.semacquire1 and runtime.semrelease1 take
 // with a RIP-relative LEAQ (semroot, inlined in both, indexes the table).
 func FindSemtable(b Source) (uint64, error) {
-	if b.Arch != "amd64" {
-		return 0, fmt.Errorf("finding runtime.semtable without symbols is implemented for amd64 only, not %s", b.Arch)
+	if b.Arch != "amd64" && b.Arch != "arm64" {
+		return 0, fmt.Errorf("finding runtime.semtable without symbols is implemented for amd64 and arm64, not %s", b.Arch)
 	}
 	var common map[uint64]bool
 	for _, name := range []string{"runtime.semacquire1", "runtime.semrelease1"} {
@@ -275,8 +294,8 @@ func FindSemtable(b Source) (uint64, error) {
 // maxScannedFunc bounds the code decoded from one function.
 const maxScannedFunc = 1 << 16
 
-// leaTargets returns the static addresses a function loads with a
-// RIP-relative LEAQ.
+// leaTargets returns the static addresses a function takes: with a
+// RIP-relative LEAQ (amd64), with ADRP and ADD (arm64).
 func leaTargets(b Source, name string) (map[uint64]bool, error) {
 	f := b.Lines.FuncByName(name)
 	if f == nil {
@@ -288,6 +307,13 @@ func leaTargets(b Source, name string) (map[uint64]bool, error) {
 	code := make([]byte, f.End-f.Entry)
 	if _, err := b.Contents.ReadAt(code, f.Entry); err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if b.Arch == "arm64" {
+		r := staticRefsARM64(code, f.Entry)
+		for a := range r.flags {
+			delete(r.taken, a) // CPU feature flags (arm64HasATOMICS), not tables
+		}
+		return r.taken, nil
 	}
 	out := map[uint64]bool{}
 	for off := 0; off < len(code); {

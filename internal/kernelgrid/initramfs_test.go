@@ -33,6 +33,10 @@ var guestTargets = []struct {
 	{"tracee", targets.BuildOptions{Stripped: true}},
 	{"tracee", targets.BuildOptions{PIE: true, Stripped: true}},
 	{"lockserver", targets.BuildOptions{}},
+	{"waiters", targets.BuildOptions{}},
+	{"waiters", targets.BuildOptions{PIE: true}},
+	{"waiters", targets.BuildOptions{Stripped: true}},
+	{"waiters", targets.BuildOptions{PIE: true, Stripped: true}},
 }
 
 // buildInitramfs cross-builds gi, its test binaries and the targets for

@@ -45,6 +45,7 @@ const (
 // /targets (GI_TARGETS_PREBUILT) and gi in /gi (GI_BINARY).
 var checks = []struct{ name, column, command string }{
 	{"ps-runtime-dump", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^(TestSnapshotMatchesRuntimeDump|TestSnapshotStripped)$'"},
+	{"ps-waits", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^TestWaitingOn$/^local'"},
 	{"ps-cli", colPs, "/tests/gi.test -test.v -test.timeout 15m -test.run '^TestPsTable$'"},
 	{"trace-trees", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestTraceWorkloads|TestTraceKernelFeatures|TestTraceCookieByIP|TestTracePerfEventFallback|TestMemlockLimit)$'"},
 	{"trace-cli-tests", colTrace, "/tests/gi.test -test.v -test.timeout 15m -test.run '^TestTraceTreesCLI$'"},
