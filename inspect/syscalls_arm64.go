@@ -4,9 +4,9 @@ import "golang.org/x/sys/unix"
 
 // fdSyscalls are the Linux arm64 system calls whose first argument is the
 // descriptor a goroutine blocked in them waits on, with their name and the
-// side ("read" or "write", "" for neither). The argument is orig_x0, which
-// the kernel shows in /proc/<tid>/syscall (x0 holds the result once the
-// call is interrupted).
+// side ("read" or "write", "" for neither). ptrace finds the argument
+// (Regs.Arg0) where the stop left it: x0, restored from orig_x0 for the
+// call's restart.
 var fdSyscalls = map[int64]struct{ name, dir string }{
 	unix.SYS_READ: {"read", "read"}, unix.SYS_WRITE: {"write", "write"}, unix.SYS_IOCTL: {"ioctl", ""},
 	unix.SYS_PREAD64: {"pread64", "read"}, unix.SYS_PWRITE64: {"pwrite64", "write"},

@@ -5,10 +5,11 @@
 // static busybox, gi's own test binaries, the test targets prebuilt for
 // its architecture (default, PIE, stripped; GI_TARGETS_PREBUILT) and the
 // dynamic loader a PIE names, and its /init (init.sh) runs the checks: gi
-// ps against the runtime's own dump, gi trace against the known call
-// trees of the tracee, and the gi command itself (trace-cli.sh), whose
-// warnings about missing kernel features must be those the kernel's
-// release calls for. The results come back on the serial console; the
+// ps against the runtime's own dump (stripped targets too) and against what
+// the waiters target says each goroutine waits on, gi trace against the
+// known call trees of the tracee, and the gi command itself (trace-cli.sh:
+// gi trace and gi ps --trace), whose warnings about missing kernel
+// features must be those the kernel's release calls for. The results come back on the serial console; the
 // test prints the grid and fails on any cell that is not ✓.
 //
 // fetch.sh installs qemu and downloads the kernels (bullseye,
