@@ -110,10 +110,23 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 
 	gsize := int(L.G.Size)
 	ranges := make([]ptrace.Range, 0, n)
+	offs := make([]int, n) // where each g starts in gbuf
+	gtotal := 0
 	for i := uint64(0); i < n; i++ {
-		ranges = append(ranges, ptrace.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize})
+		r := ptrace.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize}
+		// A g followed by the next one of allgs a size class's slack
+		// later (slots of one heap span) is read up to it: a run of them
+		// is one iovec, which halves the time to copy 100k g structs.
+		if i+1 < n {
+			if next := binary.LittleEndian.Uint64(ptrs[(i+1)*8:]); next > r.Addr && next-r.Addr > uint64(gsize) && next-r.Addr <= uint64(gsize)+gSlotSlack {
+				r.Len = int(next - r.Addr)
+			}
+		}
+		offs[i] = gtotal
+		gtotal += r.Len
+		ranges = append(ranges, r)
 	}
-	gbuf := bufs.take(&bufs.g, int(n)*gsize)
+	gbuf := bufs.take(&bufs.g, gtotal)
 	failed := map[int]bool{}
 	if err := t.Mem.ReadBatch(ranges, gbuf); err != nil {
 		var be *ptrace.BatchError
@@ -121,9 +134,18 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 			return nil, fmt.Errorf("read %d g structures: %w", n, err)
 		}
 		for _, i := range be.Failed {
+			// Read past its end up to the next g: the g alone may still
+			// be readable (a memory image holds the g's bytes only).
+			if ranges[i].Len > gsize {
+				if _, err := t.Mem.ReadAt(gbuf[offs[i]:offs[i]+gsize], ranges[i].Addr); err == nil {
+					continue
+				}
+			}
 			failed[i] = true
 		}
-		out.warnings = append(out.warnings, fmt.Sprintf("%d of %d g structures unreadable", len(be.Failed), n))
+		if len(failed) > 0 {
+			out.warnings = append(out.warnings, fmt.Sprintf("%d of %d g structures unreadable", len(failed), n))
+		}
 	}
 
 	dead, _ := L.StatusValue("_Gdead")
@@ -142,7 +164,7 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 		if failed[i] {
 			continue
 		}
-		gb := gbuf[i*gsize : (i+1)*gsize]
+		gb := gbuf[offs[i] : offs[i]+gsize : offs[i]+gsize]
 		state := t.u32(gb, L.G.AtomicStatus)
 		s := state &^ L.ScanBit
 		if s == dead || (hasDeadExtra && s == deadExtra) {
@@ -303,6 +325,11 @@ func (t *Target) mapNewThreads(stopped []ptrace.Thread, nsTIDs map[int]int) {
 	}
 }
 
+// gSlotSlack is how far past its end a g may be followed by the next one
+// and still be read with it: the gap between a g and its heap slot's end
+// (Go's size classes near the size of a g are 64 bytes apart at most).
+const gSlotSlack = 64
+
 // buffers are allocated and touched before the process is stopped: on this
 // class of machine a page fault on fresh memory costs microseconds, and
 // faulting in tens of megabytes while the target waits would dominate the
@@ -373,7 +400,7 @@ func (t *Target) prepareBuffers() *buffers {
 	if n*(uint64(t.Layout.G.Size)+stackEstimate+uint64(unsafe.Sizeof(rawG{}))+8) > maxPrefault {
 		return b // too many to reserve ahead: allocate while copying
 	}
-	b.g = b.huge(int(n) * int(t.Layout.G.Size))
+	b.g = b.huge(int(n) * (int(t.Layout.G.Size) + gSlotSlack))
 	b.stacks = b.huge(int(n) * stackEstimate)
 	if w := &t.Layout.Wait; w.Known && !t.SkipWaits {
 		b.sudogs = b.huge(int(n)*int(w.Sudog.Size) + 1<<16)

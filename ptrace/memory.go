@@ -197,13 +197,26 @@ func (m *Memory) readv(ranges []Range, i int, dst []byte) int {
 	off := 0
 	for i < len(ranges) {
 		local, remote = local[:0], remote[:0]
-		for k := i; k < len(ranges) && len(remote) < iovMax; k++ {
+		last := i // one past the last range this call asks for
+		for k := i; k < len(ranges) && (len(remote) < iovMax || canMerge(remote, ranges[k])); k++ {
+			last = k + 1
 			r := ranges[k]
 			if r.Len == 0 {
 				// Zero-length iovecs are legal but would make the
 				// accounting below ambiguous; give them a byte-free slot.
 				local = append(local, unix.Iovec{})
 				remote = append(remote, unix.RemoteIovec{Base: uintptr(r.Addr)})
+				continue
+			}
+			if canMerge(remote, r) {
+				// Right after the previous range, in the target as in
+				// dst: one iovec for both (the g structs of a heap span
+				// are read as a run). A fault still ends the read at the
+				// first range not read whole.
+				n := len(remote)
+				remote[n-1].Len += r.Len
+				local[n-1].SetLen(int(local[n-1].Len) + r.Len)
+				off += r.Len
 				continue
 			}
 			iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&dst[off]))}
@@ -219,21 +232,28 @@ func (m *Memory) readv(ranges []Range, i int, dst []byte) int {
 			}
 			return i
 		}
-		// Count the ranges read whole.
+		// Count the ranges read whole, up to the last one this call asked
+		// for (merged iovecs stand for several ranges).
 		got := 0
 		k := i
-		for ; k < i+len(remote); k++ {
+		for ; k < last; k++ {
 			if got+ranges[k].Len > n {
 				break
 			}
 			got += ranges[k].Len
 		}
-		if k < i+len(remote) {
+		if k < last {
 			return k
 		}
 		i = k
 	}
 	return i
+}
+
+// canMerge reports whether range r starts where the last remote iovec ends.
+func canMerge(remote []unix.RemoteIovec, r Range) bool {
+	n := len(remote)
+	return n > 0 && r.Len > 0 && remote[n-1].Len > 0 && remote[n-1].Base+uintptr(remote[n-1].Len) == uintptr(r.Addr)
 }
 
 // checkBatch validates a batch: no negative length, room for all of it.

@@ -121,3 +121,78 @@ func TestReadAtErrors(t *testing.T) {
 		t.Errorf("missing pid: %v", err)
 	}
 }
+
+// TestReadBatchAdjacentRuns reads ranges that follow each other in memory,
+// as the g structs of one heap span do: they are read as one iovec, and a
+// run that runs into an unmapped page still gives every range before the
+// hole and fails only the ranges in it.
+func TestReadBatchAdjacentRuns(t *testing.T) {
+	m, err := OpenMemory(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, 3*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range mem {
+		mem[i] = byte(i * 13)
+	}
+	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	if _, _, errno := unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(page), uintptr(page), 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	defer func() {
+		unix.Syscall(unix.SYS_MUNMAP, uintptr(base), uintptr(page), 0)
+		unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(2*page), uintptr(page), 0)
+	}()
+	big := make([]byte, 4<<20)
+	rand.New(rand.NewSource(3)).Read(big)
+	bigBase := uint64(uintptr(unsafe.Pointer(&big[0])))
+
+	var ranges []Range
+	var want [][]byte
+	// 3000 g-sized ranges back to back (more than one system call's iovecs
+	// if they were not merged), then a gap, then more.
+	const gsize = 448
+	for i := 0; i < 3000; i++ {
+		ranges = append(ranges, Range{Addr: bigBase + uint64(i*gsize), Len: gsize})
+		want = append(want, big[i*gsize:(i+1)*gsize])
+	}
+	for i := 0; i < 10; i++ {
+		off := 3_000_000 + i*gsize
+		ranges = append(ranges, Range{Addr: bigBase + uint64(off), Len: gsize})
+		want = append(want, big[off:off+gsize])
+	}
+	// A run into the hole: the three before it read, the two in it fail,
+	// the one after it reads.
+	for i := 3; i >= 1; i-- {
+		ranges = append(ranges, Range{Addr: base + uint64(page-32*i), Len: 32})
+		want = append(want, mem[page-32*i:page-32*(i-1)])
+	}
+	ranges = append(ranges, Range{Addr: base + uint64(page), Len: 32}, Range{Addr: base + uint64(page+32), Len: 32})
+	want = append(want, nil, nil)
+	ranges = append(ranges, Range{Addr: base + uint64(2*page), Len: 64})
+	want = append(want, mem[2*page:2*page+64])
+
+	total := 0
+	for _, r := range ranges {
+		total += r.Len
+	}
+	dst := make([]byte, total)
+	err = m.readInOrder(ranges, dst) // one reader: the runs stay whole
+	var be *BatchError
+	if !errors.As(err, &be) || len(be.Failed) != 2 || be.Failed[0] != len(ranges)-3 || be.Failed[1] != len(ranges)-2 {
+		t.Fatalf("want the two ranges in the hole failed, got %v", err)
+	}
+	off := 0
+	for i, r := range ranges {
+		got := dst[off : off+r.Len]
+		off += r.Len
+		if want[i] != nil && string(got) != string(want[i]) {
+			t.Fatalf("range %d (%#x+%d): wrong bytes", i, r.Addr, r.Len)
+		}
+	}
+}
