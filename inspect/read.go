@@ -114,11 +114,11 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	gtotal := 0
 	for i := uint64(0); i < n; i++ {
 		r := ptrace.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize}
-		// A g followed by the next one of allgs a size class's slack
-		// later (slots of one heap span) is read up to it: a run of them
-		// is one iovec, which halves the time to copy 100k g structs.
+		// A g followed by the next one of allgs within its heap slot's
+		// size (slots of one span) is read up to it: a run of them is
+		// one iovec, which halves the time to copy 100k g structs.
 		if i+1 < n {
-			if next := binary.LittleEndian.Uint64(ptrs[(i+1)*8:]); next > r.Addr && next-r.Addr > uint64(gsize) && next-r.Addr <= uint64(gsize)+gSlotSlack {
+			if next := binary.LittleEndian.Uint64(ptrs[(i+1)*8:]); next > r.Addr && next-r.Addr > uint64(gsize) && next-r.Addr <= uint64(gSlot(gsize)) {
 				r.Len = int(next - r.Addr)
 			}
 		}
@@ -325,10 +325,11 @@ func (t *Target) mapNewThreads(stopped []ptrace.Thread, nsTIDs map[int]int) {
 	}
 }
 
-// gSlotSlack is how far past its end a g may be followed by the next one
-// and still be read with it: the gap between a g and its heap slot's end
-// (Go's size classes near the size of a g are 64 bytes apart at most).
-const gSlotSlack = 64
+// gSlot returns the size of the heap slot a g of gsize bytes takes: Go's
+// size classes from 256 to 512 bytes, where a g's size falls in every
+// release, are the multiples of 32. A g followed by the next one of allgs
+// at most a slot later is read with the bytes between them.
+func gSlot(gsize int) int { return (gsize + 31) &^ 31 }
 
 // buffers are allocated and touched before the process is stopped: on this
 // class of machine a page fault on fresh memory costs microseconds, and
@@ -400,7 +401,7 @@ func (t *Target) prepareBuffers() *buffers {
 	if n*(uint64(t.Layout.G.Size)+stackEstimate+uint64(unsafe.Sizeof(rawG{}))+8) > maxPrefault {
 		return b // too many to reserve ahead: allocate while copying
 	}
-	b.g = b.huge(int(n) * (int(t.Layout.G.Size) + gSlotSlack))
+	b.g = b.huge(int(n) * gSlot(int(t.Layout.G.Size)))
 	b.stacks = b.huge(int(n) * stackEstimate)
 	if w := &t.Layout.Wait; w.Known && !t.SkipWaits {
 		b.sudogs = b.huge(int(n)*int(w.Sudog.Size) + 1<<16)
