@@ -3,11 +3,8 @@ package trace
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
@@ -105,35 +102,25 @@ func pastRestartSequences(bin *elfbin.Binary, f *pclntab.Func, site uint64) (uin
 	return 0, fmt.Errorf("entry site %#x: more than %d restartable sequences in a row", site, maxRestartSequences)
 }
 
-// selectChunk is how many functions one decoding goroutine takes at a time.
+// selectChunk is how many functions one decoding goroutine takes.
 const selectChunk = 256
 
-// selectMatched decodes the probe sites of the matched functions, on as many
-// goroutines as there are CPUs, and keeps their order.
+// selectMatched decodes the probe sites of the matched functions in chunks
+// on parallel goroutines, and keeps their order.
 func selectMatched(bin *elfbin.Binary, matched []*pclntab.Func, include []Pattern) (*Selection, error) {
 	type outcome struct {
 		fn     *Function
 		reason string
 	}
 	outcomes := make([]outcome, len(matched))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	workers := min(runtime.GOMAXPROCS(0), (len(matched)+selectChunk-1)/selectChunk)
-	for range workers {
-		wg.Go(func() {
-			for {
-				start := int(next.Add(selectChunk)) - selectChunk
-				if start >= len(matched) {
-					return
-				}
-				for i := start; i < min(start+selectChunk, len(matched)); i++ {
-					fn, reason := probeFunction(bin, matched[i])
-					outcomes[i] = outcome{fn, reason}
-				}
-			}
-		})
-	}
-	wg.Wait()
+	chunks := (len(matched) + selectChunk - 1) / selectChunk
+	parallel(chunks, func(c int) error {
+		for i := c * selectChunk; i < min((c+1)*selectChunk, len(matched)); i++ {
+			fn, reason := probeFunction(bin, matched[i])
+			outcomes[i] = outcome{fn, reason}
+		}
+		return nil
+	})
 	sel := &Selection{}
 	for i, o := range outcomes {
 		if o.fn == nil {

@@ -205,11 +205,53 @@ func (s *Session) open() error {
 	if err := s.checkKernel(); err != nil {
 		return err
 	}
+	// gi's probe table: the cookie of a probe is its index. The sites are
+	// known now, their capture plans once the arguments are planned.
+	var entries, entryReturns, returns, exits []int
+	for _, fn := range sel.Functions {
+		both := s.entryIsReturn(fn)
+		if both {
+			// One probe reports the entry and the return, the return's
+			// plan right after the entry's.
+			entryReturns = append(entryReturns, len(s.probes))
+		} else {
+			entries = append(entries, len(s.probes))
+		}
+		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite})
+		for _, r := range fn.Returns {
+			if s.Opts.EntryOnly {
+				break
+			}
+			if both && r == fn.EntrySite {
+				continue
+			}
+			returns = append(returns, len(s.probes))
+			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r})
+		}
+	}
+	site, haveExit := goexitSite(s.Binary)
+	if haveExit {
+		exits = append(exits, len(s.probes))
+		s.probes = append(s.probes, probe{kind: bpf.KindGoexit, site: site})
+	}
+	groups := []struct {
+		name string
+		idx  []int
+	}{{"gi_entry", entries}, {"gi_entry_return", entryReturns}, {"gi_return", returns}, {"gi_goexit", exits}}
+	programs := []string{"gi_empty"}
+	if !s.Opts.Empty {
+		programs = nil // only those with probes: each costs the verifier tens of ms
+		for _, g := range groups {
+			if len(g.idx) > 0 {
+				programs = append(programs, g.name)
+			}
+		}
+	}
+
 	// The BPF programs load (the verifier takes 20 to 60 ms a program)
 	// while the arguments are planned: their plan table is sized for at
 	// most speculativePlans plans, and loaded again if more are needed.
-	programs, probeBound := s.programsFor(sel)
-	setup := loadSetup{layout: layout, programs: programs, plans: min(s.planBound(sel), speculativePlans), probes: probeBound, gTLS: s.Binary.GTLSOffset()}
+	setup := loadSetup{layout: layout, programs: programs, plans: min(s.planBound(sel), speculativePlans), probes: len(s.probes), gTLS: s.Binary.GTLSOffset()}
 	done := make(chan loaded, 1)
 	go func() { done <- s.loadObjects(setup) }()
 	waited := false
@@ -223,56 +265,10 @@ func (s *Session) open() error {
 	if err := s.planArgs(); err != nil {
 		return err
 	}
-	arch := binaryArch(s.Binary)
-	planIndex := func(fn *Function, kind uint8) (int, error) {
-		plan, ok, err := planOf(fn, kind, arch)
-		if !ok || err != nil {
-			return 0, err
-		}
-		return s.plans.add(plan) + 1, nil
+	if err := s.planProbes(); err != nil {
+		return err
 	}
-
-	// gi's probe table: the cookie of a probe is its index.
-	var entries, entryReturns, returns, exits []int
-	for _, fn := range sel.Functions {
-		var entryPlan, returnPlan int
-		both := !s.Opts.EntryOnly && slices.Contains(fn.Returns, fn.EntrySite)
-		if both {
-			// One probe reports the entry and the return, the return's
-			// plan right after the entry's.
-			pe, pr, ok, err := planPair(fn, arch)
-			if err != nil {
-				return err
-			}
-			if ok {
-				entryPlan = s.plans.addPair(pe, pr) + 1
-			}
-			entryReturns = append(entryReturns, len(s.probes))
-		} else {
-			if entryPlan, err = planIndex(fn, bpf.KindEntry); err != nil {
-				return err
-			}
-			entries = append(entries, len(s.probes))
-		}
-		if returnPlan, err = planIndex(fn, bpf.KindReturn); err != nil {
-			return err
-		}
-		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite, plan: entryPlan})
-		for _, r := range fn.Returns {
-			if s.Opts.EntryOnly {
-				break
-			}
-			if both && r == fn.EntrySite {
-				continue
-			}
-			returns = append(returns, len(s.probes))
-			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r, plan: returnPlan})
-		}
-	}
-	if site, ok := goexitSite(s.Binary); ok {
-		exits = append(exits, len(s.probes))
-		s.probes = append(s.probes, probe{kind: bpf.KindGoexit, site: site})
-	} else {
+	if !haveExit {
 		s.Warnings = append(s.Warnings, "runtime.goexit1 not found: state of exited goroutines is freed only when their calls complete")
 	}
 
@@ -325,21 +321,14 @@ func (s *Session) open() error {
 	if err != nil {
 		return fmt.Errorf("open %s for uprobes: %w", s.Opts.Path, err)
 	}
-	for _, group := range []struct {
-		prog *ebpf.Program
-		idx  []int
-	}{{objs.GiEntry, entries}, {objs.GiEntryReturn, entryReturns}, {objs.GiReturn, returns}, {objs.GiGoexit, exits}} {
-		if len(group.idx) == 0 {
+	for i, prog := range []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit} {
+		if len(groups[i].idx) == 0 {
 			continue
 		}
-		prog := group.prog
 		if s.Opts.Empty {
 			prog = objs.GiEmpty
 		}
-		if prog == nil {
-			return fmt.Errorf("internal error: no BPF program loaded for %d probes (loaded: %v)", len(group.idx), programs)
-		}
-		if err := s.attach(ex, prog, group.idx, multi); err != nil {
+		if err := s.attach(ex, prog, groups[i].idx, multi); err != nil {
 			return err
 		}
 	}
@@ -372,35 +361,49 @@ type loaded struct {
 	err      error
 }
 
-// programsFor names the programs the probes of sel need (the table open
-// builds puts them on the same sites), and bounds the number of probes.
-func (s *Session) programsFor(sel *Selection) (programs []string, probes int) {
-	if s.Opts.Empty {
-		programs = []string{"gi_empty"}
-	}
-	var entry, entryReturn, ret bool
-	for _, fn := range sel.Functions {
-		both := !s.Opts.EntryOnly && slices.Contains(fn.Returns, fn.EntrySite)
-		entry, entryReturn = entry || !both, entryReturn || both
-		if !s.Opts.EntryOnly && len(fn.Returns) > 0 && !(both && len(fn.Returns) == 1) {
-			ret = true
+// entryIsReturn reports whether fn's entry probe site is also one of its
+// RETs (a leaf with no frame: "return p"): one probe reports both.
+func (s *Session) entryIsReturn(fn *Function) bool {
+	return !s.Opts.EntryOnly && slices.Contains(fn.Returns, fn.EntrySite)
+}
+
+// planProbes gives each probe of the table its capture plan, function by
+// function in the table's order, once planArgs has described the
+// functions' arguments.
+func (s *Session) planProbes() error {
+	arch := binaryArch(s.Binary)
+	planIndex := func(fn *Function, kind uint8) (int, error) {
+		plan, ok, err := planOf(fn, kind, arch)
+		if !ok || err != nil {
+			return 0, err
 		}
-		probes += 1 + len(fn.Returns)
+		return s.plans.add(plan) + 1, nil
 	}
-	_, exit := goexitSite(s.Binary)
-	probes++
-	if s.Opts.Empty {
-		return programs, probes
-	}
-	for _, p := range []struct {
-		name string
-		need bool
-	}{{"gi_entry", entry}, {"gi_entry_return", entryReturn}, {"gi_return", ret}, {"gi_goexit", exit}} {
-		if p.need {
-			programs = append(programs, p.name)
+	var returnPlan int
+	for i := range s.probes {
+		p := &s.probes[i]
+		switch p.kind {
+		case bpf.KindEntry: // a function's first probe
+			var err error
+			if s.entryIsReturn(p.fn) {
+				pe, pr, ok, err := planPair(p.fn, arch)
+				if err != nil {
+					return err
+				}
+				if ok {
+					p.plan = s.plans.addPair(pe, pr) + 1
+				}
+			} else if p.plan, err = planIndex(p.fn, bpf.KindEntry); err != nil {
+				return err
+			}
+			if returnPlan, err = planIndex(p.fn, bpf.KindReturn); err != nil {
+				return err
+			}
+		case bpf.KindReturn:
+			p.plan = returnPlan
 		}
 	}
-	return programs, probes
+	return nil
 }
 
 // planBound bounds the capture plans planArgs can make for sel: three for a
@@ -547,7 +550,8 @@ func (s *Session) probeBias() (uint64, error) {
 	return bias, nil
 }
 
-// maxParallel bounds the threads that detach perf events at once.
+// maxParallel bounds the goroutines parallel runs at once (detaching perf
+// events, decoding probe sites).
 const maxParallel = 64
 
 // parallel runs do(0) … do(n-1) on up to maxParallel goroutines and
