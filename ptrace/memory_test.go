@@ -10,6 +10,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// pagesAroundHole maps three pages of this process filled with byte(i*mul)
+// and unmaps the middle one (/proc/pid/mem reads even PROT_NONE pages, so
+// only an unmapped page is unreadable); the rest are unmapped when the test
+// ends. mem[page:2*page] must not be touched.
+func pagesAroundHole(t *testing.T, mul int) (mem []byte, base uint64) {
+	t.Helper()
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, 3*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range mem {
+		mem[i] = byte(i * mul)
+	}
+	base = uint64(uintptr(unsafe.Pointer(&mem[0])))
+	if _, _, errno := unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(page), uintptr(page), 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	t.Cleanup(func() {
+		unix.Syscall(unix.SYS_MUNMAP, uintptr(base), uintptr(page), 0)
+		unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(2*page), uintptr(page), 0)
+	})
+	return mem, base
+}
+
 // TestReadBatch reads this process's own memory through ReadBatch: many
 // scattered ranges (coalesced and read in parallel), ranges next to an
 // unmapped hole, and ranges that cannot be read at all.
@@ -19,25 +44,8 @@ func TestReadBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-
 	page := os.Getpagesize()
-	mem, err := unix.Mmap(-1, 0, 3*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range mem {
-		mem[i] = byte(i * 7)
-	}
-	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
-	// Punch a hole: unmap the middle page (/proc/pid/mem reads even
-	// PROT_NONE pages, so only an unmapped page is unreadable).
-	if _, _, errno := unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(page), uintptr(page), 0); errno != 0 {
-		t.Fatal(errno)
-	}
-	defer func() {
-		unix.Syscall(unix.SYS_MUNMAP, uintptr(base), uintptr(page), 0)
-		unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(2*page), uintptr(page), 0)
-	}()
+	mem, base := pagesAroundHole(t, 7)
 
 	big := make([]byte, 8<<20)
 	rand.New(rand.NewSource(1)).Read(big)
@@ -133,21 +141,7 @@ func TestReadBatchAdjacentRuns(t *testing.T) {
 	}
 	defer m.Close()
 	page := os.Getpagesize()
-	mem, err := unix.Mmap(-1, 0, 3*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range mem {
-		mem[i] = byte(i * 13)
-	}
-	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
-	if _, _, errno := unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(page), uintptr(page), 0); errno != 0 {
-		t.Fatal(errno)
-	}
-	defer func() {
-		unix.Syscall(unix.SYS_MUNMAP, uintptr(base), uintptr(page), 0)
-		unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(2*page), uintptr(page), 0)
-	}()
+	mem, base := pagesAroundHole(t, 13)
 	big := make([]byte, 4<<20)
 	rand.New(rand.NewSource(3)).Read(big)
 	bigBase := uint64(uintptr(unsafe.Pointer(&big[0])))

@@ -86,7 +86,8 @@ func FindAllgs(b Source) (allgs, allglen uint64, err error) {
 	var refs, compared map[uint64]bool
 	var stored []uint64
 	if b.Arch == "arm64" {
-		refs, compared, stored = allgaddRefsARM64(code, f.Entry)
+		r := staticRefsARM64(code, f.Entry)
+		refs, compared, stored = r.refs, r.compared, r.stored
 	} else {
 		refs, compared, stored = allgaddRefsAMD64(code, f.Entry)
 	}
@@ -151,12 +152,6 @@ func allgaddRefsAMD64(code []byte, entry uint64) (refs, compared map[uint64]bool
 		}
 	}
 	return refs, compared, stored
-}
-
-// allgaddRefsARM64 is allgaddRefsAMD64 for arm64 code.
-func allgaddRefsARM64(code []byte, entry uint64) (refs, compared map[uint64]bool, stored []uint64) {
-	r := staticRefsARM64(code, entry)
-	return r.refs, r.compared, r.stored
 }
 
 // arm64Refs is what staticRefsARM64 finds.

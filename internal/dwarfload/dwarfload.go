@@ -99,12 +99,6 @@ func (l *Loader) Open(extra ...string) (*dwarf.Data, map[string][]byte, error) {
 	return d, sec, nil
 }
 
-// Sections reads the sections of f named, as Loader.Sections does, with
-// nothing shared.
-func Sections(f *elf.File, names ...string) (map[string][]byte, error) {
-	return NewLoader(f).Sections(names...)
-}
-
 // Open opens the DWARF of f, as Loader.Open does, with nothing shared.
 func Open(f *elf.File, extra ...string) (*dwarf.Data, map[string][]byte, error) {
 	return NewLoader(f).Open(extra...)
