@@ -26,6 +26,10 @@ type Snapshot struct {
 	Total time.Duration
 	// Taken is the wall-clock time of the stop.
 	Taken time.Time
+	// StacksBeforeStop counts the goroutines whose stack was copied before
+	// the stop and kept because the goroutine had not run since: the rest
+	// were copied while the process was stopped.
+	StacksBeforeStop int
 	// Goroutines lists every goroutine that is not dead, system ones
 	// included (see Goroutine.System), in allgs order.
 	Goroutines []*Goroutine

@@ -47,6 +47,9 @@ type rawSnapshot struct {
 	gs       []*rawG
 	warnings []string
 	waits    *rawWaits
+	// stacksBeforeStop counts the stacks taken from the copy made before
+	// the stop.
+	stacksBeforeStop int
 }
 
 func (t *Target) u64(b []byte, off int64) uint64 {
@@ -75,77 +78,34 @@ func (t *Target) readWord(addr uint64) (uint64, error) {
 // the threads running goroutines and the pprof labels. It runs while the
 // process is stopped, so it does nothing but copy. stopped are the
 // process's threads with their registers; nsTIDs maps thread ids in the
-// target's PID namespace to gi's (nil when they agree).
-func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]int) (*rawSnapshot, error) {
+// target's PID namespace to gi's (nil when they agree). pre is what was
+// copied before the stop (nil for nothing): the stacks of goroutines that
+// have not run since are taken from it instead of read again.
+func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]int, pre *preCopy) (*rawSnapshot, error) {
 	L := t.Layout
 	out := &rawSnapshot{gs: bufs.ptrs}
 
-	allglen, err := t.readWord(L.AllGLen + t.Bias)
+	ptrs, warning, err := t.readAllgs()
 	if err != nil {
-		return nil, fmt.Errorf("read runtime.allglen: %w", err)
+		return nil, err
 	}
-	var hdr [24]byte
-	if _, err := t.Mem.ReadAt(hdr[:], L.AllGs+t.Bias); err != nil {
-		return nil, fmt.Errorf("read runtime.allgs: %w", err)
+	if warning != "" {
+		out.warnings = append(out.warnings, warning)
 	}
-	ptr := binary.LittleEndian.Uint64(hdr[0:])
-	slen := binary.LittleEndian.Uint64(hdr[8:])
-	if allglen > maxGoroutines || slen > maxGoroutines {
-		return nil, fmt.Errorf("corrupt runtime.allgs: allglen %d, len %d", allglen, slen)
-	}
-	n := allglen
-	if slen < n {
-		// allglen is published after the slice grows; a smaller len means
-		// memory we cannot trust.
-		out.warnings = append(out.warnings, fmt.Sprintf("runtime.allglen %d > len(allgs) %d: reading %d", allglen, slen, slen))
-		n = slen
-	}
+	n := len(ptrs) / 8
 	if n == 0 {
 		return out, nil
 	}
-	ptrs := make([]byte, n*8)
-	if _, err := t.Mem.ReadAt(ptrs, ptr); err != nil {
-		return nil, fmt.Errorf("read allgs array at %#x (%d entries): %w", ptr, n, err)
-	}
 
 	gsize := int(L.G.Size)
-	ranges := make([]ptrace.Range, 0, n)
-	offs := make([]int, n) // where each g starts in gbuf
-	gtotal := 0
-	for i := uint64(0); i < n; i++ {
-		r := ptrace.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize}
-		// A g followed by the next one of allgs within its heap slot's
-		// size (slots of one span) is read up to it: a run of them is
-		// one iovec, which halves the time to copy 100k g structs.
-		if i+1 < n {
-			if next := binary.LittleEndian.Uint64(ptrs[(i+1)*8:]); next > r.Addr && next-r.Addr > uint64(gsize) && next-r.Addr <= uint64(gSlot(gsize)) {
-				r.Len = int(next - r.Addr)
-			}
-		}
-		offs[i] = gtotal
-		gtotal += r.Len
-		ranges = append(ranges, r)
-	}
+	ranges, offs, gtotal := gRanges(ptrs, gsize)
 	gbuf := bufs.take(&bufs.g, gtotal)
-	failed := map[int]bool{}
-	if err := t.Mem.ReadBatch(ranges, gbuf); err != nil {
-		var be *ptrace.BatchError
-		if !errors.As(err, &be) {
-			return nil, fmt.Errorf("read %d g structures: %w", n, err)
-		}
-		for _, i := range be.Failed {
-			// Read past its end up to the next g: the g alone may still
-			// be readable (a memory image holds the g's bytes only).
-			if ranges[i].Len > gsize {
-				if _, err := t.Mem.ReadAt(gbuf[offs[i]:offs[i]+gsize], ranges[i].Addr); err == nil {
-					continue
-				}
-			}
-			failed[i] = true
-		}
-		if len(failed) > 0 {
-			out.warnings = append(out.warnings, fmt.Sprintf("%d of %d g structures unreadable", len(failed), n))
-		}
+	failed, err := t.readGs(ranges, offs, gsize, gbuf)
+	if err != nil {
+		return nil, fmt.Errorf("read %d g structures: %w", n, err)
+	}
+	if len(failed) > 0 {
+		out.warnings = append(out.warnings, fmt.Sprintf("%d of %d g structures unreadable", len(failed), n))
 	}
 
 	dead, _ := L.StatusValue("_Gdead")
@@ -183,6 +143,9 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 			rg.pc, rg.sp = t.u64(gb, L.G.SyscallPC), t.u64(gb, L.G.SyscallSP)
 		} else {
 			rg.pc, rg.sp, rg.lr = t.u64(gb, L.G.SchedPC), t.u64(gb, L.G.SchedSP), t.u64(gb, L.G.SchedLR)
+		}
+		if rg.stack = pre.stackOf(t, i, rg.addr, gb); rg.stack != nil {
+			out.stacksBeforeStop++
 		}
 		if m := t.u64(gb, L.G.M); m != 0 && (s == running || s == syscall) {
 			mRanges = append(mRanges, ptrace.Range{Addr: m, Len: int(L.M.Size)})
@@ -259,6 +222,9 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	var stackOwners []*rawG
 	total := 0
 	for _, rg := range out.gs {
+		if rg.stack != nil {
+			continue // copied before the stop, and the goroutine has not run since
+		}
 		if rg.sp == 0 || rg.sp < rg.stackLo || rg.sp >= rg.stackHi {
 			if rg.sp != 0 {
 				rg.stackErr = fmt.Sprintf("sp %#x outside stack [%#x, %#x)", rg.sp, rg.stackLo, rg.stackHi)
@@ -300,6 +266,87 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	}
 	out.waits = t.copyWaits(out.gs, bufs.sudogs, bufs.waits, bufs.polls)
 	return out, nil
+}
+
+// readAllgs reads runtime.allgs: the address of every g, 8 bytes each,
+// and a warning when allglen and the slice disagree.
+func (t *Target) readAllgs() (ptrs []byte, warning string, err error) {
+	L := t.Layout
+	allglen, err := t.readWord(L.AllGLen + t.Bias)
+	if err != nil {
+		return nil, "", fmt.Errorf("read runtime.allglen: %w", err)
+	}
+	var hdr [24]byte
+	if _, err := t.Mem.ReadAt(hdr[:], L.AllGs+t.Bias); err != nil {
+		return nil, "", fmt.Errorf("read runtime.allgs: %w", err)
+	}
+	ptr := binary.LittleEndian.Uint64(hdr[0:])
+	slen := binary.LittleEndian.Uint64(hdr[8:])
+	if allglen > maxGoroutines || slen > maxGoroutines {
+		return nil, "", fmt.Errorf("corrupt runtime.allgs: allglen %d, len %d", allglen, slen)
+	}
+	n := allglen
+	if slen < n {
+		// allglen is published after the slice grows; a smaller len means
+		// memory we cannot trust.
+		warning = fmt.Sprintf("runtime.allglen %d > len(allgs) %d: reading %d", allglen, slen, slen)
+		n = slen
+	}
+	if n == 0 {
+		return nil, warning, nil
+	}
+	ptrs = make([]byte, n*8)
+	if _, err := t.Mem.ReadAt(ptrs, ptr); err != nil {
+		return nil, "", fmt.Errorf("read allgs array at %#x (%d entries): %w", ptr, n, err)
+	}
+	return ptrs, warning, nil
+}
+
+// gRanges returns the ranges that read the g structs at ptrs (8 bytes
+// each), where each starts in a buffer of total bytes holding them all.
+// A g followed by the next one within its heap slot's size (slots of one
+// span) is read up to it: a run of them is one iovec, which halves the
+// time to copy 100k g structs.
+func gRanges(ptrs []byte, gsize int) (ranges []ptrace.Range, offs []int, total int) {
+	n := len(ptrs) / 8
+	ranges, offs = make([]ptrace.Range, n), make([]int, n)
+	for i := 0; i < n; i++ {
+		r := ptrace.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize}
+		if i+1 < n {
+			if next := binary.LittleEndian.Uint64(ptrs[(i+1)*8:]); next > r.Addr && next-r.Addr > uint64(gsize) && next-r.Addr <= uint64(gSlot(gsize)) {
+				r.Len = int(next - r.Addr)
+			}
+		}
+		offs[i] = total
+		total += r.Len
+		ranges[i] = r
+	}
+	return ranges, offs, total
+}
+
+// readGs reads the g structs of gRanges into gbuf and returns the indexes
+// of those that could not be read; an error means none could.
+func (t *Target) readGs(ranges []ptrace.Range, offs []int, gsize int, gbuf []byte) (map[int]bool, error) {
+	failed := map[int]bool{}
+	err := t.Mem.ReadBatch(ranges, gbuf)
+	if err == nil {
+		return failed, nil
+	}
+	var be *ptrace.BatchError
+	if !errors.As(err, &be) {
+		return nil, err
+	}
+	for _, i := range be.Failed {
+		// Read past its end up to the next g: the g alone may still be
+		// readable (a memory image holds the g's bytes only).
+		if ranges[i].Len > gsize {
+			if _, err := t.Mem.ReadAt(gbuf[offs[i]:offs[i]+gsize], ranges[i].Addr); err == nil {
+				continue
+			}
+		}
+		failed[i] = true
+	}
+	return failed, nil
 }
 
 // mapNewThreads adds to nsTIDs the stopped threads it lacks: threads

@@ -66,9 +66,15 @@ type Target struct {
 
 	waitReasons []string
 	statusNames []string
-	sym         *symbolizer
-	scratch     []Frame // reused while unwinding
-	live        bool    // a running process (Open), not a memory image (NewTarget)
+	// parkedStatuses has a bit set for each status of a goroutine off
+	// every thread (parkedStatus).
+	parkedStatuses uint64
+	sym            *symbolizer
+	scratch        []Frame // reused while unwinding
+	live           bool    // a running process (Open), not a memory image (NewTarget)
+	// beforeStop, set by tests, runs between the copy made before the
+	// stop (given the number of stacks it holds) and the stop.
+	beforeStop func(stacksCopied int)
 }
 
 // Open opens process pid for inspection. It reads the executable through
@@ -118,7 +124,7 @@ func NewTarget(pid int, bin *elfbin.Binary, mem Memory, bias uint64) (*Target, e
 // change. threads are the process's threads with their registers as they
 // were; now is the target's CLOCK_MONOTONIC at that instant.
 func (t *Target) Decode(threads []ptrace.Thread, now int64) (*Snapshot, error) {
-	raw, err := t.copyRaw(threads, &buffers{}, nil)
+	raw, err := t.copyRaw(threads, &buffers{}, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
@@ -153,6 +159,7 @@ func (t *Target) init() error {
 // (relocations applied), and makes the symbolizer.
 func (t *Target) loadStrings(table *runtimelayout.VersionLayout) error {
 	var err error
+	t.parkedStatuses = parkedStatusSet(t.Layout)
 	if table != nil {
 		// Stripped: the strings of the same Go release, generated.
 		t.waitReasons, t.statusNames = table.WaitReasons, table.GStatuses
@@ -203,6 +210,10 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
 	bufs.polls = t.pollDescs()
+	pre := t.preCopyStacks(bufs)
+	if t.beforeStop != nil && pre != nil {
+		t.beforeStop(pre.kept)
+	}
 	stopped, err := tr.Stop(t.PID)
 	if err != nil {
 		return nil, fmt.Errorf("stop process %d: %w", t.PID, err)
@@ -215,7 +226,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 				err = fmt.Errorf("panic while copying target memory: %v", r)
 			}
 		}()
-		return t.copyRaw(stopped.Threads, bufs, nsTIDs)
+		return t.copyRaw(stopped.Threads, bufs, nsTIDs, pre)
 	}()
 	resumeErr := stopped.Resume()
 	pause := stopped.Pause()
@@ -231,6 +242,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	snap := t.newSnapshot(raw, now)
 	snap.NSPid, _ = ptrace.NamespacePID(t.PID)
 	snap.Pause, snap.Taken = pause, taken
+	snap.StacksBeforeStop = raw.stacksBeforeStop
 	snap.TracebackLabels = t.tracebackLabels()
 	snap.Total = time.Since(start)
 	return snap, nil

@@ -40,6 +40,10 @@ type GLayout struct {
 	GoPC         int64
 	StartPC      int64
 	Labels       int64
+	// TrackingSeq counts the g's transitions out of _Grunning, modulo
+	// 256 (Go 1.17+): a snapshot tells a goroutine that ran and parked
+	// again at the same place from one that never ran.
+	TrackingSeq int64
 }
 
 // MLayout holds the offsets in runtime.m that gi reads.
@@ -164,6 +168,7 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 		{&l.G.GoPC, []string{"gopc"}, 8, false},
 		{&l.G.StartPC, []string{"startpc"}, 8, false},
 		{&l.G.Labels, []string{"labels"}, 8, true},
+		{&l.G.TrackingSeq, []string{"trackingSeq"}, 1, true},
 	}); err != nil {
 		return nil, err
 	}

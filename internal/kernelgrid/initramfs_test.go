@@ -33,6 +33,7 @@ var guestTargets = []struct {
 	{"tracee", targets.BuildOptions{Stripped: true}},
 	{"tracee", targets.BuildOptions{PIE: true, Stripped: true}},
 	{"lockserver", targets.BuildOptions{}},
+	{"reparker", targets.BuildOptions{}},
 	{"waiters", targets.BuildOptions{}},
 	{"waiters", targets.BuildOptions{PIE: true}},
 	{"waiters", targets.BuildOptions{Stripped: true}},

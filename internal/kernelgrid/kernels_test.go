@@ -44,7 +44,7 @@ const (
 // column it belongs to. The test binaries find the targets prebuilt in
 // /targets (GI_TARGETS_PREBUILT) and gi in /gi (GI_BINARY).
 var checks = []struct{ name, column, command string }{
-	{"ps-runtime-dump", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^(TestSnapshotMatchesRuntimeDump|TestSnapshotStripped)$'"},
+	{"ps-runtime-dump", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^(TestSnapshotMatchesRuntimeDump|TestSnapshotStripped|TestStacksCopiedBeforeStop)$'"},
 	{"ps-waits", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^TestWaitingOn$/^local'"},
 	{"ps-cli", colPs, "/tests/gi.test -test.v -test.timeout 15m -test.run '^TestPsTable$'"},
 	{"trace-trees", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestTraceWorkloads|TestTraceKernelFeatures|TestTraceCookieByIP|TestTracePerfEventFallback|TestMemlockLimit)$'"},
