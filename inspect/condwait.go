@@ -55,6 +55,11 @@ type condFollower struct {
 	// may be its own sudog, read again as a Cond candidate.
 	conds, sudogs map[uint64]bool
 	pilots        map[condFrame]*condPilot
+	// bySudog is set when the waiters' sudogs come from g.waiting (Go
+	// 1.26+): each waiter names its Cond itself, and a Cond's list of
+	// sudogs, linked one way (one round of reads per waiter), is not
+	// walked.
+	bySudog bool
 }
 
 // condFrame identifies the frames of a Cond waiter from its stack pointer
@@ -86,19 +91,22 @@ func (t *Target) newCondFollower() *condFollower {
 	return &condFollower{t: t, conds: map[uint64]bool{}, sudogs: map[uint64]bool{}, pilots: map[condFrame]*condPilot{}}
 }
 
-// add queues the reads for one Cond waiter: its sudog from g.waiting (Go
-// 1.26+); else, for the first of its frame layout, every word from its
-// stack pointer to the end of the sync.(*Cond).Wait frame read as a Cond
-// (c), as the Cond around a list (&c.notify, l) and as its own sudog; the
-// others wait for the first round (endRound).
+// addSudog queues the read of a Cond waiter's sudog, from g.waiting (Go
+// 1.26+): each goroutine's own, with no set to check it against (the stop
+// has no per-waiter map), its queue not followed.
+func (c *condFollower) addSudog(g, sudog uint64, queue []waitRead) []waitRead {
+	c.bySudog = true
+	return append(queue, waitRead{addr: sudog, owner: g, size: int32(c.t.Layout.Wait.Sudog.Size), what: readCondSudog})
+}
+
+// add queues the reads for one Cond waiter without g.waiting (before Go
+// 1.26): for the first of its frame layout, every word from its stack
+// pointer to the end of the sync.(*Cond).Wait frame read as a Cond (c), as
+// the Cond around a list (&c.notify, l) and as its own sudog; the others
+// wait for the first round (endRound).
 func (c *condFollower) add(rg *rawG, queue []waitRead) []waitRead {
 	t := c.t
 	W := &t.Layout.Wait
-	if s := t.u64(rg.g, W.GWaiting); s != 0 {
-		// Each goroutine's own: no set to check it against (the stop has
-		// no per-waiter map), and its queue is not followed.
-		return append(queue, waitRead{addr: s, owner: rg.addr, size: int32(W.Sudog.Size), what: readCondSudog})
-	}
 	end := t.condWaitFrameEnd(rg)
 	if end <= rg.sp {
 		return queue
@@ -180,7 +188,7 @@ func (c *condFollower) follow(r waitRead, b []byte, w *rawWaits, queue []waitRea
 			return queue
 		}
 		w.conds[r.addr] = b
-		if t.u64(b, W.CondNotify+W.NotifyList.Tail) != 0 {
+		if !c.bySudog && t.u64(b, W.CondNotify+W.NotifyList.Tail) != 0 {
 			queue = c.queueSudog(t.u64(b, W.CondNotify+W.NotifyList.Head), queue)
 		}
 	case readCondSudog:

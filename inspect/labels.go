@@ -12,7 +12,7 @@ import (
 func (t *Target) copyLabels(gs []*rawG) error {
 	var firstErr error
 	for _, rg := range gs {
-		p := t.u64(rg.g, t.Layout.G.Labels)
+		p := rg.labelsAt
 		if p == 0 {
 			continue
 		}

@@ -77,27 +77,45 @@ func (t *Target) stamp(gb []byte) (parkStamp, bool) {
 	if o := G.TrackingSeq; o >= 0 && o < int64(len(gb)) {
 		s.trackingSeq, s.hasTracking = gb[o], true
 	}
-	parked := t.parkedStatus(s.status) && t.u64(gb, G.M) == 0 &&
+	parked := t.status.isParked(s.status) && t.u64(gb, G.M) == 0 &&
 		s.sp != 0 && s.sp >= s.lo && s.sp < s.hi && s.hi-s.sp <= maxPreCopyStack
 	return s, parked
 }
 
-// parkedStatus reports whether status is one in which a goroutine is off
-// every thread and its stack still.
-func (t *Target) parkedStatus(status uint32) bool {
-	return status < 64 && t.parkedStatuses&(1<<status) != 0
+// statusValues are the goroutine status values the stop compares with.
+type statusValues struct {
+	dead, deadExtra, running, syscall, waiting uint32
+	hasDeadExtra                               bool
+	// parked has a bit set for each status of a goroutine off every
+	// thread, its stack still: runnable, waiting, preempted (and leaked,
+	// Go 1.26+).
+	parked uint64
 }
 
-// parkedStatusSet returns the statuses parkedStatus accepts, one bit each:
-// runnable, waiting, preempted (and leaked, Go 1.26+).
-func parkedStatusSet(l *runtimelayout.RuntimeLayout) uint64 {
-	var set uint64
+func statusValuesOf(l *runtimelayout.RuntimeLayout) statusValues {
+	var v statusValues
+	v.dead, _ = l.StatusValue("_Gdead")
+	v.deadExtra, v.hasDeadExtra = l.StatusValue("_Gdeadextra")
+	v.running, _ = l.StatusValue("_Grunning")
+	v.syscall, _ = l.StatusValue("_Gsyscall")
+	v.waiting, _ = l.StatusValue("_Gwaiting")
 	for _, name := range []string{"_Gwaiting", "_Grunnable", "_Gpreempted", "_Gleaked"} {
-		if v, ok := l.StatusValue(name); ok && v < 64 {
-			set |= 1 << v
+		if s, ok := l.StatusValue(name); ok && s < 64 {
+			v.parked |= 1 << s
 		}
 	}
-	return set
+	return v
+}
+
+// isDead reports whether status (scan bit cleared) is a dead g's.
+func (v *statusValues) isDead(status uint32) bool {
+	return status == v.dead || (v.hasDeadExtra && status == v.deadExtra)
+}
+
+// isParked reports whether status (scan bit cleared) is a goroutine's off
+// every thread, its stack still.
+func (v *statusValues) isParked(status uint32) bool {
+	return status < 64 && v.parked&(1<<status) != 0
 }
 
 // preCopy is what a snapshot copied before the stop, by allgs index.
@@ -133,7 +151,6 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 	ranges, offs, total := gRanges(ptrs, gsize)
 	p := &preCopy{addrs: ptrs, stamps: make([]parkStamp, n), stacks: make([][]byte, n)}
 	var before, after []byte
-	rel := make([]int, 0, preCopyBatch)
 	var stackRanges []ptrace.Range
 	var owners []int
 	for lo := 0; lo < n; lo += preCopyBatch {
@@ -146,11 +163,7 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 			before, after = make([]byte, end-base), make([]byte, end-base)
 		}
 		before, after = before[:end-base], after[:end-base]
-		rel = rel[:0]
-		for _, o := range offs[lo:hi] {
-			rel = append(rel, o-base)
-		}
-		failed, err := t.readGs(ranges[lo:hi], rel, gsize, before)
+		failed, err := t.readGs(ranges[lo:hi], offs[lo:hi], base, gsize, before)
 		if err != nil {
 			return p
 		}
@@ -160,7 +173,8 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 			if failed[i-lo] {
 				continue
 			}
-			s, ok := t.stamp(before[rel[i-lo] : rel[i-lo]+gsize])
+			o := offs[i] - base
+			s, ok := t.stamp(before[o : o+gsize])
 			if !ok {
 				continue
 			}
@@ -184,7 +198,7 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 				unread[k] = true
 			}
 		}
-		failed, err = t.readGs(ranges[lo:hi], rel, gsize, after)
+		failed, err = t.readGs(ranges[lo:hi], offs[lo:hi], base, gsize, after)
 		if err != nil {
 			return p
 		}
@@ -195,7 +209,8 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 			if unread[k] || failed[i-lo] {
 				continue
 			}
-			if s, ok := t.stamp(after[rel[i-lo] : rel[i-lo]+gsize]); ok && s == p.stamps[i] {
+			o := offs[i] - base
+			if s, ok := t.stamp(after[o : o+gsize]); ok && s == p.stamps[i] {
 				p.stacks[i] = stack
 				p.kept++
 			}

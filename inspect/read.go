@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +39,10 @@ type rawG struct {
 
 	labels map[string]string
 
+	// The m the goroutine runs on (running or in a system call) and its
+	// labels' address, as the stop's scan read them.
+	m, labelsAt uint64
+
 	// The system call the goroutine's thread is in (status syscall), as
 	// its registers say: number and first argument.
 	syscall     int64
@@ -44,9 +51,20 @@ type rawG struct {
 }
 
 type rawSnapshot struct {
-	gs       []*rawG
+	gs       []*rawG // made by gsAfterStop from what follows
 	warnings []string
 	waits    *rawWaits
+
+	// The stop's copy of the g structs: the live ones' allgs indexes,
+	// one rawG each in pool, the g's at gbuf[offs[i]:] read from
+	// ranges[i], and the stacks copied before the stop.
+	live   []int32
+	pool   []rawG
+	ranges []ptrace.Range
+	offs   []int
+	gbuf   []byte
+	pre    *preCopy
+
 	// stacksBeforeStop counts the stacks taken from the copy made before
 	// the stop.
 	stacksBeforeStop int
@@ -83,7 +101,7 @@ func (t *Target) readWord(addr uint64) (uint64, error) {
 // have not run since are taken from it instead of read again.
 func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]int, pre *preCopy) (*rawSnapshot, error) {
 	L := t.Layout
-	out := &rawSnapshot{gs: bufs.ptrs}
+	out := &rawSnapshot{}
 
 	ptrs, warning, err := t.readAllgs()
 	if err != nil {
@@ -100,59 +118,25 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	gsize := int(L.G.Size)
 	ranges, offs, gtotal := gRanges(ptrs, gsize)
 	gbuf := bufs.take(&bufs.g, gtotal)
-	failed, err := t.readGs(ranges, offs, gsize, gbuf)
+	scan, err := t.scanGs(ranges, offs, gbuf, bufs, pre)
 	if err != nil {
 		return nil, fmt.Errorf("read %d g structures: %w", n, err)
 	}
-	if len(failed) > 0 {
-		out.warnings = append(out.warnings, fmt.Sprintf("%d of %d g structures unreadable", len(failed), n))
+	if scan.failed > 0 {
+		out.warnings = append(out.warnings, fmt.Sprintf("%d of %d g structures unreadable", scan.failed, n))
 	}
-
-	dead, _ := L.StatusValue("_Gdead")
-	deadExtra, hasDeadExtra := L.StatusValue("_Gdeadextra")
-	running, _ := L.StatusValue("_Grunning")
-	syscall, _ := L.StatusValue("_Gsyscall")
-
+	out.live, out.pool, out.ranges, out.offs, out.gbuf, out.pre = scan.live, bufs.gs, ranges, offs, gbuf, pre
+	out.stacksBeforeStop = scan.stacksBeforeStop
+	running, syscall := t.status.running, t.status.syscall
 	threads := make(map[int]ptrace.Regs, len(stopped))
 	for _, th := range stopped {
 		threads[th.TID] = th.Regs
 	}
-
-	var mRanges []ptrace.Range
-	var mOwners []*rawG
-	for i := range ranges {
-		if failed[i] {
-			continue
-		}
-		gb := gbuf[offs[i] : offs[i]+gsize : offs[i]+gsize]
-		state := t.u32(gb, L.G.AtomicStatus)
-		s := state &^ L.ScanBit
-		if s == dead || (hasDeadExtra && s == deadExtra) {
-			continue
-		}
-		rg := bufs.newG()
-		*rg = rawG{
-			addr:    ranges[i].Addr,
-			g:       gb,
-			goid:    t.u64(gb, L.G.Goid),
-			state:   state,
-			stackLo: t.u64(gb, L.G.StackLo),
-			stackHi: t.u64(gb, L.G.StackHi),
-		}
-		if s == syscall || (s != running && t.u64(gb, L.G.SchedSP) == 0) {
-			rg.pc, rg.sp = t.u64(gb, L.G.SyscallPC), t.u64(gb, L.G.SyscallSP)
-		} else {
-			rg.pc, rg.sp, rg.lr = t.u64(gb, L.G.SchedPC), t.u64(gb, L.G.SchedSP), t.u64(gb, L.G.SchedLR)
-		}
-		if rg.stack = pre.stackOf(t, i, rg.addr, gb); rg.stack != nil {
-			out.stacksBeforeStop++
-		}
-		if m := t.u64(gb, L.G.M); m != 0 && (s == running || s == syscall) {
-			mRanges = append(mRanges, ptrace.Range{Addr: m, Len: int(L.M.Size)})
-			mOwners = append(mOwners, rg)
-		}
-		out.gs = append(out.gs, rg)
+	mRanges := make([]ptrace.Range, len(scan.onThread))
+	for i, rg := range scan.onThread {
+		mRanges[i] = ptrace.Range{Addr: rg.m, Len: int(L.M.Size)}
 	}
+	mOwners := scan.onThread
 
 	// Running goroutines: their location is in their thread's registers.
 	if len(mRanges) > 0 {
@@ -218,13 +202,10 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	}
 
 	// Stacks: the used part, from sp to the top.
-	stackRanges := make([]ptrace.Range, 0, len(out.gs))
+	stackRanges := make([]ptrace.Range, 0, len(scan.stackless))
 	var stackOwners []*rawG
 	total := 0
-	for _, rg := range out.gs {
-		if rg.stack != nil {
-			continue // copied before the stop, and the goroutine has not run since
-		}
+	for _, rg := range scan.stackless {
 		if rg.sp == 0 || rg.sp < rg.stackLo || rg.sp >= rg.stackHi {
 			if rg.sp != 0 {
 				rg.stackErr = fmt.Sprintf("sp %#x outside stack [%#x, %#x)", rg.sp, rg.stackLo, rg.stackHi)
@@ -257,15 +238,278 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	}
 
 	if L.G.Labels != runtimelayout.Missing {
-		if err := t.copyLabels(out.gs); err != nil {
+		if err := t.copyLabels(scan.labelled); err != nil {
 			out.warnings = append(out.warnings, "labels: "+err.Error())
 		}
 	}
 	if t.SkipWaits {
 		return out, nil
 	}
-	out.waits = t.copyWaits(out.gs, bufs.sudogs, bufs.waits, bufs.polls)
+	out.waits = t.copyWaits(scan.waiters, len(scan.live), bufs.sudogs, bufs.waits, bufs.polls)
 	return out, nil
+}
+
+// gScan is what the stop's scan of the g structs found. Only the g's the
+// stop itself needs a rawG for get one in it (writing 100k rawGs was a
+// quarter of the stop); the rest are made after it (rawSnapshot.gs).
+type gScan struct {
+	scanLists
+	failed int // g structs unreadable
+
+	stacksBeforeStop int
+}
+
+// scanLists are the lists the stop's scan makes.
+type scanLists struct {
+	live     []int32 // allgs indexes of the live g's, in order
+	onThread []*rawG // running or in a system call on an m: the m is read
+	// stackless are the goroutines whose stack was not copied before the
+	// stop (or has changed since): the stop copies it.
+	stackless []*rawG
+	labelled  []*rawG  // with pprof labels
+	waiters   []waiter // status _Gwaiting
+}
+
+// newScanLists returns lists of n slots each, faulted in: the stop
+// allocates nothing it would fault in (microseconds a page).
+func newScanLists(n int) scanLists {
+	return scanLists{
+		live:      prefaulted[int32](n),
+		onThread:  prefaulted[*rawG](n),
+		stackless: prefaulted[*rawG](n),
+		labelled:  prefaulted[*rawG](n),
+		waiters:   prefaulted[waiter](n),
+	}
+}
+
+// part returns the empty lists a chunk of g's lo to hi fills, in its own
+// slots.
+func (l *scanLists) part(lo, hi int) scanLists {
+	return scanLists{
+		live:      l.live[lo:lo:hi],
+		onThread:  l.onThread[lo:lo:hi],
+		stackless: l.stackless[lo:lo:hi],
+		labelled:  l.labelled[lo:lo:hi],
+		waiters:   l.waiters[lo:lo:hi],
+	}
+}
+
+// join moves the chunks' lists to the front of l's, in order: each
+// chunk's lie at or after where they go.
+func (l *scanLists) join(parts []gScan) scanLists {
+	out := scanLists{live: l.live[:0], onThread: l.onThread[:0], stackless: l.stackless[:0], labelled: l.labelled[:0], waiters: l.waiters[:0]}
+	for i := range parts {
+		p := &parts[i].scanLists
+		out.live = append(out.live, p.live...)
+		out.onThread = append(out.onThread, p.onThread...)
+		out.stackless = append(out.stackless, p.stackless...)
+		out.labelled = append(out.labelled, p.labelled...)
+		out.waiters = append(out.waiters, p.waiters...)
+	}
+	return out
+}
+
+// waiter is what the stop reads a waiting goroutine's wait from.
+type waiter struct {
+	g              uint64 // the g's address
+	waiting, timer uint64 // g.waiting (its sudogs), g.timer (before Go 1.23)
+	reason         uint8
+	rg             *rawG // a Cond waiter's rawG (found through its stack), else nil
+}
+
+// scanChunk is how many g structs a worker reads and scans at once: read
+// and scanned while still in the CPU's cache.
+const scanChunk = 1024
+
+// scanGs reads the g structs of ranges into gbuf (offs: where each starts)
+// and scans each while it is in the cache; their stacks are taken from pre
+// where unchanged. Chunks are read and scanned on every CPU.
+func (t *Target) scanGs(ranges []ptrace.Range, offs []int, gbuf []byte, bufs *buffers, pre *preCopy) (*gScan, error) {
+	n := len(ranges)
+	if len(bufs.gs) < n {
+		// More g's than reserved: one rawG per allgs index.
+		bufs.gs, bufs.scanLists = make([]rawG, n), newScanLists(n)
+	}
+	chunks := make([]gScan, (n+scanChunk-1)/scanChunk)
+	errs := make([]error, len(chunks))
+	total := len(gbuf)
+	condReason, followConds := t.condWaitReason()
+	scanOne := func(c int) {
+		defer func() {
+			if r := recover(); r != nil {
+				errs[c] = fmt.Errorf("panic while scanning g structures: %v", r)
+			}
+		}()
+		lo, hi := c*scanChunk, min((c+1)*scanChunk, n)
+		end := total
+		if hi < n {
+			end = offs[hi]
+		}
+		s := scanner{t: t, ranges: ranges, offs: offs, base: offs[lo], dst: gbuf[offs[lo]:end], pool: bufs.gs, pre: pre,
+			condReason: condReason, followConds: followConds}
+		chunks[c].scanLists = bufs.scanLists.part(lo, hi)
+		errs[c] = s.scan(&chunks[c], lo, hi)
+	}
+	onEveryCPU(len(chunks), scanOne)
+	out := &gScan{}
+	for c := range chunks {
+		if errs[c] != nil {
+			return nil, errs[c]
+		}
+		out.failed += chunks[c].failed
+		out.stacksBeforeStop += chunks[c].stacksBeforeStop
+	}
+	out.scanLists = bufs.scanLists.join(chunks)
+	return out, nil
+}
+
+// scanner scans one chunk of g structs.
+type scanner struct {
+	t           *Target
+	ranges      []ptrace.Range
+	offs        []int
+	base        int    // offs[lo]: where dst starts in the whole buffer
+	dst         []byte // the chunk's g structs
+	pool        []rawG // one rawG per allgs index
+	pre         *preCopy
+	condReason  uint8
+	followConds bool
+}
+
+// scan reads and scans the g structs lo to hi.
+func (s *scanner) scan(out *gScan, lo, hi int) error {
+	t := s.t
+	L := t.Layout
+	gsize := int(L.G.Size)
+	failed, err := t.readGs(s.ranges[lo:hi], s.offs[lo:hi], s.base, gsize, s.dst)
+	if err != nil {
+		return err
+	}
+	out.failed = len(failed)
+	running, syscall, waiting := t.status.running, t.status.syscall, t.status.waiting
+	for i := lo; i < hi; i++ {
+		if len(failed) > 0 && failed[i-lo] {
+			continue
+		}
+		o := s.offs[i] - s.base
+		gb := s.dst[o : o+gsize : o+gsize]
+		st := t.u32(gb, L.G.AtomicStatus) &^ L.ScanBit
+		if t.status.isDead(st) {
+			continue
+		}
+		out.live = append(out.live, int32(i))
+		addr := s.ranges[i].Addr
+		stack := s.pre.stackOf(t, i, addr, gb)
+		m := t.u64(gb, L.G.M)
+		onThread := m != 0 && (st == running || st == syscall)
+		labels := t.u64(gb, L.G.Labels)
+		var w waiter
+		if st == waiting {
+			w = waiter{g: addr}
+			if o := L.G.WaitReason; o >= 0 && o < int64(len(gb)) {
+				w.reason = gb[o]
+			}
+			if W := &L.Wait; W.Known {
+				w.waiting = t.u64(gb, W.GWaiting)
+				if W.GSleepWhen == runtimelayout.Missing {
+					w.timer = t.u64(gb, W.GTimer)
+				}
+			}
+		}
+		// A Cond waiter without g.waiting (before Go 1.26) is found
+		// through its stack, read in the stop from its rawG.
+		condWaiter := st == waiting && s.followConds && w.reason == s.condReason && w.waiting == 0
+		if stack != nil {
+			out.stacksBeforeStop++
+		}
+		if stack == nil || onThread || labels != 0 || condWaiter {
+			rg := &s.pool[i]
+			t.fillRawG(rg, addr, gb)
+			rg.stack = stack
+			if stack == nil {
+				out.stackless = append(out.stackless, rg)
+			}
+			if onThread {
+				rg.m = m
+				out.onThread = append(out.onThread, rg)
+			}
+			if labels != 0 {
+				out.labelled = append(out.labelled, rg)
+			}
+			if condWaiter {
+				w.rg = rg
+			}
+		}
+		if st == waiting {
+			out.waiters = append(out.waiters, w)
+		}
+	}
+	return nil
+}
+
+// fillRawG fills rg from the g at addr, whose bytes are gb.
+func (t *Target) fillRawG(rg *rawG, addr uint64, gb []byte) {
+	L := t.Layout
+	state := t.u32(gb, L.G.AtomicStatus)
+	s := state &^ L.ScanBit
+	*rg = rawG{
+		addr:     addr,
+		g:        gb,
+		goid:     t.u64(gb, L.G.Goid),
+		state:    state,
+		stackLo:  t.u64(gb, L.G.StackLo),
+		stackHi:  t.u64(gb, L.G.StackHi),
+		labelsAt: t.u64(gb, L.G.Labels),
+	}
+	if s == t.status.syscall || (s != t.status.running && t.u64(gb, L.G.SchedSP) == 0) {
+		rg.pc, rg.sp = t.u64(gb, L.G.SyscallPC), t.u64(gb, L.G.SyscallSP)
+	} else {
+		rg.pc, rg.sp, rg.lr = t.u64(gb, L.G.SchedPC), t.u64(gb, L.G.SchedSP), t.u64(gb, L.G.SchedLR)
+	}
+}
+
+// gsAfterStop makes, after the stop, the rawGs the stop did not need:
+// those of goroutines whose stack was copied before it, unchanged.
+func (t *Target) gsAfterStop(raw *rawSnapshot) {
+	if raw.live == nil {
+		return
+	}
+	gs := make([]*rawG, 0, len(raw.live))
+	gsize := int(t.Layout.G.Size)
+	for _, i := range raw.live {
+		rg := &raw.pool[i]
+		if rg.g == nil {
+			o := raw.offs[i]
+			t.fillRawG(rg, raw.ranges[i].Addr, raw.gbuf[o:o+gsize:o+gsize])
+			rg.stack = raw.pre.stacks[i]
+		}
+		gs = append(gs, rg)
+	}
+	raw.gs, raw.live = gs, nil
+}
+
+// onEveryCPU runs do(0) … do(n-1) on one goroutine per CPU (the process
+// is stopped: gi has the machine) and returns when all have returned.
+func onEveryCPU(n int, do func(i int)) {
+	workers := min(n, runtime.NumCPU())
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			do(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				do(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // readAllgs reads runtime.allgs: the address of every g, 8 bytes each,
@@ -324,11 +568,12 @@ func gRanges(ptrs []byte, gsize int) (ranges []ptrace.Range, offs []int, total i
 	return ranges, offs, total
 }
 
-// readGs reads the g structs of gRanges into gbuf and returns the indexes
-// of those that could not be read; an error means none could.
-func (t *Target) readGs(ranges []ptrace.Range, offs []int, gsize int, gbuf []byte) (map[int]bool, error) {
+// readGs reads the g structs of ranges into dst, each at its offset in
+// offs less base, and returns the indexes (in ranges) of those that could
+// not be read; an error means none could.
+func (t *Target) readGs(ranges []ptrace.Range, offs []int, base, gsize int, dst []byte) (map[int]bool, error) {
 	failed := map[int]bool{}
-	err := t.Mem.ReadBatch(ranges, gbuf)
+	err := t.Mem.ReadBatch(ranges, dst)
 	if err == nil {
 		return failed, nil
 	}
@@ -340,7 +585,7 @@ func (t *Target) readGs(ranges []ptrace.Range, offs []int, gsize int, gbuf []byt
 		// Read past its end up to the next g: the g alone may still be
 		// readable (a memory image holds the g's bytes only).
 		if ranges[i].Len > gsize {
-			if _, err := t.Mem.ReadAt(gbuf[offs[i]:offs[i]+gsize], ranges[i].Addr); err == nil {
+			if _, err := t.Mem.ReadAt(dst[offs[i]-base:offs[i]-base+gsize], ranges[i].Addr); err == nil {
 				continue
 			}
 		}
@@ -387,9 +632,11 @@ type buffers struct {
 	sudogs    []byte // what goroutines wait on: one sudog each, mostly
 	waits     *waitScratch
 	polls     map[uint64]int // pollDesc address → descriptor, found before the stop
-	gs        []rawG
-	ptrs      []*rawG
-	mapped    [][]byte
+	gs        []rawG         // one per allgs index
+	// The stop's scan lists, one slot per allgs index: each chunk of
+	// g's fills its own part (gScan).
+	scanLists
+	mapped [][]byte
 }
 
 // hugeMin is the size from which byte buffers are mapped with transparent
@@ -420,16 +667,6 @@ func (b *buffers) release() {
 	b.mapped = nil
 }
 
-// newG returns a zeroed rawG from the pool.
-func (b *buffers) newG() *rawG {
-	if len(b.gs) == 0 {
-		return &rawG{}
-	}
-	g := &b.gs[0]
-	b.gs = b.gs[1:]
-	return g
-}
-
 // Estimated bytes of used stack per goroutine, for pre-allocating, and
 // the most memory reserved ahead of a snapshot.
 const (
@@ -458,12 +695,19 @@ func (t *Target) prepareBuffers() *buffers {
 		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&ws.member[0])), int(n)*4))
 		b.waits = ws
 	}
-	gs := make([]rawG, n)
-	prefault(unsafe.Slice((*byte)(unsafe.Pointer(&gs[0])), len(gs)*int(unsafe.Sizeof(rawG{}))))
-	b.gs = gs
-	b.ptrs = make([]*rawG, 0, n)
-	prefault(unsafe.Slice((*byte)(unsafe.Pointer(&b.ptrs[:1][0])), int(n)*8))
+	b.gs = prefaulted[rawG](int(n))
+	b.scanLists = newScanLists(int(n))
 	return b
+}
+
+// prefaulted returns a slice of n zero Ts whose pages are faulted in.
+func prefaulted[T any](n int) []T {
+	s := make([]T, n)
+	if n > 0 {
+		var zero T
+		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), n*int(unsafe.Sizeof(zero))))
+	}
+	return s
 }
 
 // take returns n bytes from *pool, allocating if it is too small.

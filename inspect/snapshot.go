@@ -66,12 +66,10 @@ type Target struct {
 
 	waitReasons []string
 	statusNames []string
-	// parkedStatuses has a bit set for each status of a goroutine off
-	// every thread (parkedStatus).
-	parkedStatuses uint64
-	sym            *symbolizer
-	scratch        []Frame // reused while unwinding
-	live           bool    // a running process (Open), not a memory image (NewTarget)
+	status      statusValues
+	sym         *symbolizer
+	scratch     []Frame // reused while unwinding
+	live        bool    // a running process (Open), not a memory image (NewTarget)
 	// beforeStop, set by tests, runs between the copy made before the
 	// stop (given the number of stacks it holds) and the stop.
 	beforeStop func(stacksCopied int)
@@ -159,7 +157,7 @@ func (t *Target) init() error {
 // (relocations applied), and makes the symbolizer.
 func (t *Target) loadStrings(table *runtimelayout.VersionLayout) error {
 	var err error
-	t.parkedStatuses = parkedStatusSet(t.Layout)
+	t.status = statusValuesOf(t.Layout)
 	if table != nil {
 		// Stripped: the strings of the same Go release, generated.
 		t.waitReasons, t.statusNames = table.WaitReasons, table.GStatuses
@@ -250,6 +248,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 
 // newSnapshot decodes a raw copy taken when the target's clock read now.
 func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
+	t.gsAfterStop(raw)
 	snap := &Snapshot{
 		PID:       t.PID,
 		NSPid:     t.PID,

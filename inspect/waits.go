@@ -91,14 +91,13 @@ type waitScratch struct {
 // batched read (adjacent objects merged into one range); every walk is
 // bounded. It does as little as it can while the process is stopped: no
 // per-sudog map, buffers faulted in before the stop (pool).
-func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls map[uint64]int) *rawWaits {
+func (t *Target) copyWaits(waiters []waiter, live int, pool []byte, scratch *waitScratch, polls map[uint64]int) *rawWaits {
 	W := &t.Layout.Wait
 	w := &rawWaits{chans: map[uint64][]byte{}, semaOf: map[uint64]uint64{}, windows: map[uint64][]byte{}, timerWhen: map[uint64]int64{},
 		polls: map[uint64][]byte{}, pollFD: polls, conds: map[uint64][]byte{}}
 	if !W.Known {
 		return w
 	}
-	waiting, _ := t.Layout.StatusValue("_Gwaiting")
 	var next []waitRead
 	if scratch != nil {
 		next = scratch.reads[:0]
@@ -115,21 +114,20 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls 
 	}
 	condReason, followConds := t.condWaitReason()
 	conds := t.newCondFollower()
-	for _, rg := range gs {
-		if rg.state&^t.Layout.ScanBit != waiting {
-			continue
-		}
-		if followConds && rg.g[t.Layout.G.WaitReason] == condReason {
-			next = conds.add(rg, next)
-			continue
-		}
-		if p := t.u64(rg.g, W.GWaiting); p != 0 {
-			next = append(next, waitRead{addr: p, size: int32(sudogSize)})
-		}
-		if W.GSleepWhen == runtimelayout.Missing {
-			if tm := t.u64(rg.g, W.GTimer); tm != 0 {
-				next = append(next, waitRead{addr: tm + uint64(W.TimerWhen), size: 8, what: readTimer, owner: rg.addr})
+	for _, w := range waiters {
+		if followConds && w.reason == condReason {
+			if w.waiting != 0 {
+				next = conds.addSudog(w.g, w.waiting, next)
+			} else if w.rg != nil {
+				next = conds.add(w.rg, next)
 			}
+			continue
+		}
+		if w.waiting != 0 {
+			next = append(next, waitRead{addr: w.waiting, size: int32(sudogSize)})
+		}
+		if w.timer != 0 {
+			next = append(next, waitRead{addr: w.timer + uint64(W.TimerWhen), size: 8, what: readTimer, owner: w.g})
 		}
 	}
 	for pd := range polls {
@@ -145,7 +143,7 @@ func (t *Target) copyWaits(gs []*rawG, pool []byte, scratch *waitScratch, polls 
 			}
 		}
 	}
-	maxSudogs := maxSudogsPerG*len(gs) + maxSudogsSlack
+	maxSudogs := maxSudogsPerG*live + maxSudogsSlack
 	chanQueued := map[uint64]bool{}
 	lastChan := uint64(0)
 	semas := map[uint64]bool{}
