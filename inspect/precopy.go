@@ -126,6 +126,17 @@ type preCopy struct {
 	kept   int         // stacks copied
 }
 
+// uncopied returns how many g's of allgs, as read before the stop, have
+// no stack copied (some are dead), plus room for as many new ones as
+// an eighth of them and 64: those whose stacks the stop copies.
+func (p *preCopy) uncopied() int {
+	if p == nil {
+		return 0 // the stop reserves as it goes
+	}
+	n := len(p.stacks)
+	return n - p.kept + n/8 + 64
+}
+
 // stackOf returns the stack copied before the stop for the g at allgs
 // index i, whose bytes in the stop are gb, if the g has not changed since.
 func (p *preCopy) stackOf(t *Target, i int, addr uint64, gb []byte) []byte {
@@ -186,7 +197,7 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 		if len(owners) == 0 {
 			continue
 		}
-		sbuf := bufs.take(&bufs.stacks, size)
+		sbuf := bufs.unfaulted(size)
 		var unread map[int]bool
 		if err := t.Mem.ReadBatch(stackRanges, sbuf); err != nil {
 			var be *ptrace.BatchError

@@ -629,6 +629,7 @@ func gSlot(gsize int) int { return (gsize + 31) &^ 31 }
 // pause.
 type buffers struct {
 	g, stacks []byte
+	pre       []byte // the rest of the chunk unfaulted carves from
 	sudogs    []byte // what goroutines wait on: one sudog each, mostly
 	waits     *waitScratch
 	polls     map[uint64]int // pollDesc address → descriptor, found before the stop
@@ -656,6 +657,37 @@ func (b *buffers) huge(n int) []byte {
 	unix.Madvise(m, unix.MADV_HUGEPAGE) // a hint: fine if refused
 	b.mapped = append(b.mapped, m)
 	return prefault(m)
+}
+
+// reserveStacks faults in room for the stacks of n goroutines, for those
+// the stop copies: the goroutines whose stacks were not copied before it.
+func (b *buffers) reserveStacks(n int) {
+	if n > 0 && n*stackEstimate <= maxPrefault {
+		b.stacks = b.huge(n * stackEstimate)
+	}
+}
+
+// preStackChunk is the size of the chunks stacks copied before the stop
+// are carved from.
+const preStackChunk = 8 << 20
+
+// unfaulted returns n bytes outside the Go heap, not faulted in: for what
+// is copied before the stop, where faults cost the target nothing. The
+// bytes are carved from chunks of preStackChunk; Release frees them.
+func (b *buffers) unfaulted(n int) []byte {
+	if len(b.pre) < n {
+		size := max(n, preStackChunk)
+		m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return make([]byte, n)
+		}
+		unix.Madvise(m, unix.MADV_HUGEPAGE) // a hint: fine if refused
+		b.mapped = append(b.mapped, m)
+		b.pre = m
+	}
+	out := b.pre[:n:n]
+	b.pre = b.pre[n:]
+	return out
 }
 
 // release unmaps the buffers mapped outside the heap. Nothing may refer to
@@ -686,7 +718,6 @@ func (t *Target) prepareBuffers() *buffers {
 		return b // too many to reserve ahead: allocate while copying
 	}
 	b.g = b.huge(int(n) * gSlot(int(t.Layout.G.Size)))
-	b.stacks = b.huge(int(n) * stackEstimate)
 	if w := &t.Layout.Wait; w.Known && !t.SkipWaits {
 		b.sudogs = b.huge(int(n)*int(w.Sudog.Size) + 1<<16)
 		ws := &waitScratch{reads: make([]waitRead, 0, n), bufs: make([][]byte, n), member: make([]int32, n)}

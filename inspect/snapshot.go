@@ -209,6 +209,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	}
 	bufs.polls = t.pollDescs()
 	pre := t.preCopyStacks(bufs)
+	bufs.reserveStacks(pre.uncopied())
 	if t.beforeStop != nil && pre != nil {
 		t.beforeStop(pre.kept)
 	}

@@ -4,9 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
@@ -492,10 +496,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 	objects := map[uint64]*WaitObject{} // sync objects shared by their waiters, counting them
 	var condOf map[uint64][]uint64      // the Conds waiters are queued in
 	_, followConds := t.condWaitReason()
-	for _, g := range gs {
-		if g.StatusValue != waiting {
-			continue
-		}
+	describeWait := func(g *Goroutine) {
 		switch reason := g.WaitReason; {
 		case reason == "chan receive (nil chan)" || reason == "chan send (nil chan)":
 			dir := "recv"
@@ -533,14 +534,14 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 				when = tw
 			} else {
 				g.WaitingOn = []WaitObject{{Kind: "timer", Unknown: "its timer was not copied"}}
-				continue
+				return
 			}
 			g.WaitingOn = []WaitObject{{Kind: "timer", Type: "time.Sleep", WakeIn: when - now}}
 		case reason == "IO wait":
 			iw, ok := io[g.Addr]
 			if !ok {
 				g.WaitingOn = []WaitObject{{Kind: "fd", Unknown: "no pollDesc registered with epoll names the goroutine"}}
-				continue
+				return
 			}
 			d := describe(iw.fd)
 			g.WaitingOn = []WaitObject{{Kind: "fd", Addr: iw.pd, Dir: iw.dir, FD: d, Type: typeOr(d.Kind, "fd")}}
@@ -581,7 +582,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 				if kind != "" {
 					g.WaitingOn = []WaitObject{{Kind: kind, Dir: dir, Unknown: why}}
 				}
-				continue
+				return
 			}
 			kind, dir, base := t.syncObject(g, sema)
 			obj := objects[base]
@@ -595,8 +596,61 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 			g.WaitingOn = []WaitObject{o}
 		}
 	}
+	interned := waitInterner{}
+	for _, g := range gs {
+		if g.StatusValue != waiting {
+			continue
+		}
+		describeWait(g)
+		g.WaitingOn = interned.keep(g.WaitingOn)
+	}
 	// Each waiter's copy of a sync object shares its SyncState: the
 	// waiter count is complete once every goroutine is seen.
+}
+
+// waitInterner shares equal WaitingOn lists between goroutines: 100k
+// goroutines blocked on one channel wait on the same thing (10 MB of
+// copies). Lists are never written after keep.
+type waitInterner map[uint64][]WaitObject
+
+// keep returns a list already kept equal to objs, else keeps objs.
+func (in waitInterner) keep(objs []WaitObject) []WaitObject {
+	if len(objs) == 0 {
+		return objs
+	}
+	h := fnv.New64a()
+	var word [8]byte
+	num := func(v uint64) {
+		binary.LittleEndian.PutUint64(word[:], v)
+		h.Write(word[:])
+	}
+	str := func(s string) {
+		num(uint64(len(s)))
+		io.WriteString(h, s)
+	}
+	for i := range objs {
+		o := &objs[i]
+		str(o.Kind)
+		num(o.Addr)
+		str(o.Name)
+		str(o.Type)
+		str(o.Dir)
+		num(uint64(uintptr(unsafe.Pointer(o.Chan))))
+		num(uint64(uintptr(unsafe.Pointer(o.Sync))))
+		num(uint64(uintptr(unsafe.Pointer(o.FD))))
+		str(o.Syscall)
+		num(uint64(o.WakeIn))
+		str(o.Unknown)
+	}
+	key := h.Sum64()
+	if same, ok := in[key]; ok {
+		if slices.Equal(same, objs) {
+			return same
+		}
+		return objs
+	}
+	in[key] = objs
+	return objs
 }
 
 func typeOr(s, def string) string {
