@@ -124,17 +124,7 @@ type preCopy struct {
 	stamps []parkStamp // the g's stamp where stacks holds a stack
 	stacks [][]byte    // the used part of the g's stack, nil if not copied
 	kept   int         // stacks copied
-}
-
-// uncopied returns how many g's of allgs, as read before the stop, have
-// no stack copied (some are dead), plus room for as many new ones as
-// an eighth of them and 64: those whose stacks the stop copies.
-func (p *preCopy) uncopied() int {
-	if p == nil {
-		return 0 // the stop reserves as it goes
-	}
-	n := len(p.stacks)
-	return n - p.kept + n/8 + 64
+	gBytes int         // the size of the g structs read as runs (gRanges)
 }
 
 // stackOf returns the stack copied before the stop for the g at allgs
@@ -160,7 +150,7 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 	n := len(ptrs) / 8
 	gsize := int(t.Layout.G.Size)
 	ranges, offs, total := gRanges(ptrs, gsize)
-	p := &preCopy{addrs: ptrs, stamps: make([]parkStamp, n), stacks: make([][]byte, n)}
+	p := &preCopy{addrs: ptrs, stamps: make([]parkStamp, n), stacks: make([][]byte, n), gBytes: total}
 	var before, after []byte
 	var stackRanges []ptrace.Range
 	var owners []int

@@ -17,10 +17,17 @@ import (
 
 // rawG is one goroutine's bytes as copied while the process was stopped.
 type rawG struct {
-	addr  uint64
-	g     []byte // the runtime.g
-	goid  uint64
-	state uint32 // atomicstatus, scan bit included
+	addr   uint64
+	filled bool // by fillRawG
+	goid   uint64
+	state  uint32 // atomicstatus, scan bit included
+
+	// Fields of the runtime.g decoding reads, copied out of it: the g
+	// structs are released once the rawGs are made.
+	lockedM                              bool
+	reason                               uint8
+	parentGoid, waitSince, startPC, goPC uint64
+	waiting, sleepWhen                   uint64 // g.waiting (sudogs), g.sleepWhen (Go 1.23+)
 
 	// Where unwinding starts. trap is true when pc is the address of the
 	// next instruction to execute (registers of a running thread), false
@@ -453,13 +460,24 @@ func (t *Target) fillRawG(rg *rawG, addr uint64, gb []byte) {
 	state := t.u32(gb, L.G.AtomicStatus)
 	s := state &^ L.ScanBit
 	*rg = rawG{
-		addr:     addr,
-		g:        gb,
-		goid:     t.u64(gb, L.G.Goid),
-		state:    state,
-		stackLo:  t.u64(gb, L.G.StackLo),
-		stackHi:  t.u64(gb, L.G.StackHi),
-		labelsAt: t.u64(gb, L.G.Labels),
+		addr:       addr,
+		filled:     true,
+		goid:       t.u64(gb, L.G.Goid),
+		state:      state,
+		lockedM:    t.u64(gb, L.G.LockedM) != 0,
+		parentGoid: t.u64(gb, L.G.ParentGoid),
+		waitSince:  t.u64(gb, L.G.WaitSince),
+		startPC:    t.u64(gb, L.G.StartPC),
+		goPC:       t.u64(gb, L.G.GoPC),
+		stackLo:    t.u64(gb, L.G.StackLo),
+		stackHi:    t.u64(gb, L.G.StackHi),
+		labelsAt:   t.u64(gb, L.G.Labels),
+	}
+	if o := L.G.WaitReason; o >= 0 && o < int64(len(gb)) {
+		rg.reason = gb[o]
+	}
+	if W := &L.Wait; W.Known {
+		rg.waiting, rg.sleepWhen = t.u64(gb, W.GWaiting), t.u64(gb, W.GSleepWhen)
 	}
 	if s == t.status.syscall || (s != t.status.running && t.u64(gb, L.G.SchedSP) == 0) {
 		rg.pc, rg.sp = t.u64(gb, L.G.SyscallPC), t.u64(gb, L.G.SyscallSP)
@@ -478,14 +496,14 @@ func (t *Target) gsAfterStop(raw *rawSnapshot) {
 	gsize := int(t.Layout.G.Size)
 	for _, i := range raw.live {
 		rg := &raw.pool[i]
-		if rg.g == nil {
+		if !rg.filled {
 			o := raw.offs[i]
 			t.fillRawG(rg, raw.ranges[i].Addr, raw.gbuf[o:o+gsize:o+gsize])
 			rg.stack = raw.pre.stacks[i]
 		}
 		gs = append(gs, rg)
 	}
-	raw.gs, raw.live = gs, nil
+	raw.gs, raw.live, raw.gbuf = gs, nil, nil
 }
 
 // onEveryCPU runs do(0) … do(n-1) on one goroutine per CPU (the process
@@ -659,14 +677,6 @@ func (b *buffers) huge(n int) []byte {
 	return prefault(m)
 }
 
-// reserveStacks faults in room for the stacks of n goroutines, for those
-// the stop copies: the goroutines whose stacks were not copied before it.
-func (b *buffers) reserveStacks(n int) {
-	if n > 0 && n*stackEstimate <= maxPrefault {
-		b.stacks = b.huge(n * stackEstimate)
-	}
-}
-
 // preStackChunk is the size of the chunks stacks copied before the stop
 // are carved from.
 const preStackChunk = 8 << 20
@@ -690,6 +700,20 @@ func (b *buffers) unfaulted(n int) []byte {
 	return out
 }
 
+// unmap releases the mapping that begins where b does, if any, early.
+func (bufs *buffers) unmap(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	for i, m := range bufs.mapped {
+		if &m[0] == &b[0] {
+			unix.Munmap(m)
+			bufs.mapped = append(bufs.mapped[:i], bufs.mapped[i+1:]...)
+			return
+		}
+	}
+}
+
 // release unmaps the buffers mapped outside the heap. Nothing may refer to
 // them afterwards: decoding copies what it keeps.
 func (b *buffers) release() {
@@ -706,18 +730,32 @@ const (
 	maxPrefault   = 1 << 30
 )
 
-// prepareBuffers sizes buffers from a racy read of runtime.allglen.
-func (t *Target) prepareBuffers() *buffers {
-	b := &buffers{}
-	n, err := t.readWord(t.Layout.AllGLen + t.Bias)
-	if err != nil || n > maxGoroutines {
-		return b
+// prepareBuffers reserves, right before the stop, what the stop copies
+// into, sized from what was copied before it (pre), else from a racy read
+// of runtime.allglen, with room for a few more goroutines.
+func (t *Target) prepareBuffers(b *buffers, pre *preCopy) {
+	var n, gBytes, stacks uint64
+	gslot := uint64(gSlot(int(t.Layout.G.Size)))
+	if pre != nil {
+		n = uint64(len(pre.stacks))
+		gBytes = uint64(pre.gBytes)
+		stacks = n - uint64(pre.kept)
+	} else {
+		var err error
+		if n, err = t.readWord(t.Layout.AllGLen + t.Bias); err != nil || n > maxGoroutines {
+			return
+		}
+		gBytes, stacks = n*gslot, n
 	}
-	n += n/8 + 64
-	if n*(uint64(t.Layout.G.Size)+stackEstimate+uint64(unsafe.Sizeof(rawG{}))+8) > maxPrefault {
-		return b // too many to reserve ahead: allocate while copying
+	more := n/64 + 64
+	n += more
+	gBytes += more * gslot
+	stacks += more
+	if gBytes+stacks*stackEstimate+n*(uint64(unsafe.Sizeof(rawG{}))+8) > maxPrefault {
+		return // too many to reserve ahead: allocate while copying
 	}
-	b.g = b.huge(int(n) * gSlot(int(t.Layout.G.Size)))
+	b.g = b.huge(int(gBytes))
+	b.stacks = b.huge(int(stacks) * stackEstimate)
 	if w := &t.Layout.Wait; w.Known && !t.SkipWaits {
 		b.sudogs = b.huge(int(n)*int(w.Sudog.Size) + 1<<16)
 		ws := &waitScratch{reads: make([]waitRead, 0, n), bufs: make([][]byte, n), member: make([]int32, n)}
@@ -728,7 +766,6 @@ func (t *Target) prepareBuffers() *buffers {
 	}
 	b.gs = prefaulted[rawG](int(n))
 	b.scanLists = newScanLists(int(n))
-	return b
 }
 
 // prefaulted returns a slice of n zero Ts whose pages are faulted in.

@@ -199,7 +199,7 @@ func (t *Target) readStringArray(addr uint64, n int64) ([]string, error) {
 // The process is resumed on every path, errors and panics included.
 func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	start := time.Now()
-	bufs := t.prepareBuffers()
+	bufs := &buffers{}
 	defer bufs.release()
 	// Thread ids as the target's namespace numbers them (m.procid) to gi's,
 	// mapped before the stop: only for a target in another PID namespace.
@@ -209,7 +209,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	}
 	bufs.polls = t.pollDescs()
 	pre := t.preCopyStacks(bufs)
-	bufs.reserveStacks(pre.uncopied())
+	t.prepareBuffers(bufs, pre)
 	if t.beforeStop != nil && pre != nil {
 		t.beforeStop(pre.kept)
 	}
@@ -229,6 +229,16 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	}()
 	resumeErr := stopped.Resume()
 	pause := stopped.Pause()
+	if pre != nil {
+		pre.stamps = nil // needed only in the stop: the memory goes back while decoding
+	}
+	if raw != nil {
+		// The g structs are read out into rawGs, and their copy (48 MB
+		// at 100k goroutines) released before decoding.
+		gbuf := raw.gbuf
+		t.gsAfterStop(raw)
+		bufs.unmap(gbuf)
+	}
 	if copyErr != nil {
 		if !ptrace.Alive(t.PID) {
 			return nil, fmt.Errorf("process %d: %w", t.PID, ptrace.ErrProcessExited)

@@ -111,15 +111,15 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 			StatusValue:    status,
 			Scan:           rg.state&L.ScanBit != 0,
 			Status:         t.statusName(status),
-			LockedToThread: t.u64(rg.g, L.G.LockedM) != 0,
+			LockedToThread: rg.lockedM,
 			ThreadID:       rg.tid,
 			HostThreadID:   rg.hostTID,
 			Labels:         rg.labels,
 		}
 		if L.G.ParentGoid != runtimelayout.Missing {
-			g.ParentID = t.u64(rg.g, L.G.ParentGoid)
+			g.ParentID = rg.parentGoid
 		}
-		reason := rg.g[L.G.WaitReason]
+		reason := rg.reason
 		if int(reason) < len(t.waitReasons) {
 			g.WaitReason = t.waitReasons[reason]
 		} else {
@@ -131,16 +131,16 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 		} else if status != waiting {
 			g.WaitReason = ""
 		}
-		if since := int64(t.u64(rg.g, L.G.WaitSince)); since != 0 && (status == waiting || status == syscall) && now > since {
+		if since := int64(rg.waitSince); since != 0 && (status == waiting || status == syscall) && now > since {
 			g.Wait, g.WaitKnown = time.Duration(now-since), true
 		}
-		if f := t.sym.funcFor(t.u64(rg.g, L.G.StartPC)); f != nil {
+		if f := t.sym.funcFor(rg.startPC); f != nil {
 			g.StartFunction = f.Name
 			g.System = t.isSystem(f)
 		}
 		t.unwind(g, rg)
 		g.Frames = arena.keep(g.Frames)
-		g.CreatedBy = t.createdBy(g, t.u64(rg.g, L.G.GoPC), creators)
+		g.CreatedBy = t.createdBy(g, rg.goPC, creators)
 		out = append(out, g)
 	}
 	return out

@@ -505,8 +505,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 			}
 			g.WaitingOn = []WaitObject{{Kind: "chan", Dir: dir, Type: "chan (nil)"}}
 		case reason == "chan receive" || reason == "chan send" || reason == "select":
-			gb := raws[g.Addr].g
-			for s, n := t.u64(gb, W.GWaiting), 0; s != 0 && n < 1<<16; n++ {
+			for s, n := raws[g.Addr].waiting, 0; s != 0 && n < 1<<16; n++ {
 				sb, ok := w.sudogs[s]
 				if !ok {
 					g.WaitingOn = append(g.WaitingOn, WaitObject{Kind: "chan", Unknown: fmt.Sprintf("sudog %#x not copied", s)})
@@ -529,7 +528,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 		case reason == "sleep":
 			var when int64
 			if W.GSleepWhen != runtimelayout.Missing {
-				when = int64(t.u64(raws[g.Addr].g, W.GSleepWhen))
+				when = int64(raws[g.Addr].sleepWhen)
 			} else if tw, ok := w.timerWhen[g.Addr]; ok {
 				when = tw
 			} else {
