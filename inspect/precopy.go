@@ -187,7 +187,7 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 		if len(owners) == 0 {
 			continue
 		}
-		sbuf := bufs.unfaulted(size)
+		sbuf := bufs.preCopyBytes(size)
 		var unread map[int]bool
 		if err := t.Mem.ReadBatch(stackRanges, sbuf); err != nil {
 			var be *ptrace.BatchError

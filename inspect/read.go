@@ -647,7 +647,7 @@ func gSlot(gsize int) int { return (gsize + 31) &^ 31 }
 // pause.
 type buffers struct {
 	g, stacks []byte
-	pre       []byte // the rest of the chunk unfaulted carves from
+	pre       []byte // the rest of the chunk preCopyBytes carves from
 	sudogs    []byte // what goroutines wait on: one sudog each, mostly
 	waits     *waitScratch
 	polls     map[uint64]int // pollDesc address → descriptor, found before the stop
@@ -658,40 +658,41 @@ type buffers struct {
 	mapped [][]byte
 }
 
-// hugeMin is the size from which byte buffers are mapped with transparent
-// huge pages: one fault per 2 MiB instead of per 4 KiB.
+// hugeMin is the size from which byte buffers are mapped populated:
+// the kernel faults every page in within the mmap call, several times
+// faster than touching each (transparent huge pages were tried: their
+// faults ran into compaction stalls of up to 100 ms for 48 MB).
 const hugeMin = 4 << 20
 
-// huge returns a pre-faulted byte buffer of n bytes, outside the Go heap and
-// backed by huge pages where the kernel allows. Release frees it.
+// huge returns a pre-faulted byte buffer of n bytes, outside the Go heap
+// from hugeMin bytes. Release frees it.
 func (b *buffers) huge(n int) []byte {
 	if n < hugeMin {
 		return prefault(make([]byte, n))
 	}
-	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		return prefault(make([]byte, n))
 	}
-	unix.Madvise(m, unix.MADV_HUGEPAGE) // a hint: fine if refused
 	b.mapped = append(b.mapped, m)
-	return prefault(m)
+	return m
 }
 
 // preStackChunk is the size of the chunks stacks copied before the stop
 // are carved from.
-const preStackChunk = 8 << 20
+const preStackChunk = 4 << 20
 
-// unfaulted returns n bytes outside the Go heap, not faulted in: for what
-// is copied before the stop, where faults cost the target nothing. The
-// bytes are carved from chunks of preStackChunk; Release frees them.
-func (b *buffers) unfaulted(n int) []byte {
+// preCopyBytes returns n bytes outside the Go heap for what is copied before
+// the stop, carved from populated chunks of preStackChunk (faulted in
+// before the stop or not, it costs the target nothing; in the mmap call
+// it costs gi least). Release frees them.
+func (b *buffers) preCopyBytes(n int) []byte {
 	if len(b.pre) < n {
 		size := max(n, preStackChunk)
-		m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 		if err != nil {
 			return make([]byte, n)
 		}
-		unix.Madvise(m, unix.MADV_HUGEPAGE) // a hint: fine if refused
 		b.mapped = append(b.mapped, m)
 		b.pre = m
 	}

@@ -389,6 +389,9 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 		header = append(header, "WAITING ON")
 	}
 	tbl.Header(header...)
+	// Goroutines waiting on the same objects share one WaitingOn list:
+	// its text is made once.
+	waitTexts := map[*inspect.WaitObject]string{}
 	for _, g := range gs {
 		fn, loc := pt.location(g)
 		row := []string{strconv.FormatUint(g.ID, 10), stateText(g), formatWait(g.Wait, g.WaitKnown), fn, loc, createdBy(g)}
@@ -399,7 +402,15 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 			row = append(row, pt.columns(pt.ByGoid[g.ID])...)
 		}
 		if waits {
-			row = append(row, g.WaitingOnText())
+			text := ""
+			if len(g.WaitingOn) > 0 {
+				var ok bool
+				if text, ok = waitTexts[&g.WaitingOn[0]]; !ok {
+					text = g.WaitingOnText()
+					waitTexts[&g.WaitingOn[0]] = text
+				}
+			}
+			row = append(row, text)
 		}
 		if err := tbl.Append(row); err != nil {
 			return err
