@@ -276,7 +276,7 @@ func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 		}
 		t.index(raw.waits, raws)
 		snap.Warnings = append(snap.Warnings, raw.waits.problemWarnings()...)
-		t.decodeWaits(raw.waits, snap.Goroutines, now, raws)
+		t.decodeWaits(raw.waits, snap.Goroutines, raw.gs, now, raws)
 	}
 	sort.SliceStable(snap.Goroutines, func(i, j int) bool { return snap.Goroutines[i].ID < snap.Goroutines[j].ID })
 	return snap

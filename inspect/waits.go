@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -452,7 +450,7 @@ type SyncState struct {
 }
 
 // decodeWaits fills WaitingOn of every waiting goroutine.
-func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[uint64]*rawG) {
+func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, rgs []*rawG, now int64, raws map[uint64]*rawG) {
 	W := &t.Layout.Wait
 	if w == nil {
 		return
@@ -483,9 +481,9 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 		}
 		return d
 	}
-	for _, g := range gs {
+	for i, g := range gs {
 		// A goroutine blocked in a system call on a descriptor.
-		if rg := raws[g.Addr]; rg != nil && rg.inSyscall && g.StatusValue == inSyscall {
+		if rg := rgs[i]; rg.inSyscall && g.StatusValue == inSyscall {
 			if sc, ok := fdSyscalls[rg.syscall]; ok && rg.syscallArg0 < 1<<31 {
 				d := describe(int(rg.syscallArg0))
 				g.WaitingOn = []WaitObject{{Kind: "fd", Dir: sc.dir, Syscall: sc.name, FD: d, Type: typeOr(d.Kind, "fd")}}
@@ -496,7 +494,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 	objects := map[uint64]*WaitObject{} // sync objects shared by their waiters, counting them
 	var condOf map[uint64][]uint64      // the Conds waiters are queued in
 	_, followConds := t.condWaitReason()
-	describeWait := func(g *Goroutine) {
+	describeWait := func(g *Goroutine, rg *rawG) {
 		switch reason := g.WaitReason; {
 		case reason == "chan receive (nil chan)" || reason == "chan send (nil chan)":
 			dir := "recv"
@@ -505,7 +503,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 			}
 			g.WaitingOn = []WaitObject{{Kind: "chan", Dir: dir, Type: "chan (nil)"}}
 		case reason == "chan receive" || reason == "chan send" || reason == "select":
-			for s, n := raws[g.Addr].waiting, 0; s != 0 && n < 1<<16; n++ {
+			for s, n := rg.waiting, 0; s != 0 && n < 1<<16; n++ {
 				sb, ok := w.sudogs[s]
 				if !ok {
 					g.WaitingOn = append(g.WaitingOn, WaitObject{Kind: "chan", Unknown: fmt.Sprintf("sudog %#x not copied", s)})
@@ -528,7 +526,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 		case reason == "sleep":
 			var when int64
 			if W.GSleepWhen != runtimelayout.Missing {
-				when = int64(raws[g.Addr].sleepWhen)
+				when = int64(rg.sleepWhen)
 			} else if tw, ok := w.timerWhen[g.Addr]; ok {
 				when = tw
 			} else {
@@ -596,11 +594,11 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, now int64, raws map[u
 		}
 	}
 	interned := waitInterner{}
-	for _, g := range gs {
+	for i, g := range gs {
 		if g.StatusValue != waiting {
 			continue
 		}
-		describeWait(g)
+		describeWait(g, rgs[i])
 		g.WaitingOn = interned.keep(g.WaitingOn)
 	}
 	// Each waiter's copy of a sync object shares its SyncState: the
@@ -617,15 +615,16 @@ func (in waitInterner) keep(objs []WaitObject) []WaitObject {
 	if len(objs) == 0 {
 		return objs
 	}
-	h := fnv.New64a()
-	var word [8]byte
+	h := uint64(14695981039346656037)
 	num := func(v uint64) {
-		binary.LittleEndian.PutUint64(word[:], v)
-		h.Write(word[:])
+		h ^= v
+		h *= 1099511628211
 	}
 	str := func(s string) {
 		num(uint64(len(s)))
-		io.WriteString(h, s)
+		for i := 0; i < len(s); i++ {
+			num(uint64(s[i]))
+		}
 	}
 	for i := range objs {
 		o := &objs[i]
@@ -641,7 +640,7 @@ func (in waitInterner) keep(objs []WaitObject) []WaitObject {
 		num(uint64(o.WakeIn))
 		str(o.Unknown)
 	}
-	key := h.Sum64()
+	key := h
 	if same, ok := in[key]; ok {
 		if slices.Equal(same, objs) {
 			return same

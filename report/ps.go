@@ -169,8 +169,9 @@ func NewPs(snap *inspect.Snapshot, gs []*inspect.Goroutine, allFrames bool, res 
 	if res != nil {
 		out.TraceWindow = &res.Window
 	}
+	shared := newSharer()
 	for _, g := range gs {
-		jg := newGoroutine(g, allFrames)
+		jg := shared.goroutine(g, allFrames)
 		if res != nil {
 			jg.Trace = res.ByGoid[g.ID]
 		}
@@ -188,7 +189,7 @@ func NewPsGroups(snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool
 	}
 	for _, gr := range groups {
 		rep := gr.Representative()
-		jg := &Group{Count: len(gr.Goroutines), State: gr.State, MinWaitNS: gr.MinWait.Nanoseconds(), MaxWaitNS: gr.MaxWait.Nanoseconds(), Goroutine: newGoroutine(rep, allFrames)}
+		jg := &Group{Count: len(gr.Goroutines), State: gr.State, MinWaitNS: gr.MinWait.Nanoseconds(), MaxWaitNS: gr.MaxWait.Nanoseconds(), Goroutine: newSharer().goroutine(rep, allFrames)}
 		for _, g := range gr.Goroutines {
 			jg.Goids = append(jg.Goids, g.ID)
 		}
@@ -202,7 +203,29 @@ func NewPsGroups(snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool
 	return out
 }
 
-func newGoroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
+// sharer builds the document's goroutines, sharing what inspect shares
+// between goroutines (frames, creators, what they wait on) instead of
+// copying it for each: at 100k goroutines parked in one place the copies
+// were most of the document's memory. Nothing shared is written after.
+type sharer struct {
+	frames   map[sharedList[inspect.Frame]][]Frame
+	creators map[*inspect.Frame]*CreatedBy
+	waits    map[sharedList[inspect.WaitObject]][]WaitObject
+	noLabels map[string]string
+}
+
+// sharedList identifies a list inspect may share between goroutines.
+type sharedList[T any] struct {
+	first *T
+	n     int
+}
+
+func newSharer() *sharer {
+	return &sharer{frames: map[sharedList[inspect.Frame]][]Frame{}, creators: map[*inspect.Frame]*CreatedBy{},
+		waits: map[sharedList[inspect.WaitObject]][]WaitObject{}, noLabels: map[string]string{}}
+}
+
+func (sh *sharer) goroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
 	jg := &Goroutine{
 		Goid:           g.ID,
 		State:          g.Status,
@@ -215,10 +238,9 @@ func newGoroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
 		System:         g.System,
 		Truncated:      g.Truncated,
 		Problem:        g.Problem,
-		Frames:         []Frame{},
 	}
 	if jg.Labels == nil {
-		jg.Labels = map[string]string{}
+		jg.Labels = sh.noLabels
 	}
 	if g.WaitKnown {
 		jg.WaitNS = g.Wait.Nanoseconds()
@@ -227,16 +249,40 @@ func newGoroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
 		jg.Function, jg.File, jg.Line = loc.Function, loc.File, loc.Line
 	}
 	if c := g.CreatedBy; c != nil {
-		jg.CreatedBy = &CreatedBy{Function: c.Function, File: c.File, Line: c.Line, Goid: g.ParentID}
-	}
-	for _, o := range g.WaitingOn {
-		jg.WaitingOn = append(jg.WaitingOn, NewWaitObject(o))
-	}
-	for _, f := range g.Frames {
-		if f.Elided && !allFrames {
-			continue
+		// The parent's id differs between goroutines of one creator.
+		created, ok := sh.creators[c]
+		if !ok || created.Goid != g.ParentID {
+			created = &CreatedBy{Function: c.Function, File: c.File, Line: c.Line, Goid: g.ParentID}
+			sh.creators[c] = created
 		}
-		jg.Frames = append(jg.Frames, Frame{Function: f.Function, File: f.File, Line: f.Line, PC: f.PC, Inlined: f.Inlined})
+		jg.CreatedBy = created
+	}
+	if len(g.WaitingOn) > 0 {
+		key := sharedList[inspect.WaitObject]{&g.WaitingOn[0], len(g.WaitingOn)}
+		waits, ok := sh.waits[key]
+		if !ok {
+			for _, o := range g.WaitingOn {
+				waits = append(waits, NewWaitObject(o))
+			}
+			sh.waits[key] = waits
+		}
+		jg.WaitingOn = waits
+	}
+	jg.Frames = []Frame{}
+	if len(g.Frames) > 0 {
+		key := sharedList[inspect.Frame]{&g.Frames[0], len(g.Frames)}
+		frames, ok := sh.frames[key]
+		if !ok {
+			frames = []Frame{}
+			for _, f := range g.Frames {
+				if f.Elided && !allFrames {
+					continue
+				}
+				frames = append(frames, Frame{Function: f.Function, File: f.File, Line: f.Line, PC: f.PC, Inlined: f.Inlined})
+			}
+			sh.frames[key] = frames
+		}
+		jg.Frames = frames
 	}
 	return jg
 }
