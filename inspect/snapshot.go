@@ -63,6 +63,10 @@ type Target struct {
 	// the snapshot as gi took it before it read them, the baseline of the
 	// pause benchmark.
 	SkipWaits bool
+	// StacksInStop copies every stack in the stop, none before it: the
+	// snapshot as gi took it before it copied stacks early, the baseline
+	// of the pause benchmark.
+	StacksInStop bool
 
 	waitReasons []string
 	statusNames []string
@@ -208,7 +212,10 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
 	bufs.polls = t.pollDescs()
-	pre := t.preCopyStacks(bufs)
+	var pre *preCopy
+	if !t.StacksInStop {
+		pre = t.preCopyStacks(bufs)
+	}
 	t.prepareBuffers(bufs, pre)
 	if t.beforeStop != nil && pre != nil {
 		t.beforeStop(pre.kept)

@@ -22,10 +22,12 @@ import (
 // parked goroutines: how long the target is stopped (pause), the whole run
 // (total, process start to exit), gi's peak memory, and as the baseline the
 // same process's own runtime.Stack(all) time, measured in the same run.
-// The pause is also measured without reading what blocked goroutines wait
-// on (every parked goroutine here waits on one channel: one sudog each;
-// in the cond case, 100k wait on one sync.Cond, found through their
-// sudogs since Go 1.26, and the pause shows what following them costs).
+// The pause is also measured with every stack copied in the stop (the
+// baseline of copying parked goroutines' stacks before it), and without
+// reading what blocked goroutines wait on (every parked goroutine here
+// waits on one channel: one sudog each; in the cond case, 100k wait on
+// one sync.Cond, found through their sudogs since Go 1.26, and the pause
+// shows what following them costs).
 // Goals at 100k (issue 16): pause ≤ 25 ms, every output ≤ 1 s, peak ≤ 200 MB.
 func BenchmarkPs(b *testing.B) {
 	requirePrivilege(b)
@@ -42,7 +44,7 @@ func BenchmarkPs(b *testing.B) {
 		n := c.n
 		b.Run(name, func(b *testing.B) {
 			p := targets.Start(b, bin, "-park", strconv.Itoa(n), "-depth", "50", "-park-on", c.on)
-			var pause, pauseNoWaits time.Duration
+			var pause, pauseNoWaits, pauseInStop time.Duration
 			formatTotal, formatPeak := map[string]time.Duration{}, map[string]int64{}
 			for i := 0; i < b.N; i++ {
 				// The JSON run reports the pause; the --stacks run is the
@@ -63,6 +65,7 @@ func BenchmarkPs(b *testing.B) {
 					return time.Duration(doc.PauseNS)
 				}
 				pauseNoWaits += jsonPause("--waits=false")
+				pauseInStop += jsonPause("--copy-stacks-early=false")
 				pause += jsonPause()
 
 				// Every output, whole (reading the binary, the snapshot,
@@ -104,6 +107,9 @@ func BenchmarkPs(b *testing.B) {
 			noWaits := pauseNoWaits / time.Duration(b.N)
 			b.ReportMetric(float64(noWaits.Microseconds())/1000, "pause-without-waits-ms")
 			b.ReportMetric(float64(avgPause)/float64(max(noWaits, 1)), "pause/without-waits")
+			inStop := pauseInStop / time.Duration(b.N)
+			b.ReportMetric(float64(inStop.Microseconds())/1000, "pause-stacks-in-stop-ms")
+			b.ReportMetric(float64(avgPause)/float64(max(inStop, 1)), "pause/stacks-in-stop")
 			b.ReportMetric(float64(baseline.Microseconds())/1000, "runtime.Stack-ms")
 			if baseline > 0 {
 				b.ReportMetric(float64(avgPause)/float64(baseline), "pause/runtime.Stack")
@@ -115,8 +121,8 @@ func BenchmarkPs(b *testing.B) {
 				b.ReportMetric(float64(formatPeak[f.name])/1024, f.name+"-peak-MB")
 				lines = append(lines, fmt.Sprintf("%s %v, %d MB", f.name, avg.Round(time.Millisecond), formatPeak[f.name]/1024))
 			}
-			b.Logf("%d goroutines: pause %v (%v without reading what they wait on; the target's own runtime.Stack(all) %v, stopping the world for all of it); whole runs (goal: ≤1 s, ≤200 MB at 100k): %s",
-				n, avgPause, noWaits, baseline, strings.Join(lines, "; "))
+			b.Logf("%d goroutines: pause %v (%v copying every stack in the stop, as gi did before it copied stacks early; %v without reading what they wait on; the target's own runtime.Stack(all) %v, stopping the world for all of it); whole runs (goal: ≤1 s, ≤200 MB at 100k): %s",
+				n, avgPause, inStop, noWaits, baseline, strings.Join(lines, "; "))
 		})
 	}
 }

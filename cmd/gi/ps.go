@@ -24,6 +24,7 @@ type psOptions struct {
 	stacks, group, json, all, allFrames bool
 	objects                             bool
 	waits                               bool
+	copyEarly                           bool
 	pprofFile                           string
 	state                               string
 	match                               string
@@ -60,6 +61,8 @@ and lists them: id, state, how long each has waited, where it is and who created
 	f.IntVar(&o.traceDepth, "trace-depth", 1, "with --trace, trace this many code frames of each goroutine: the one its row shows (the innermost of the program's own code that can be traced) and those above it")
 	f.BoolVar(&o.waits, "waits", true, "read what blocked goroutines wait on (--waits=false: the stop copies goroutines and stacks only)")
 	f.MarkHidden("waits")
+	f.BoolVar(&o.copyEarly, "copy-stacks-early", true, "copy parked goroutines' stacks before the stop (--copy-stacks-early=false: all in the stop, the benchmark's baseline)")
+	f.MarkHidden("copy-stacks-early")
 	addTargetFlags(f, &o.target)
 	return cmd
 }
@@ -85,6 +88,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	}
 	defer t.Close()
 	t.SkipWaits = !o.waits
+	t.StacksInStop = !o.copyEarly
 	snap, err := t.Snapshot(a.tracer)
 	if err != nil {
 		return err
