@@ -6,7 +6,8 @@
 // It prints "READY" once every goroutine is parked in main.parkA. On stdin,
 // "hop" wakes each once; when every one is parked again (in main.parkB, then
 // main.parkA, and so on), it writes the runtime's own goroutine dump and
-// answers "DONE dump=<path> in=<function>".
+// answers "DONE dump=<path> in=<function>". "spawn N" starts N more, which
+// park where the others are, and answers the same way once they have.
 package main
 
 import (
@@ -16,11 +17,15 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 )
 
-var n = flag.Int("n", 1000, "goroutines that hop")
+var (
+	n       = flag.Int("n", 1000, "goroutines that hop")
+	hoppers int // started so far
+)
 
 //go:noinline
 func parkA(c chan int) int { return <-c }
@@ -36,6 +41,14 @@ func hopper(c chan int) {
 	}
 }
 
+//go:noinline
+func hopperFromB(c chan int) {
+	for {
+		parkB(c)
+		parkA(c)
+	}
+}
+
 // parkedIn reports whether every hopper is blocked receiving in fn, from
 // the runtime's own dump, and returns that dump.
 func parkedIn(fn string) (bool, []byte) {
@@ -43,7 +56,7 @@ func parkedIn(fn string) (bool, []byte) {
 	pprof.Lookup("goroutine").WriteTo(&buf, 2)
 	count := 0
 	for _, g := range strings.Split(buf.String(), "\n\n") {
-		if !strings.Contains(g, "main.hopper(") {
+		if !strings.Contains(g, "main.hopper") {
 			continue
 		}
 		if !strings.Contains(g, "[chan receive") || !strings.Contains(g, fn+"(") {
@@ -51,7 +64,7 @@ func parkedIn(fn string) (bool, []byte) {
 		}
 		count++
 	}
-	return count == *n, buf.Bytes()
+	return count == hoppers, buf.Bytes()
 }
 
 // waitParked polls the runtime's dump until every hopper is parked in fn.
@@ -66,27 +79,45 @@ func waitParked(fn string) []byte {
 
 func main() {
 	flag.Parse()
-	chans := make([]chan int, *n)
-	for i := range chans {
-		chans[i] = make(chan int)
-		go hopper(chans[i])
-	}
 	in := "main.parkA"
+	var chans []chan int
+	spawn := func(k int) {
+		for i := 0; i < k; i++ {
+			c := make(chan int)
+			chans = append(chans, c)
+			hoppers++
+			if in == "main.parkA" {
+				go hopper(c)
+			} else {
+				go hopperFromB(c)
+			}
+		}
+	}
+	spawn(*n)
 	waitParked(in)
 	fmt.Println("READY")
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		if sc.Text() != "hop" {
+		switch cmd, arg, _ := strings.Cut(sc.Text(), " "); cmd {
+		case "hop":
+			for _, c := range chans {
+				c <- 1
+			}
+			if in == "main.parkA" {
+				in = "main.parkB"
+			} else {
+				in = "main.parkA"
+			}
+		case "spawn":
+			k, err := strconv.Atoi(arg)
+			if err != nil {
+				fmt.Println("DONE error " + err.Error())
+				continue
+			}
+			spawn(k)
+		default:
 			fmt.Println("DONE error unknown command")
 			continue
-		}
-		for _, c := range chans {
-			c <- 1
-		}
-		if in == "main.parkA" {
-			in = "main.parkB"
-		} else {
-			in = "main.parkA"
 		}
 		dump := waitParked(in)
 		f, err := os.CreateTemp("", "reparker-dump-*.txt")
