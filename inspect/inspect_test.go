@@ -125,21 +125,7 @@ func compareDump(t *testing.T, snap *inspect.Snapshot, dump []byte, dumper int64
 		t.Fatalf("parse the target's own dump: %v", err)
 	}
 
-	// gi's --stacks rendering of the same goroutines, parsed with the same grammar.
-	var visible []*inspect.Goroutine
-	for _, g := range snap.Goroutines {
-		if !g.System {
-			visible = append(visible, g)
-		}
-	}
-	var buf bytes.Buffer
-	if err := inspect.WriteDump(&buf, snap, visible, false); err != nil {
-		t.Fatal(err)
-	}
-	got, err := targets.ParseDump(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatalf("gi's dump does not parse with the runtime dump grammar: %v\n%s", err, head(buf.String(), 40))
-	}
+	got := parsedDump(t, snap)
 
 	gotByID := map[int64]targets.Goroutine{}
 	for _, g := range got {
@@ -249,6 +235,27 @@ func compareDump(t *testing.T, snap *inspect.Snapshot, dump []byte, dumper int64
 	if parked == 0 || known < parked*9/10 {
 		t.Errorf("%d of %d parked goroutines have a plausible wait (0 < wait < 1m)", known, parked)
 	}
+}
+
+// parsedDump renders snap's non-system goroutines the way gi ps --stacks
+// does and parses them with the runtime dump's grammar.
+func parsedDump(t *testing.T, snap *inspect.Snapshot) []targets.Goroutine {
+	t.Helper()
+	var visible []*inspect.Goroutine
+	for _, g := range snap.Goroutines {
+		if !g.System {
+			visible = append(visible, g)
+		}
+	}
+	var buf bytes.Buffer
+	if err := inspect.WriteDump(&buf, snap, visible, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := targets.ParseDump(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("gi's dump does not parse with the runtime dump grammar: %v\n%s", err, head(buf.String(), 40))
+	}
+	return got
 }
 
 // TestSnapshotInContainer inspects a target in its own PID, mount and time

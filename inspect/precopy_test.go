@@ -79,20 +79,7 @@ func TestStacksCopiedBeforeStop(t *testing.T) {
 // and, given the target's own dump, with the dump's frames.
 func checkHoppers(t *testing.T, snap *inspect.Snapshot, fn string, dump []byte, want int) {
 	t.Helper()
-	var visible []*inspect.Goroutine
-	for _, g := range snap.Goroutines {
-		if !g.System {
-			visible = append(visible, g)
-		}
-	}
-	var buf bytes.Buffer
-	if err := inspect.WriteDump(&buf, snap, visible, false); err != nil {
-		t.Fatal(err)
-	}
-	got, err := targets.ParseDump(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := parsedDump(t, snap)
 	byID := map[int64]targets.Goroutine{}
 	hoppers := 0
 	for _, g := range got {
