@@ -124,6 +124,7 @@ type preCopy struct {
 	stamps []parkStamp // the g's stamp where stacks holds a stack
 	stacks [][]byte    // the used part of the g's stack, nil if not copied
 	kept   int         // stacks copied
+	live   int         // g's not dead when read (dead ones have no stack)
 	gBytes int         // the size of the g structs read as runs (gRanges)
 }
 
@@ -176,6 +177,9 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 			}
 			o := offs[i] - base
 			s, ok := t.stamp(before[o : o+gsize])
+			if !t.status.isDead(s.status) {
+				p.live++
+			}
 			if !ok {
 				continue
 			}

@@ -740,7 +740,7 @@ func (t *Target) prepareBuffers(b *buffers, pre *preCopy) {
 	if pre != nil {
 		n = uint64(len(pre.stacks))
 		gBytes = uint64(pre.gBytes)
-		stacks = n - uint64(pre.kept)
+		stacks = uint64(max(pre.live-pre.kept, 0))
 	} else {
 		var err error
 		if n, err = t.readWord(t.Layout.AllGLen + t.Bias); err != nil || n > maxGoroutines {
