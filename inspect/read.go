@@ -758,11 +758,11 @@ func (t *Target) prepareBuffers(b *buffers, pre *preCopy) {
 	b.g = b.huge(int(gBytes))
 	b.stacks = b.huge(int(stacks) * stackEstimate)
 	if w := &t.Layout.Wait; w.Known && !t.SkipWaits {
-		b.sudogs = b.huge(int(n)*int(w.Sudog.Size) + 1<<16)
-		ws := &waitScratch{reads: make([]waitRead, 0, n), bufs: make([][]byte, n), member: make([]int32, n)}
-		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&ws.reads[:1][0])), int(n)*int(unsafe.Sizeof(waitRead{}))))
-		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&ws.bufs[0])), int(n)*int(unsafe.Sizeof([]byte(nil)))))
-		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&ws.member[0])), int(n)*4))
+		// Sudogs are read merged with the holes between them (readAll):
+		// room for a hole after each, or the stop faults in the rest.
+		b.sudogs = b.huge(int(n)*int(w.Sudog.Size+maxMergeGap) + 1<<16)
+		ws := &waitScratch{reads: prefaulted[waitRead](int(n))[:0], bufs: prefaulted[[]byte](int(n)), member: prefaulted[int32](int(n)),
+			ranges: prefaulted[ptrace.Range](int(n))[:0], offs: prefaulted[int](int(n))}
 		b.waits = ws
 	}
 	b.gs = prefaulted[rawG](int(n))

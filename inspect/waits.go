@@ -84,6 +84,8 @@ type waitScratch struct {
 	reads  []waitRead
 	bufs   [][]byte
 	member []int32
+	ranges []ptrace.Range
+	offs   []int
 }
 
 // copyWaits follows, in the stop, what the waiting goroutines wait
@@ -331,28 +333,33 @@ const maxMergeGap = 64
 // one; buffers come from pool while it lasts. failed lists the reads that
 // could not be done (nil if none); rest is what is left of pool.
 func (t *Target) readAll(reads []waitRead, pool []byte, scratch *waitScratch) (out [][]byte, failed map[int]bool, rest []byte) {
-	type span struct{ lo, hi uint64 }
-	var spans []span
-	var member []int32 // the span each read is in
-	if scratch != nil && len(scratch.member) >= len(reads) && len(scratch.bufs) >= len(reads) {
+	var member []int32 // the range each read is in
+	var ranges []ptrace.Range
+	var offs []int // where each range starts in buf
+	if scratch != nil && len(scratch.member) >= len(reads) && len(scratch.bufs) >= len(reads) && len(scratch.offs) >= len(reads) {
 		member, out = scratch.member[:len(reads)], scratch.bufs[:len(reads)]
+		ranges, offs = scratch.ranges[:0], scratch.offs
 	} else {
 		member, out = make([]int32, len(reads)), make([][]byte, len(reads))
+		offs = make([]int, len(reads))
 	}
 	for i, r := range reads {
 		lo, hi := r.addr, r.addr+uint64(r.size)
-		if n := len(spans); n > 0 && lo >= spans[n-1].hi && lo-spans[n-1].hi <= maxMergeGap {
-			spans[n-1].hi = hi
-		} else {
-			spans = append(spans, span{lo, hi})
+		if n := len(ranges); n > 0 {
+			last := &ranges[n-1]
+			if end := last.Addr + uint64(last.Len); lo >= end && lo-end <= maxMergeGap {
+				last.Len = int(hi - last.Addr)
+				member[i] = int32(n - 1)
+				continue
+			}
 		}
-		member[i] = int32(len(spans) - 1)
+		ranges = append(ranges, ptrace.Range{Addr: lo, Len: int(hi - lo)})
+		member[i] = int32(len(ranges) - 1)
 	}
-	ranges := make([]ptrace.Range, len(spans))
 	total := 0
-	for i, sp := range spans {
-		ranges[i] = ptrace.Range{Addr: sp.lo, Len: int(sp.hi - sp.lo)}
-		total += ranges[i].Len
+	for i, r := range ranges {
+		offs[i] = total
+		total += r.Len
 	}
 	var buf []byte
 	if len(pool) >= total {
@@ -360,36 +367,30 @@ func (t *Target) readAll(reads []waitRead, pool []byte, scratch *waitScratch) (o
 	} else {
 		buf, rest = make([]byte, total), pool
 	}
-	var spanFailed map[int]bool
+	var rangeFailed map[int]bool
 	if err := t.Mem.ReadBatch(ranges, buf); err != nil {
-		spanFailed = map[int]bool{}
+		rangeFailed = map[int]bool{}
 		var be *ptrace.BatchError
 		if errors.As(err, &be) {
 			for _, i := range be.Failed {
-				spanFailed[i] = true
+				rangeFailed[i] = true
 			}
 		} else {
-			for i := range spans {
-				spanFailed[i] = true
+			for i := range ranges {
+				rangeFailed[i] = true
 			}
 		}
 	}
-	offs := make([]int, len(spans))
-	off := 0
-	for i, r := range ranges {
-		offs[i] = off
-		off += r.Len
-	}
 	for i, r := range reads {
 		s := int(member[i])
-		if spanFailed[s] {
+		if rangeFailed[s] {
 			if failed == nil {
 				failed = map[int]bool{}
 			}
 			failed[i] = true
 			continue
 		}
-		o := offs[s] + int(r.addr-spans[s].lo)
+		o := offs[s] + int(r.addr-ranges[s].Addr)
 		out[i] = buf[o : o+int(r.size) : o+int(r.size)]
 	}
 	return out, failed, rest
