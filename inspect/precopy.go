@@ -144,13 +144,13 @@ func (p *preCopy) stackOf(t *Target, i int, addr uint64, gb []byte) []byte {
 // goroutines that are parked, into bufs' stack pool. It returns nil when
 // it cannot read the g's: the stop then copies every stack itself.
 func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
-	ptrs, _, err := t.readAllgs()
+	ptrs, _, err := t.readAllgs(nil)
 	if err != nil || len(ptrs) == 0 {
 		return nil
 	}
 	n := len(ptrs) / 8
 	gsize := int(t.Layout.G.Size)
-	ranges, offs, total := gRanges(ptrs, gsize)
+	ranges, offs, total := gRanges(ptrs, gsize, &buffers{})
 	p := &preCopy{addrs: ptrs, stamps: make([]parkStamp, n), stacks: make([][]byte, n), gBytes: total}
 	var before, after []byte
 	var stackRanges []ptrace.Range

@@ -110,7 +110,7 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	L := t.Layout
 	out := &rawSnapshot{}
 
-	ptrs, warning, err := t.readAllgs()
+	ptrs, warning, err := t.readAllgs(bufs.allgs)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	}
 
 	gsize := int(L.G.Size)
-	ranges, offs, gtotal := gRanges(ptrs, gsize)
+	ranges, offs, gtotal := gRanges(ptrs, gsize, bufs)
 	gbuf := bufs.take(&bufs.g, gtotal)
 	scan, err := t.scanGs(ranges, offs, gbuf, bufs, pre)
 	if err != nil {
@@ -530,9 +530,10 @@ func onEveryCPU(n int, do func(i int)) {
 	wg.Wait()
 }
 
-// readAllgs reads runtime.allgs: the address of every g, 8 bytes each,
-// and a warning when allglen and the slice disagree.
-func (t *Target) readAllgs() (ptrs []byte, warning string, err error) {
+// readAllgs reads runtime.allgs: the address of every g, 8 bytes each
+// (into into when it has room), and a warning when allglen and the slice
+// disagree.
+func (t *Target) readAllgs(into []byte) (ptrs []byte, warning string, err error) {
 	L := t.Layout
 	allglen, err := t.readWord(L.AllGLen + t.Bias)
 	if err != nil {
@@ -557,7 +558,11 @@ func (t *Target) readAllgs() (ptrs []byte, warning string, err error) {
 	if n == 0 {
 		return nil, warning, nil
 	}
-	ptrs = make([]byte, n*8)
+	if uint64(cap(into)) >= n*8 {
+		ptrs = into[:n*8]
+	} else {
+		ptrs = make([]byte, n*8)
+	}
 	if _, err := t.Mem.ReadAt(ptrs, ptr); err != nil {
 		return nil, "", fmt.Errorf("read allgs array at %#x (%d entries): %w", ptr, n, err)
 	}
@@ -565,13 +570,18 @@ func (t *Target) readAllgs() (ptrs []byte, warning string, err error) {
 }
 
 // gRanges returns the ranges that read the g structs at ptrs (8 bytes
-// each), where each starts in a buffer of total bytes holding them all.
+// each), where each starts in a buffer of total bytes holding them all;
+// in b's slices when they have room.
 // A g followed by the next one within its heap slot's size (slots of one
 // span) is read up to it: a run of them is one iovec, which halves the
 // time to copy 100k g structs.
-func gRanges(ptrs []byte, gsize int) (ranges []ptrace.Range, offs []int, total int) {
+func gRanges(ptrs []byte, gsize int, b *buffers) (ranges []ptrace.Range, offs []int, total int) {
 	n := len(ptrs) / 8
-	ranges, offs = make([]ptrace.Range, n), make([]int, n)
+	if len(b.gRanges) >= n && len(b.gOffs) >= n {
+		ranges, offs = b.gRanges[:n], b.gOffs[:n]
+	} else {
+		ranges, offs = make([]ptrace.Range, n), make([]int, n)
+	}
 	for i := 0; i < n; i++ {
 		r := ptrace.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize}
 		if i+1 < n {
@@ -648,10 +658,15 @@ func gSlot(gsize int) int { return (gsize + 31) &^ 31 }
 type buffers struct {
 	g, stacks []byte
 	pre       []byte // the rest of the chunk preCopyBytes carves from
-	sudogs    []byte // what goroutines wait on: one sudog each, mostly
-	waits     *waitScratch
-	polls     map[uint64]int // pollDesc address → descriptor, found before the stop
-	gs        []rawG         // one per allgs index
+	// allgs and the g structs' ranges and offsets in the stop
+	// (readAllgs, gRanges).
+	allgs   []byte
+	gRanges []ptrace.Range
+	gOffs   []int
+	sudogs  []byte // what goroutines wait on: one sudog each, mostly
+	waits   *waitScratch
+	polls   map[uint64]int // pollDesc address → descriptor, found before the stop
+	gs      []rawG         // one per allgs index
 	// The stop's scan lists, one slot per allgs index: each chunk of
 	// g's fills its own part (gScan).
 	scanLists
@@ -767,6 +782,8 @@ func (t *Target) prepareBuffers(b *buffers, pre *preCopy) {
 	}
 	b.gs = prefaulted[rawG](int(n))
 	b.scanLists = newScanLists(int(n))
+	b.allgs = prefaulted[byte](int(n) * 8)
+	b.gRanges, b.gOffs = prefaulted[ptrace.Range](int(n)), prefaulted[int](int(n))
 }
 
 // prefaulted returns a slice of n zero Ts whose pages are faulted in.
