@@ -20,7 +20,10 @@ import (
 // anyway: its stamp must be equal. The stamp holds where the goroutine is
 // parked (sched.sp, pc and lr, the system call's sp and pc), its stack's
 // bounds, status, wait reason, sudog, labels and goid, and trackingSeq,
-// the runtime's count of the g's transitions out of _Grunning. That count
+// the runtime's count of the g's transitions out of _Grunning through
+// casgstatus. The garbage collector's suspension (preemptPark) is the one
+// exit it does not count; it leaves the wait reason "preempted", and such
+// goroutines' stacks are always copied in the stop. That count
 // has 8 bits: a goroutine that ran a multiple of 256 times since and parked
 // again at the very same sp, pc, wait and sudog looks unchanged. Its stack
 // then differs from the copy only if it came back there through other
@@ -52,8 +55,9 @@ type parkStamp struct {
 }
 
 // stamp returns the stamp of the g in gb, and whether the g is parked with
-// a stack worth copying early: runnable, waiting or preempted, on no
-// thread, its sp inside its stack, the used part at most maxPreCopyStack.
+// a stack worth copying early: runnable or waiting but not suspended by
+// the garbage collector, on no thread, its sp inside its stack, the used
+// part at most maxPreCopyStack.
 func (t *Target) stamp(gb []byte) (parkStamp, bool) {
 	G := &t.Layout.G
 	s := parkStamp{
@@ -77,7 +81,11 @@ func (t *Target) stamp(gb []byte) (parkStamp, bool) {
 	if o := G.TrackingSeq; o >= 0 && o < int64(len(gb)) {
 		s.trackingSeq, s.hasTracking = gb[o], true
 	}
-	parked := t.status.isParked(s.status) && t.u64(gb, G.M) == 0 &&
+	// A goroutine the garbage collector suspended (preemptPark) left
+	// _Grunning without counting in trackingSeq; its wait reason says
+	// "preempted" until it parks again, and its stack is not trusted.
+	preempted := !s.hasReason || !t.status.hasPreempted || s.reason == t.status.preempted
+	parked := t.status.isParked(s.status) && !preempted && t.u64(gb, G.M) == 0 &&
 		s.sp != 0 && s.sp >= s.lo && s.sp < s.hi && s.hi-s.sp <= maxPreCopyStack
 	return s, parked
 }
@@ -87,9 +95,21 @@ type statusValues struct {
 	dead, deadExtra, running, syscall, waiting uint32
 	hasDeadExtra                               bool
 	// parked has a bit set for each status of a goroutine off every
-	// thread, its stack still: runnable, waiting, preempted (and leaked,
-	// Go 1.26+).
+	// thread, its stack still: runnable, waiting (and leaked, Go 1.26+).
 	parked uint64
+	// preempted is the wait reason "preempted", if the release has it.
+	preempted    uint8
+	hasPreempted bool
+}
+
+// setPreempted finds the wait reason "preempted" among reasons.
+func (v *statusValues) setPreempted(reasons []string) {
+	for i, r := range reasons {
+		if r == "preempted" && i < 256 {
+			v.preempted, v.hasPreempted = uint8(i), true
+			return
+		}
+	}
 }
 
 func statusValuesOf(l *runtimelayout.RuntimeLayout) statusValues {
@@ -99,7 +119,7 @@ func statusValuesOf(l *runtimelayout.RuntimeLayout) statusValues {
 	v.running, _ = l.StatusValue("_Grunning")
 	v.syscall, _ = l.StatusValue("_Gsyscall")
 	v.waiting, _ = l.StatusValue("_Gwaiting")
-	for _, name := range []string{"_Gwaiting", "_Grunnable", "_Gpreempted", "_Gleaked"} {
+	for _, name := range []string{"_Gwaiting", "_Grunnable", "_Gleaked"} {
 		if s, ok := l.StatusValue(name); ok && s < 64 {
 			v.parked |= 1 << s
 		}
@@ -141,8 +161,10 @@ func (p *preCopy) stackOf(t *Target, i int, addr uint64, gb []byte) []byte {
 }
 
 // preCopyStacks copies, without stopping the process, the stacks of the
-// goroutines that are parked, into bufs' stack pool. It returns nil when
-// it cannot read the g's: the stop then copies every stack itself.
+// goroutines that are parked, into chunks bufs releases, at most
+// maxPrefault bytes of them. It returns nil when it cannot read allgs (the
+// stop then copies every stack itself), and what it copied so far when a
+// later read fails: the stop copies the rest.
 func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 	ptrs, _, err := t.readAllgs(nil)
 	if err != nil || len(ptrs) == 0 {
@@ -155,6 +177,7 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 	var before, after []byte
 	var stackRanges []ptrace.Range
 	var owners []int
+	copied := 0
 	for lo := 0; lo < n; lo += preCopyBatch {
 		hi := min(lo+preCopyBatch, n)
 		base, end := offs[lo], total
@@ -190,6 +213,9 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 		}
 		if len(owners) == 0 {
 			continue
+		}
+		if copied += size; copied > maxPrefault {
+			return p
 		}
 		sbuf := bufs.preCopyBytes(size)
 		var unread map[int]bool

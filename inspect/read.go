@@ -357,7 +357,14 @@ func (t *Target) scanGs(ranges []ptrace.Range, offs []int, gbuf []byte, bufs *bu
 		chunks[c].scanLists = bufs.scanLists.part(lo, hi)
 		errs[c] = s.scan(&chunks[c], lo, hi)
 	}
-	onEveryCPU(len(chunks), scanOne)
+	if t.live {
+		onEveryCPU(len(chunks), scanOne)
+	} else {
+		// A memory image (Decode) need not be safe for concurrent reads.
+		for c := range chunks {
+			scanOne(c)
+		}
+	}
 	out := &gScan{}
 	for c := range chunks {
 		if errs[c] != nil {
@@ -717,14 +724,14 @@ func (b *buffers) preCopyBytes(n int) []byte {
 }
 
 // unmap releases the mapping that begins where b does, if any, early.
-func (bufs *buffers) unmap(b []byte) {
-	if len(b) == 0 {
+func (b *buffers) unmap(buf []byte) {
+	if len(buf) == 0 {
 		return
 	}
-	for i, m := range bufs.mapped {
-		if &m[0] == &b[0] {
+	for i, m := range b.mapped {
+		if &m[0] == &buf[0] {
 			unix.Munmap(m)
-			bufs.mapped = append(bufs.mapped[:i], bufs.mapped[i+1:]...)
+			b.mapped = append(b.mapped[:i], b.mapped[i+1:]...)
 			return
 		}
 	}

@@ -165,6 +165,7 @@ func (t *Target) loadStrings(table *runtimelayout.VersionLayout) error {
 	if table != nil {
 		// Stripped: the strings of the same Go release, generated.
 		t.waitReasons, t.statusNames = table.WaitReasons, table.GStatuses
+		t.status.setPreempted(t.waitReasons)
 		t.sym = newSymbolizer(t.Binary, t.Bias)
 		return nil
 	}
@@ -179,6 +180,7 @@ func (t *Target) loadStrings(table *runtimelayout.VersionLayout) error {
 			return fmt.Errorf("process %d: read runtime.gStatusStrings: %w", t.PID, err)
 		}
 	}
+	t.status.setPreempted(t.waitReasons)
 	t.sym = newSymbolizer(t.Binary, t.Bias)
 	return nil
 }
@@ -213,7 +215,9 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	}
 	bufs.polls = t.pollDescs()
 	var pre *preCopy
-	if !t.StacksInStop {
+	// Without g.trackingSeq (before Go 1.17) nothing tells a goroutine
+	// that ran and parked again at the same place from one that never ran.
+	if !t.StacksInStop && t.Layout.G.TrackingSeq != runtimelayout.Missing {
 		pre = t.preCopyStacks(bufs)
 	}
 	t.prepareBuffers(bufs, pre)

@@ -40,8 +40,9 @@ type GLayout struct {
 	GoPC         int64
 	StartPC      int64
 	Labels       int64
-	// TrackingSeq counts the g's transitions out of _Grunning, modulo
-	// 256 (Go 1.17+): a snapshot tells a goroutine that ran and parked
+	// TrackingSeq counts the g's transitions out of _Grunning through
+	// casgstatus, modulo 256 (Go 1.17+; not the garbage collector's
+	// suspension): a snapshot tells a goroutine that ran and parked
 	// again at the same place from one that never ran.
 	TrackingSeq int64
 }

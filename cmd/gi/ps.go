@@ -395,7 +395,11 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 	tbl.Header(header...)
 	// Goroutines waiting on the same objects share one WaitingOn list:
 	// its text is made once.
-	waitTexts := map[*inspect.WaitObject]string{}
+	type waitList struct {
+		first *inspect.WaitObject
+		n     int
+	}
+	waitTexts := map[waitList]string{}
 	for _, g := range gs {
 		fn, loc := pt.location(g)
 		row := []string{strconv.FormatUint(g.ID, 10), stateText(g), formatWait(g.Wait, g.WaitKnown), fn, loc, createdBy(g)}
@@ -409,9 +413,10 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 			text := ""
 			if len(g.WaitingOn) > 0 {
 				var ok bool
-				if text, ok = waitTexts[&g.WaitingOn[0]]; !ok {
+				key := waitList{&g.WaitingOn[0], len(g.WaitingOn)}
+				if text, ok = waitTexts[key]; !ok {
 					text = g.WaitingOnText()
-					waitTexts[&g.WaitingOn[0]] = text
+					waitTexts[key] = text
 				}
 			}
 			row = append(row, text)
