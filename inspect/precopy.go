@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"encoding/binary"
 	"errors"
 
 	"github.com/gi-debug/gi/ptrace"
@@ -149,12 +150,11 @@ type preCopy struct {
 }
 
 // stackOf returns the stack copied before the stop for the g at allgs
-// index i, whose bytes in the stop are gb, if the g has not changed since.
-func (p *preCopy) stackOf(t *Target, i int, addr uint64, gb []byte) []byte {
-	if p == nil || i >= len(p.stacks) || p.stacks[i] == nil || t.u64(p.addrs, int64(i)*8) != addr {
-		return nil
-	}
-	if s, ok := t.stamp(gb); !ok || s != p.stamps[i] {
+// index i, whose stamp in the stop is s (parked as stamp says), if the g
+// has not changed since.
+func (p *preCopy) stackOf(i int, addr uint64, s parkStamp, parked bool) []byte {
+	if p == nil || !parked || i >= len(p.stacks) || p.stacks[i] == nil ||
+		binary.LittleEndian.Uint64(p.addrs[i*8:]) != addr || s != p.stamps[i] {
 		return nil
 	}
 	return p.stacks[i]

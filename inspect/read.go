@@ -407,27 +407,23 @@ func (s *scanner) scan(out *gScan, lo, hi int) error {
 		}
 		o := s.offs[i] - s.base
 		gb := s.dst[o : o+gsize : o+gsize]
-		st := t.u32(gb, L.G.AtomicStatus) &^ L.ScanBit
+		// The stamp holds most of what the scan reads from the g.
+		stamp, parked := t.stamp(gb)
+		st := stamp.status
 		if t.status.isDead(st) {
 			continue
 		}
 		out.live = append(out.live, int32(i))
 		addr := s.ranges[i].Addr
-		stack := s.pre.stackOf(t, i, addr, gb)
+		stack := s.pre.stackOf(i, addr, stamp, parked)
 		m := t.u64(gb, L.G.M)
 		onThread := m != 0 && (st == running || st == syscall)
-		labels := t.u64(gb, L.G.Labels)
+		labels := stamp.labels
 		var w waiter
 		if st == waiting {
-			w = waiter{g: addr}
-			if o := L.G.WaitReason; o >= 0 && o < int64(len(gb)) {
-				w.reason = gb[o]
-			}
-			if W := &L.Wait; W.Known {
-				w.waiting = t.u64(gb, W.GWaiting)
-				if W.GSleepWhen == runtimelayout.Missing {
-					w.timer = t.u64(gb, W.GTimer)
-				}
+			w = waiter{g: addr, reason: stamp.reason, waiting: stamp.waiting}
+			if W := &L.Wait; W.Known && W.GSleepWhen == runtimelayout.Missing {
+				w.timer = t.u64(gb, W.GTimer)
 			}
 		}
 		// A Cond waiter without g.waiting (before Go 1.26) is found
@@ -496,9 +492,6 @@ func (t *Target) fillRawG(rg *rawG, addr uint64, gb []byte) {
 // gsAfterStop makes, after the stop, the rawGs the stop did not need:
 // those of goroutines whose stack was copied before it, unchanged.
 func (t *Target) gsAfterStop(raw *rawSnapshot) {
-	if raw.live == nil {
-		return
-	}
 	gs := make([]*rawG, 0, len(raw.live))
 	gsize := int(t.Layout.G.Size)
 	for _, i := range raw.live {
@@ -692,9 +685,18 @@ func (b *buffers) huge(n int) []byte {
 	if n < hugeMin {
 		return prefault(make([]byte, n))
 	}
+	if m := b.mapPopulated(n); m != nil {
+		return m
+	}
+	return prefault(make([]byte, n))
+}
+
+// mapPopulated maps n bytes, faulted in within the call, for release to
+// unmap; nil if the kernel refuses.
+func (b *buffers) mapPopulated(n int) []byte {
 	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
-		return prefault(make([]byte, n))
+		return nil
 	}
 	b.mapped = append(b.mapped, m)
 	return m
@@ -710,12 +712,10 @@ const preStackChunk = 4 << 20
 // it costs gi least). Release frees them.
 func (b *buffers) preCopyBytes(n int) []byte {
 	if len(b.pre) < n {
-		size := max(n, preStackChunk)
-		m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-		if err != nil {
+		m := b.mapPopulated(max(n, preStackChunk))
+		if m == nil {
 			return make([]byte, n)
 		}
-		b.mapped = append(b.mapped, m)
 		b.pre = m
 	}
 	out := b.pre[:n:n]

@@ -130,6 +130,7 @@ func (t *Target) Decode(threads []ptrace.Thread, now int64) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
+	t.gsAfterStop(raw)
 	snap := t.newSnapshot(raw, now)
 	snap.TracebackLabels = t.tracebackLabels()
 	return snap, nil
@@ -268,9 +269,9 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	return snap, nil
 }
 
-// newSnapshot decodes a raw copy taken when the target's clock read now.
+// newSnapshot decodes a raw copy taken when the target's clock read now,
+// its rawGs made (gsAfterStop).
 func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
-	t.gsAfterStop(raw)
 	snap := &Snapshot{
 		PID:       t.PID,
 		NSPid:     t.PID,

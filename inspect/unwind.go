@@ -2,7 +2,6 @@ package inspect
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -342,24 +341,20 @@ func (t *Target) creatorFrame(gopc uint64) *Frame {
 // Frames are never written after keep.
 type frameArena struct {
 	chunk []Frame
-	seen  map[uint64][]Frame // by framesHash; the first slice with that hash
+	seen  sharedLists[Frame] // by framesHash
 }
 
 const frameChunk = 1 << 14
 
-// framesHash hashes what tells frames apart (FNV-1a over each frame's pc,
-// line and flags; the pc decides the function and file).
-func framesHash(frames []Frame) uint64 {
-	h := uint64(14695981039346656037)
-	mix := func(v uint64) {
-		h ^= v
-		h *= 1099511628211
-	}
+// framesHash hashes what tells frames apart: each frame's pc, line and
+// flags (the pc decides the function and file).
+func framesHash(frames []Frame) listHash {
+	h := newListHash()
 	for i := range frames {
 		f := &frames[i]
-		mix(f.PC)
-		mix(uint64(f.Line))
-		mix(f.Offset)
+		h.word(f.PC)
+		h.word(uint64(f.Line))
+		h.word(f.Offset)
 		var flags uint64
 		if f.Inlined {
 			flags |= 1
@@ -367,7 +362,7 @@ func framesHash(frames []Frame) uint64 {
 		if f.Elided {
 			flags |= 2
 		}
-		mix(flags | uint64(len(f.Function))<<2)
+		h.word(flags | uint64(len(f.Function))<<2)
 	}
 	return h
 }
@@ -375,21 +370,18 @@ func framesHash(frames []Frame) uint64 {
 // keep returns frames as kept for good: a slice already kept with equal
 // frames, else a copy in the arena.
 func (a *frameArena) keep(frames []Frame) []Frame {
-	n := len(frames)
-	if n == 0 {
+	if len(frames) == 0 {
 		return nil
 	}
 	h := framesHash(frames)
-	if same, ok := a.seen[h]; ok && slices.Equal(same, frames) {
+	if same, ok := a.seen.find(h, frames); ok {
 		return same
 	}
-	out := a.copy(frames)
-	if _, taken := a.seen[h]; !taken {
-		if a.seen == nil {
-			a.seen = map[uint64][]Frame{}
-		}
-		a.seen[h] = out
+	if a.seen == nil {
+		a.seen = sharedLists[Frame]{}
 	}
+	out := a.copy(frames)
+	a.seen.add(h, out)
 	return out
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -609,46 +608,33 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, rgs []*rawG, now int6
 // waitInterner shares equal WaitingOn lists between goroutines: 100k
 // goroutines blocked on one channel wait on the same thing (10 MB of
 // copies). Lists are never written after keep.
-type waitInterner map[uint64][]WaitObject
+type waitInterner sharedLists[WaitObject]
 
 // keep returns a list already kept equal to objs, else keeps objs.
 func (in waitInterner) keep(objs []WaitObject) []WaitObject {
 	if len(objs) == 0 {
 		return objs
 	}
-	h := uint64(14695981039346656037)
-	num := func(v uint64) {
-		h ^= v
-		h *= 1099511628211
-	}
-	str := func(s string) {
-		num(uint64(len(s)))
-		for i := 0; i < len(s); i++ {
-			num(uint64(s[i]))
-		}
-	}
+	h := newListHash()
 	for i := range objs {
 		o := &objs[i]
-		str(o.Kind)
-		num(o.Addr)
-		str(o.Name)
-		str(o.Type)
-		str(o.Dir)
-		num(uint64(uintptr(unsafe.Pointer(o.Chan))))
-		num(uint64(uintptr(unsafe.Pointer(o.Sync))))
-		num(uint64(uintptr(unsafe.Pointer(o.FD))))
-		str(o.Syscall)
-		num(uint64(o.WakeIn))
-		str(o.Unknown)
+		h.str(o.Kind)
+		h.word(o.Addr)
+		h.str(o.Name)
+		h.str(o.Type)
+		h.str(o.Dir)
+		h.word(uint64(uintptr(unsafe.Pointer(o.Chan))))
+		h.word(uint64(uintptr(unsafe.Pointer(o.Sync))))
+		h.word(uint64(uintptr(unsafe.Pointer(o.FD))))
+		h.str(o.Syscall)
+		h.word(uint64(o.WakeIn))
+		h.str(o.Unknown)
 	}
-	key := h
-	if same, ok := in[key]; ok {
-		if slices.Equal(same, objs) {
-			return same
-		}
-		return objs
+	lists := sharedLists[WaitObject](in)
+	if same, ok := lists.find(h, objs); ok {
+		return same
 	}
-	in[key] = objs
+	lists.add(h, objs)
 	return objs
 }
 
