@@ -158,6 +158,7 @@ const (
 	OpReg   = 1
 	OpStack = 2
 	OpDeref = 3
+	OpFreg  = 4
 )
 
 // Comparisons of an ArgPlan's filters (GI_CMP_* in gi.bpf.c).
@@ -188,9 +189,43 @@ const (
 // reserves (Event, then Event.ArgsLen bytes of payload).
 type ArgsEvent = giArgsEvent
 
+// HeldCalls are the calls held for one thread while their float
+// registers are read (the held map's value): the generated twin of struct
+// held_calls.
+type HeldCalls = giHeldCalls
+
+// Indexes of the per-CPU counters of the lost map.
+const (
+	// LostEvents counts events the ring buffer had no room for.
+	LostEvents = 0
+	// LostFloatRegs counts calls reported without their float registers.
+	LostFloatRegs = 1
+)
+
+// FloatRegisters is how many float registers a plan may read (X0-X15 on
+// amd64, V0-V15 on arm64: GI_FREGS in gi.bpf.c).
+const FloatRegisters = 16
+
 // CookiePlanShift is where a probe's cookie holds its plan's index plus
 // one (0: no plan).
 const CookiePlanShift = 33
+
+// FloatRegisterIndex returns the number of the floating-point register
+// with DWARF number reg of architecture arch (X0-X15 on amd64, V0-V15 on
+// arm64), as the signal frame the probe programs read them from orders
+// them; false for any other register.
+func FloatRegisterIndex(arch string, reg uint64) (int, bool) {
+	first := uint64(17) // DWARF xmm0
+	if arch == "arm64" {
+		first = 64 // DWARF v0
+	} else if arch != "amd64" {
+		return 0, false
+	}
+	if reg >= first && reg < first+FloatRegisters {
+		return int(reg - first), true
+	}
+	return 0, false
+}
 
 // RegisterWord returns the index of DWARF register reg of architecture
 // arch ("amd64", "arm64") among the words of the kernel's struct pt_regs,

@@ -108,10 +108,12 @@ const struct event *unused_event __attribute__((unused));
 #define GI_DEREF_MAX 512  // bytes one read behind a pointer copies at most
 #define GI_FILTER_STR 32  // bytes of a string a filter compares
 #define GI_REG_WORDS 34   // words of the largest struct pt_regs (arm64)
+#define GI_FREGS 16       // float registers a plan may read: X0-X15, V0-V15
 
 #define GI_OP_REG 1   // the register word reg, 8 bytes
 #define GI_OP_STACK 2 // size bytes at sp+off
 #define GI_OP_DEREF 3 // a count (8 bytes), then up to size bytes at [ptr]+off
+#define GI_OP_FREG 4  // the low 8 bytes of float register reg (see gi_signal)
 
 struct arg_op {
 	__u8 kind;
@@ -151,7 +153,16 @@ struct arg_plan {
 	// On an entry plan: remember the calls that passed the filters; on a
 	// return plan: emit only the returns of remembered calls.
 	__u8 track;
-	__u8 pad[2];
+	// fregs: the plan reads float registers (GI_OP_FREG), which a uprobe
+	// program cannot: its event waits in held_calls for a signal, whose
+	// frame the kernel writes with them, and fregs_at is the payload
+	// offset of a word set to 1 once they are read.
+	__u8 fregs;
+	// resume_ret: the thread resumes at the return address after the
+	// probe (a RET); else at the probe's address plus resume_off.
+	__u8 resume_ret;
+	__u16 fregs_at;
+	__s32 resume_off;
 	struct arg_op ops[GI_ARG_OPS];
 	struct arg_filter filters[GI_ARG_FILTERS];
 };
@@ -198,6 +209,37 @@ struct {
 	__type(value, __u8);
 } filtered_calls SEC(".maps");
 
+// Calls whose plans read float registers, held by kernel thread id from
+// their probe until the signal it sent reaches the thread (gi_signal): at
+// most two, the entry and the return of gi_entry_return.
+struct held_calls {
+	__u64 resume_ip; // where the thread resumes after the probe
+	__u64 probe_sp;  // its stack pointer at the probe
+	__u32 n;
+	__u32 plan[2];
+	__u32 pad;
+	struct args_event rec[2];
+};
+
+// Keeps struct held_calls in BTF so bpf2go generates its Go twin.
+const struct held_calls *unused_held_calls __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1); // set by gi when float_regs
+	__type(key, __u32);
+	__type(value, struct held_calls);
+} held SEC(".maps");
+
+// The value a thread's first held call is inserted with (a held_calls
+// does not fit on the BPF stack).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct held_calls);
+} held_template SEC(".maps");
+
 // Set by gi before loading, from the target's DWARF or generated tables.
 volatile const __u64 goid_offset = 152;
 volatile const __u64 stack_hi_offset = 8;
@@ -215,18 +257,36 @@ volatile const __u8 cookie_by_ip = 0;
 // container's namespace. 0: report the kernel's (initial namespace) ids.
 volatile const __u64 pidns_dev = 0;
 volatile const __u64 pidns_ino = 0;
+// Set by gi when a plan reads float registers (GI_OP_FREG): every probe
+// first releases the calls held for its thread, so that events keep their
+// order, and gi_signal is attached to runtime.sigtrampgo, whose parameter
+// ctx (the signal frame's ucontext) is in pt_regs word signal_ctx_word.
+volatile const __u8 float_regs = 0;
+volatile const __u32 signal_ctx_word = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 24);
 } events SEC(".maps");
 
+// Per CPU: [0] events the ring buffer had no room for; [1] held calls
+// released without their float registers (the signal did not come, or
+// came elsewhere).
+#define GI_LOST_EVENTS 0
+#define GI_LOST_FREGS 1
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
+
+static __always_inline void count_lost(__u32 what)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &what);
+	if (n)
+		*n += 1;
+}
 
 // Goroutine ids to trace when filter_goids is set.
 struct {
@@ -315,7 +375,15 @@ static __always_inline int capture(struct gi_regs *regs, struct arg_plan *plan, 
 					n = 0;
 			}
 			*(__u64 *)dst = n;
+		} else if (op->kind == GI_OP_FREG) {
+			*(__u64 *)dst = 0; // filled by gi_signal
 		}
+	}
+	if (plan->fregs) {
+		__u32 at = plan->fregs_at;
+		if (at > GI_ARG_BYTES - 8)
+			return 0;
+		*(__u64 *)&s->payload[at] = 0;
 	}
 	__u32 nf = plan->nfilters;
 	for (__u32 i = 0; i < GI_ARG_FILTERS; i++) {
@@ -379,61 +447,59 @@ static __always_inline int capture(struct gi_regs *regs, struct arg_plan *plan, 
 	return 1;
 }
 
-// emit reports one event of kind; with_args (a constant) says whether the
-// probe may carry a capture plan: without, the verifier prunes capture.
-static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, int with_args)
+// output_held writes the calls h holds to the ring buffer, in order.
+static __always_inline void output_held(struct held_calls *h)
 {
-	__u64 g = 0;
-	if (cookie & GI_COOKIE_TLS) {
-		__u64 tp = thread_pointer();
-		if (bpf_probe_read_user(&g, sizeof(g), (void *)(tp + g_tls_offset)) != 0)
-			g = 0;
-	} else {
-		g = GI_G(regs);
+	for (__u32 i = 0; i < 2; i++) {
+		if (i >= h->n)
+			break;
+		struct args_event *a = &h->rec[i];
+		__u32 len = a->ev.args_len;
+		if (len > GI_ARG_BYTES)
+			len = GI_ARG_BYTES;
+		if (bpf_ringbuf_output(&events, a, sizeof(struct event) + len, BPF_RB_NO_WAKEUP) != 0)
+			count_lost(GI_LOST_EVENTS);
 	}
-	__u64 goid = 0, stack_hi = 0;
-	if (g) {
-		bpf_probe_read_user(&goid, sizeof(goid), (void *)(g + goid_offset));
-		bpf_probe_read_user(&stack_hi, sizeof(stack_hi), (void *)(g + stack_hi_offset));
-	}
-	if (filter_goids && !bpf_map_lookup_elem(&goids, &goid))
-		return 0;
+	h->n = 0;
+}
 
-	__u32 zero = 0;
-	struct event *e;
-	struct args_event *a = 0;
-	struct arg_plan *plan = 0;
-	__u32 plan_id = cookie >> GI_COOKIE_PLAN_SHIFT;
-	if (with_args && plan_id) {
-		plan_id--;
-		plan = bpf_map_lookup_elem(&plans, &plan_id);
+// release_held writes the calls held for thread ktid without their float
+// registers: a later probe on the thread, or a failed signal, comes first.
+static __always_inline void release_held(__u32 ktid)
+{
+	struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
+	if (!h)
+		return;
+	if (h->n) {
+		count_lost(GI_LOST_FREGS);
+		output_held(h);
 	}
-	if (plan) {
-		a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
-		if (!a)
-			goto lost;
-		if (!capture(regs, plan, a)) {
-			bpf_ringbuf_discard(a, BPF_RB_NO_WAKEUP);
-			return 0;
-		}
-		if (plan->track) {
-			struct call_key key = {.goid = goid, .frame = stack_hi - GI_SP(regs)};
-			if (kind == GI_EVENT_ENTRY) {
-				__u8 one = 1;
-				bpf_map_update_elem(&filtered_calls, &key, &one, BPF_ANY);
-			} else if (bpf_map_lookup_elem(&filtered_calls, &key)) {
-				bpf_map_delete_elem(&filtered_calls, &key);
-			} else {
-				bpf_ringbuf_discard(a, BPF_RB_NO_WAKEUP);
-				return 0;
-			}
-		}
-		e = &a->ev;
-	} else {
-		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-		if (!e)
-			goto lost;
+	bpf_map_delete_elem(&held, &ktid);
+}
+
+// keep_call applies a filtered function's tracking (arg_plan.track):
+// false to drop a return whose entry did not pass the filters.
+static __always_inline int keep_call(struct arg_plan *plan, __u8 kind, __u64 goid, __u64 stack_hi, __u64 sp)
+{
+	if (!plan->track)
+		return 1;
+	struct call_key key = {.goid = goid, .frame = stack_hi - sp};
+	if (kind == GI_EVENT_ENTRY) {
+		__u8 one = 1;
+		bpf_map_update_elem(&filtered_calls, &key, &one, BPF_ANY);
+		return 1;
 	}
+	if (bpf_map_lookup_elem(&filtered_calls, &key)) {
+		bpf_map_delete_elem(&filtered_calls, &key);
+		return 1;
+	}
+	return 0;
+}
+
+// fill_event writes the fields of an event of kind.
+static __always_inline void fill_event(struct event *e, struct gi_regs *regs, __u8 kind, __u64 cookie,
+				       __u64 g, __u64 goid, __u64 stack_hi, struct arg_plan *plan)
+{
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid;
 	if (pidns_ino) {
@@ -478,12 +544,133 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, i
 		__u32 size = plan->size;
 		e->args_len = size > GI_ARG_BYTES ? GI_ARG_BYTES : size;
 	}
+}
+
+// return_address is where a RET at regs returns to.
+static __always_inline __u64 return_address(struct gi_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	__u64 ra = 0;
+	bpf_probe_read_user(&ra, sizeof(ra), (void *)GI_SP(regs));
+	return ra;
+#else
+	return regs->regs[30];
+#endif
+}
+
+#define GI_SIGURG 23 // the same on amd64 and arm64
+#define GI_NO_PLAN 0xffffffff // held_calls.plan of a call held without one
+
+// hold captures a call whose plan reads float registers into the calls
+// held for thread ktid, then has the kernel send the thread SIGURG. The
+// signal is delivered as soon as the probed instruction has run, before
+// any other instruction of the thread: the kernel writes the float
+// registers into the signal frame, where gi_signal reads them. The Go
+// runtime sends SIGURG itself to preempt goroutines, and its handler
+// does nothing for one that asks nothing.
+static __always_inline int hold(struct gi_regs *regs, __u8 kind, __u64 cookie, struct arg_plan *plan, __u32 plan_id,
+				__u64 g, __u64 goid, __u64 stack_hi, __u32 ktid)
+{
+	struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
+	if (!h) {
+		__u32 zero = 0;
+		struct held_calls *t = bpf_map_lookup_elem(&held_template, &zero);
+		if (!t)
+			return 0;
+		if (bpf_map_update_elem(&held, &ktid, t, BPF_ANY) != 0) {
+			count_lost(GI_LOST_EVENTS);
+			return 0;
+		}
+		h = bpf_map_lookup_elem(&held, &ktid);
+		if (!h)
+			return 0;
+		h->n = 0;
+	}
+	__u32 i = h->n;
+	if (i > 1)
+		return 0;
+	struct args_event *a = &h->rec[i];
+	if (plan && (!capture(regs, plan, a) || !keep_call(plan, kind, goid, stack_hi, GI_SP(regs)))) {
+		if (i == 0)
+			bpf_map_delete_elem(&held, &ktid);
+		return 0;
+	}
+	fill_event(&a->ev, regs, kind, cookie, g, goid, stack_hi, plan);
+	// A call without float registers is held behind its entry only, which
+	// set where the thread resumes and sent the signal.
+	int reads = plan && plan->fregs;
+	h->plan[i] = reads ? plan_id : GI_NO_PLAN;
+	if (reads) {
+		h->resume_ip = plan->resume_ret ? return_address(regs) : GI_IP(regs) + plan->resume_off;
+		h->probe_sp = GI_SP(regs);
+	}
+	h->n = i + 1;
+	if (reads && bpf_send_signal_thread(GI_SIGURG) != 0)
+		release_held(ktid);
+	return 0;
+}
+
+// emit reports one event of kind; with_args (a constant) says whether the
+// probe may carry a capture plan: without, the verifier prunes capture.
+// second (a constant) marks the return of gi_entry_return, reported by the
+// program run that just reported the entry.
+static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, int with_args, int second)
+{
+	__u64 g = 0;
+	if (cookie & GI_COOKIE_TLS) {
+		__u64 tp = thread_pointer();
+		if (bpf_probe_read_user(&g, sizeof(g), (void *)(tp + g_tls_offset)) != 0)
+			g = 0;
+	} else {
+		g = GI_G(regs);
+	}
+	__u64 goid = 0, stack_hi = 0;
+	if (g) {
+		bpf_probe_read_user(&goid, sizeof(goid), (void *)(g + goid_offset));
+		bpf_probe_read_user(&stack_hi, sizeof(stack_hi), (void *)(g + stack_hi_offset));
+	}
+	if (filter_goids && !bpf_map_lookup_elem(&goids, &goid))
+		return 0;
+	__u32 ktid = (__u32)bpf_get_current_pid_tgid();
+	if (float_regs && !second)
+		release_held(ktid);
+
+	struct event *e;
+	struct args_event *a = 0;
+	struct arg_plan *plan = 0;
+	__u32 plan_id = cookie >> GI_COOKIE_PLAN_SHIFT;
+	if (with_args && plan_id) {
+		plan_id--;
+		plan = bpf_map_lookup_elem(&plans, &plan_id);
+	}
+	if (plan && float_regs && plan->fregs)
+		return hold(regs, kind, cookie, plan, plan_id, g, goid, stack_hi, ktid);
+	if (second && float_regs) {
+		// The return of gi_entry_return whose entry was just held: held
+		// behind it, to keep the order.
+		struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
+		if (h && h->n == 1)
+			return hold(regs, kind, cookie, plan, plan_id, g, goid, stack_hi, ktid);
+	}
+	if (plan) {
+		a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
+		if (!a)
+			goto lost;
+		if (!capture(regs, plan, a) || !keep_call(plan, kind, goid, stack_hi, GI_SP(regs))) {
+			bpf_ringbuf_discard(a, BPF_RB_NO_WAKEUP);
+			return 0;
+		}
+		e = &a->ev;
+	} else {
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (!e)
+			goto lost;
+	}
+	fill_event(e, regs, kind, cookie, g, goid, stack_hi, plan);
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
-lost:;
-	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
-	if (n)
-		*n += 1;
+lost:
+	count_lost(GI_LOST_EVENTS);
 	return 0;
 }
 
@@ -493,7 +680,7 @@ int gi_entry(struct gi_regs *regs)
 	__u64 cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	return emit(regs, GI_EVENT_ENTRY, cookie, 1);
+	return emit(regs, GI_EVENT_ENTRY, cookie, 1, 0);
 }
 
 SEC("uprobe.multi")
@@ -502,7 +689,7 @@ int gi_return(struct gi_regs *regs)
 	__u64 cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	return emit(regs, GI_EVENT_RETURN, cookie, 1);
+	return emit(regs, GI_EVENT_RETURN, cookie, 1, 0);
 }
 
 // The entry of a function whose entry probe site is also one of its RETs
@@ -515,10 +702,105 @@ int gi_entry_return(struct gi_regs *regs)
 	__u64 cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	emit(regs, GI_EVENT_ENTRY, cookie, 1);
+	emit(regs, GI_EVENT_ENTRY, cookie, 1, 0);
 	if (cookie >> GI_COOKIE_PLAN_SHIFT)
 		cookie += 1ULL << GI_COOKIE_PLAN_SHIFT;
-	return emit(regs, GI_EVENT_RETURN, cookie, 1);
+	return emit(regs, GI_EVENT_RETURN, cookie, 1, 1);
+}
+
+// The kernel's signal frame, where gi_signal finds the interrupted
+// thread's registers: offsets in struct ucontext (uapi asm/ucontext.h and
+// asm/sigcontext.h), the same on every kernel of an architecture.
+#if defined(__TARGET_ARCH_x86)
+#define GI_UC_IP 168      // uc_mcontext.ip
+#define GI_UC_SP 160      // uc_mcontext.sp
+#define GI_UC_FPSTATE 224 // uc_mcontext.fpstate: pointer to the fxsave image
+#define GI_FX_XMM 160     // fxsave image: xmm_space, 16 bytes a register
+#else
+#define GI_UC_IP 440            // uc_mcontext.pc
+#define GI_UC_SP 432            // uc_mcontext.sp
+#define GI_UC_FPSIMD 464        // uc_mcontext.__reserved: fpsimd_context first
+#define GI_FPSIMD_MAGIC 0x46508001
+#define GI_FPSIMD_VREGS 16      // fpsimd_context.vregs, 16 bytes a register
+#endif
+
+// float_registers returns the address of float register 0 in the signal
+// frame whose ucontext is at ctx (register i is 16 bytes further each),
+// with the interrupted thread's ip and sp; 0 if the frame does not read.
+static __always_inline __u64 float_registers(__u64 ctx, __u64 *ip, __u64 *sp)
+{
+	if (bpf_probe_read_user(ip, sizeof(*ip), (void *)(ctx + GI_UC_IP)) != 0 ||
+	    bpf_probe_read_user(sp, sizeof(*sp), (void *)(ctx + GI_UC_SP)) != 0)
+		return 0;
+#if defined(__TARGET_ARCH_x86)
+	__u64 fx = 0;
+	if (bpf_probe_read_user(&fx, sizeof(fx), (void *)(ctx + GI_UC_FPSTATE)) != 0 || !fx)
+		return 0;
+	return fx + GI_FX_XMM;
+#else
+	__u32 magic = 0;
+	if (bpf_probe_read_user(&magic, sizeof(magic), (void *)(ctx + GI_UC_FPSIMD)) != 0 || magic != GI_FPSIMD_MAGIC)
+		return 0;
+	return ctx + GI_UC_FPSIMD + GI_FPSIMD_VREGS;
+#endif
+}
+
+// read_fregs fills the float registers of a held call from the signal
+// frame (fregs: the address of register 0 there); false if one fails.
+static __always_inline int read_fregs(struct args_event *a, struct arg_plan *plan, __u64 fregs)
+{
+	__u32 nops = plan->nops;
+	for (__u32 i = 0; i < GI_ARG_OPS; i++) {
+		if (i >= nops)
+			break;
+		struct arg_op *op = &plan->ops[i];
+		if (op->kind != GI_OP_FREG)
+			continue;
+		__u32 out = op->out, r = op->reg;
+		if (out > GI_ARG_BYTES - 8 || r >= GI_FREGS)
+			return 0;
+		if (bpf_probe_read_user(&a->payload[out], 8, (void *)(fregs + 16 * r)) != 0)
+			return 0;
+	}
+	__u32 at = plan->fregs_at;
+	if (at > GI_ARG_BYTES - 8)
+		return 0;
+	*(__u64 *)&a->payload[at] = 1;
+	return 1;
+}
+
+// The entry of runtime.sigtrampgo, where every signal of a Go thread
+// arrives: for a thread with held calls, their float registers are read
+// from the signal frame, if the thread was interrupted where the probe
+// left it, and the calls are reported.
+SEC("uprobe.multi")
+int gi_signal(struct gi_regs *regs)
+{
+	__u32 ktid = (__u32)bpf_get_current_pid_tgid();
+	struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
+	if (!h)
+		return 0;
+	__u64 ctx = 0, ip = 0, sp = 0, fregs = 0;
+	__u32 w = signal_ctx_word;
+	if (w < GI_REG_WORDS && bpf_probe_read_kernel(&ctx, sizeof(ctx), (__u64 *)regs + w) == 0 && ctx)
+		fregs = float_registers(ctx, &ip, &sp);
+	// Interrupted right after the probe: the resume address, and a stack
+	// pointer that moved at most by the probed instruction (a push, or
+	// the frame an arm64 store with writeback allocates).
+	int here = fregs && ip == h->resume_ip && sp <= h->probe_sp + 8 && sp + 65536 >= h->probe_sp;
+	for (__u32 i = 0; i < 2; i++) {
+		if (i >= h->n)
+			break;
+		__u32 plan_id = h->plan[i];
+		if (plan_id == GI_NO_PLAN)
+			continue;
+		struct arg_plan *plan = bpf_map_lookup_elem(&plans, &plan_id);
+		if (!here || !plan || !read_fregs(&h->rec[i], plan, fregs))
+			count_lost(GI_LOST_FREGS);
+	}
+	output_held(h);
+	bpf_map_delete_elem(&held, &ktid);
+	return 0;
 }
 
 SEC("uprobe.multi")
@@ -527,7 +809,7 @@ int gi_goexit(struct gi_regs *regs)
 	__u64 cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	return emit(regs, GI_EVENT_GOEXIT, cookie, 0);
+	return emit(regs, GI_EVENT_GOEXIT, cookie, 0, 0);
 }
 
 // An empty program on the same probe points: the baseline of the per-call

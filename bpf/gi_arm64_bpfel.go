@@ -14,13 +14,17 @@ import (
 )
 
 type giArgPlan struct {
-	_        structs.HostLayout
-	Nops     uint16
-	Size     uint16
-	Nfilters uint8
-	Track    uint8
-	Pad      [2]uint8
-	Ops      [32]struct {
+	_         structs.HostLayout
+	Nops      uint16
+	Size      uint16
+	Nfilters  uint8
+	Track     uint8
+	Fregs     uint8
+	ResumeRet uint8
+	FregsAt   uint16
+	_         [2]byte
+	ResumeOff int32
+	Ops       [32]struct {
 		_    structs.HostLayout
 		Kind uint8
 		Reg  uint8
@@ -75,6 +79,16 @@ type giEvent struct {
 	ArgsLen uint16
 }
 
+type giHeldCalls struct {
+	_        structs.HostLayout
+	ResumeIp uint64
+	ProbeSp  uint64
+	N        uint32
+	Plan     [2]uint32
+	Pad      uint32
+	Rec      [2]giArgsEvent
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -83,6 +97,8 @@ const (
 	giMapEvents           = "events"
 	giMapFilteredCalls    = "filtered_calls"
 	giMapGoids            = "goids"
+	giMapHeld             = "held"
+	giMapHeldTemplate     = "held_template"
 	giMapLost             = "lost"
 	giMapPlans            = "plans"
 	giProgGiEmpty         = "gi_empty"
@@ -90,18 +106,22 @@ const (
 	giProgGiEntryReturn   = "gi_entry_return"
 	giProgGiGoexit        = "gi_goexit"
 	giProgGiReturn        = "gi_return"
+	giProgGiSignal        = "gi_signal"
 	giVarCookieByIp       = "cookie_by_ip"
 	giVarFilterGoids      = "filter_goids"
+	giVarFloatRegs        = "float_regs"
 	giVarG_tlsOffset      = "g_tls_offset"
 	giVarGoidOffset       = "goid_offset"
 	giVarGopcOffset       = "gopc_offset"
 	giVarParentGoidOffset = "parent_goid_offset"
 	giVarPidnsDev         = "pidns_dev"
 	giVarPidnsIno         = "pidns_ino"
+	giVarSignalCtxWord    = "signal_ctx_word"
 	giVarStackHiOffset    = "stack_hi_offset"
 	giVarUnusedArgPlan    = "unused_arg_plan"
 	giVarUnusedArgsEvent  = "unused_args_event"
 	giVarUnusedEvent      = "unused_event"
+	giVarUnusedHeldCalls  = "unused_held_calls"
 )
 
 // loadGi returns the embedded CollectionSpec for gi.
@@ -151,6 +171,7 @@ type giProgramSpecs struct {
 	GiEntryReturn *ebpf.ProgramSpec `ebpf:"gi_entry_return"`
 	GiGoexit      *ebpf.ProgramSpec `ebpf:"gi_goexit"`
 	GiReturn      *ebpf.ProgramSpec `ebpf:"gi_return"`
+	GiSignal      *ebpf.ProgramSpec `ebpf:"gi_signal"`
 }
 
 // giMapSpecs contains maps before they are loaded into the kernel.
@@ -161,6 +182,8 @@ type giMapSpecs struct {
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	FilteredCalls *ebpf.MapSpec `ebpf:"filtered_calls"`
 	Goids         *ebpf.MapSpec `ebpf:"goids"`
+	Held          *ebpf.MapSpec `ebpf:"held"`
+	HeldTemplate  *ebpf.MapSpec `ebpf:"held_template"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
 	Plans         *ebpf.MapSpec `ebpf:"plans"`
 }
@@ -171,16 +194,19 @@ type giMapSpecs struct {
 type giVariableSpecs struct {
 	CookieByIp       *ebpf.VariableSpec `ebpf:"cookie_by_ip"`
 	FilterGoids      *ebpf.VariableSpec `ebpf:"filter_goids"`
+	FloatRegs        *ebpf.VariableSpec `ebpf:"float_regs"`
 	G_tlsOffset      *ebpf.VariableSpec `ebpf:"g_tls_offset"`
 	GoidOffset       *ebpf.VariableSpec `ebpf:"goid_offset"`
 	GopcOffset       *ebpf.VariableSpec `ebpf:"gopc_offset"`
 	ParentGoidOffset *ebpf.VariableSpec `ebpf:"parent_goid_offset"`
 	PidnsDev         *ebpf.VariableSpec `ebpf:"pidns_dev"`
 	PidnsIno         *ebpf.VariableSpec `ebpf:"pidns_ino"`
+	SignalCtxWord    *ebpf.VariableSpec `ebpf:"signal_ctx_word"`
 	StackHiOffset    *ebpf.VariableSpec `ebpf:"stack_hi_offset"`
 	UnusedArgPlan    *ebpf.VariableSpec `ebpf:"unused_arg_plan"`
 	UnusedArgsEvent  *ebpf.VariableSpec `ebpf:"unused_args_event"`
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedHeldCalls  *ebpf.VariableSpec `ebpf:"unused_held_calls"`
 }
 
 // giObjects contains all objects after they have been loaded into the kernel.
@@ -207,6 +233,8 @@ type giMaps struct {
 	Events        *ebpf.Map `ebpf:"events"`
 	FilteredCalls *ebpf.Map `ebpf:"filtered_calls"`
 	Goids         *ebpf.Map `ebpf:"goids"`
+	Held          *ebpf.Map `ebpf:"held"`
+	HeldTemplate  *ebpf.Map `ebpf:"held_template"`
 	Lost          *ebpf.Map `ebpf:"lost"`
 	Plans         *ebpf.Map `ebpf:"plans"`
 }
@@ -217,6 +245,8 @@ func (m *giMaps) Close() error {
 		m.Events,
 		m.FilteredCalls,
 		m.Goids,
+		m.Held,
+		m.HeldTemplate,
 		m.Lost,
 		m.Plans,
 	)
@@ -228,16 +258,19 @@ func (m *giMaps) Close() error {
 type giVariables struct {
 	CookieByIp       *ebpf.Variable `ebpf:"cookie_by_ip"`
 	FilterGoids      *ebpf.Variable `ebpf:"filter_goids"`
+	FloatRegs        *ebpf.Variable `ebpf:"float_regs"`
 	G_tlsOffset      *ebpf.Variable `ebpf:"g_tls_offset"`
 	GoidOffset       *ebpf.Variable `ebpf:"goid_offset"`
 	GopcOffset       *ebpf.Variable `ebpf:"gopc_offset"`
 	ParentGoidOffset *ebpf.Variable `ebpf:"parent_goid_offset"`
 	PidnsDev         *ebpf.Variable `ebpf:"pidns_dev"`
 	PidnsIno         *ebpf.Variable `ebpf:"pidns_ino"`
+	SignalCtxWord    *ebpf.Variable `ebpf:"signal_ctx_word"`
 	StackHiOffset    *ebpf.Variable `ebpf:"stack_hi_offset"`
 	UnusedArgPlan    *ebpf.Variable `ebpf:"unused_arg_plan"`
 	UnusedArgsEvent  *ebpf.Variable `ebpf:"unused_args_event"`
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
+	UnusedHeldCalls  *ebpf.Variable `ebpf:"unused_held_calls"`
 }
 
 // giPrograms contains all programs after they have been loaded into the kernel.
@@ -249,6 +282,7 @@ type giPrograms struct {
 	GiEntryReturn *ebpf.Program `ebpf:"gi_entry_return"`
 	GiGoexit      *ebpf.Program `ebpf:"gi_goexit"`
 	GiReturn      *ebpf.Program `ebpf:"gi_return"`
+	GiSignal      *ebpf.Program `ebpf:"gi_signal"`
 }
 
 func (p *giPrograms) Close() error {
@@ -258,6 +292,7 @@ func (p *giPrograms) Close() error {
 		p.GiEntryReturn,
 		p.GiGoexit,
 		p.GiReturn,
+		p.GiSignal,
 	)
 }
 

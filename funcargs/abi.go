@@ -70,7 +70,7 @@ func ArchByName(name string) *Arch {
 }
 
 // IsFloatReg tells whether DWARF register r is one of the ABI's float
-// registers (which uprobes cannot read).
+// registers (which uprobe programs read through a signal's frame).
 func (a *Arch) IsFloatReg(r uint64) bool {
 	for _, f := range a.FloatRegs {
 		if f == r {

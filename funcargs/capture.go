@@ -17,6 +17,10 @@ const (
 	// found at payload offset Ptr, plus Add: n is Size, or the element
 	// count at payload offset Len times Elem when that is smaller.
 	OpDeref = 3
+	// OpFloatReg copies the low 8 bytes of the floating-point register
+	// Reg (a DWARF number), which the probe program reads from the frame
+	// of a signal it has the thread take right after the probe.
+	OpFloatReg = 4
 )
 
 // Bounds of one probe's capture, shared with the probe program
@@ -31,7 +35,7 @@ const (
 // Op is one step of a capture.
 type Op struct {
 	Kind uint8
-	// Reg is the DWARF number of the register (OpReg).
+	// Reg is the DWARF number of the register (OpReg, OpFloatReg).
 	Reg uint64
 	// SPOffset is the stack slot's offset from the stack pointer (OpStack).
 	SPOffset int64
@@ -50,6 +54,15 @@ type Op struct {
 type CaptureOptions struct {
 	// StringSize is the bytes read per string and per slice's elements.
 	StringSize int
+	// NoFloatRegs, when set, says why values in floating-point registers
+	// are not read at the probe: they are unknown.
+	NoFloatRegs string
+	// Overwritten maps the DWARF numbers of the floating-point registers
+	// the probed instruction writes to that instruction: it runs before
+	// they are read, so values in them are unknown.
+	Overwritten map[uint64]string
+	// RegName names a DWARF register number in the reasons.
+	RegName func(uint64) string
 }
 
 // Capture is what a probe copies to read a list of values (a function's
@@ -60,6 +73,10 @@ type Capture struct {
 	// Size is the payload's size in bytes.
 	Size   int
 	Values []*Captured
+	// FloatStatus is the payload offset of a word the probe program sets
+	// to 1 once it has read the floating-point registers (OpFloatReg),
+	// left 0 when it could not; -1 when no value is in one.
+	FloatStatus int
 }
 
 // Captured is one value of a Capture.
@@ -91,7 +108,7 @@ func NewCapture(values []Located, opts CaptureOptions) *Capture {
 	if opts.StringSize > MaxDeref {
 		opts.StringSize = MaxDeref
 	}
-	c := &Capture{}
+	c := &Capture{FloatStatus: -1}
 	// The values themselves first, then what is behind their pointers,
 	// while the bounds allow.
 	for _, l := range values {
@@ -100,7 +117,7 @@ func NewCapture(values []Located, opts CaptureOptions) *Capture {
 		if cv.Unknown != "" {
 			continue
 		}
-		cv.Unknown = c.addPieces(cv, l.Pieces)
+		cv.Unknown = c.addPieces(cv, l.Pieces, opts)
 	}
 	for _, cv := range c.Values {
 		if cv.Unknown == "" {
@@ -110,25 +127,51 @@ func NewCapture(values []Located, opts CaptureOptions) *Capture {
 	return c
 }
 
-func (c *Capture) addPieces(cv *Captured, pieces []Piece) string {
-	ops, size := len(c.Ops), c.Size
+func (c *Capture) addPieces(cv *Captured, pieces []Piece, opts CaptureOptions) string {
+	ops, size, status := len(c.Ops), c.Size, c.FloatStatus
 	for _, p := range pieces {
-		if p.Float {
-			return "passed in a floating-point register, which uprobe programs cannot read"
-		}
 		op := Op{Kind: OpReg, Reg: p.Reg, Size: 8, Out: c.Size}
 		n := 8
-		if p.Stack {
+		switch {
+		case p.Stack:
 			n = int(p.Size+7) / 8 * 8
 			op = Op{Kind: OpStack, SPOffset: p.Offset, Size: int(p.Size), Out: c.Size}
+		case p.Float:
+			if why := floatUnread(p.Reg, opts); why != "" {
+				c.Ops, c.Size, c.FloatStatus = c.Ops[:ops], size, status
+				return why
+			}
+			op.Kind = OpFloatReg
+			if c.FloatStatus < 0 {
+				// The word saying the float registers were read.
+				c.FloatStatus = c.Size
+				c.Size += 8
+				op.Out = c.Size
+			}
 		}
 		if len(c.Ops) == MaxOps || c.Size+n > MaxPayload || n > MaxDeref {
-			c.Ops, c.Size = c.Ops[:ops], size
+			c.Ops, c.Size, c.FloatStatus = c.Ops[:ops], size, status
 			return fmt.Sprintf("not captured: more than %d values or %d bytes at one probe", MaxOps, MaxPayload)
 		}
 		c.Ops = append(c.Ops, op)
 		cv.pieces = append(cv.pieces, capturedPiece{Piece: p, at: c.Size})
 		c.Size += n
+	}
+	return ""
+}
+
+// floatUnread says why floating-point register reg is not read at the
+// probe opts describe; "" if it is.
+func floatUnread(reg uint64, opts CaptureOptions) string {
+	if opts.NoFloatRegs != "" {
+		return opts.NoFloatRegs
+	}
+	if ins, ok := opts.Overwritten[reg]; ok {
+		name := fmt.Sprint(reg)
+		if opts.RegName != nil {
+			name = opts.RegName(reg)
+		}
+		return fmt.Sprintf("passed in %s, which the probed instruction (%s) overwrites before it can be read", name, ins)
 	}
 	return ""
 }

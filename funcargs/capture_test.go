@@ -3,6 +3,8 @@ package funcargs_test
 import (
 	"debug/elf"
 	"encoding/binary"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
@@ -35,7 +37,7 @@ func payloadFor(t *testing.T, c *funcargs.Capture, regs map[uint64]uint64, behin
 	d := 0
 	for _, op := range c.Ops {
 		switch op.Kind {
-		case funcargs.OpReg:
+		case funcargs.OpReg, funcargs.OpFloatReg:
 			binary.LittleEndian.PutUint64(p[op.Out:], regs[op.Reg])
 		case funcargs.OpDeref:
 			if d >= len(behind) {
@@ -53,6 +55,64 @@ func payloadFor(t *testing.T, c *funcargs.Capture, regs map[uint64]uint64, behin
 		}
 	}
 	return p
+}
+
+// TestCaptureFloats plans the capture of main.mixed's arguments (a struct
+// of an int, a float32 and a bool, then a float64: integer and float
+// registers) from real DWARF, and formats payloads whose word of float
+// status says the probe read the float registers, or could not.
+func TestCaptureFloats(t *testing.T) {
+	r := openArgfuncs(t)
+	fn, err := r.Func("main.mixed", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, _, err := fn.Locate(fn.Entry, r.Arch.CFAFromSP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := funcargs.NewCapture(params, funcargs.CaptureOptions{})
+	floats := 0
+	for _, op := range c.Ops {
+		if op.Kind == funcargs.OpFloatReg {
+			floats++
+		}
+	}
+	if floats != 2 || c.FloatStatus < 0 {
+		t.Fatalf("ops %+v, float status at %d: want 2 float registers and a status word", c.Ops, c.FloatStatus)
+	}
+	regs := map[uint64]uint64{
+		regnum.AMD64_Rax: 7, regnum.AMD64_Rbx: 1, // N, B
+		regnum.AMD64_XMM0: uint64(math.Float32bits(0.75)), regnum.AMD64_XMM0 + 1: math.Float64bits(1e-3),
+	}
+	p := payloadFor(t, c, regs, nil)
+	binary.LittleEndian.PutUint64(p[c.FloatStatus:], 1)
+	want := []string{"main.Mixed{N:7, F:0.75, B:true}", "0.001"}
+	for i, v := range c.Decode(p, nil) {
+		if v.Value != want[i] {
+			t.Errorf("read: %s = %s, want %s", v.Name, v.Value, want[i])
+		}
+	}
+	binary.LittleEndian.PutUint64(p[c.FloatStatus:], 0)
+	for _, v := range c.Decode(p, nil) {
+		if v.Value != "?" {
+			t.Errorf("float registers unread: %s = %s, want ?", v.Name, v.Value)
+		}
+	}
+
+	// Where the probed instruction overwrites X0 first, m is unknown
+	// with that reason, f still read.
+	c = funcargs.NewCapture(params, funcargs.CaptureOptions{Overwritten: map[uint64]string{regnum.AMD64_XMM0: "CVTSS2SD X0, X0"}, RegName: r.Arch.RegName})
+	if u := c.Unknown(); len(u) != 1 || !strings.Contains(u[0], "m: passed in XMM0, which the probed instruction (CVTSS2SD X0, X0) overwrites") {
+		t.Errorf("unknown %q", u)
+	}
+	if c.FloatStatus < 0 {
+		t.Error("f (X1) is not read")
+	}
+	c = funcargs.NewCapture(params, funcargs.CaptureOptions{NoFloatRegs: "no signal"})
+	if u := c.Unknown(); len(u) != 2 || c.FloatStatus >= 0 {
+		t.Errorf("float registers off: unknown %q, status at %d", u, c.FloatStatus)
+	}
 }
 
 // TestCaptureDecode plans the capture of main.query's arguments and

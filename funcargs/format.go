@@ -39,11 +39,25 @@ func (c *Capture) Decode(payload []byte, types TypeResolver) []Value {
 			out[i].Value = "?"
 			continue
 		}
+		if c.FloatStatus >= 0 && cv.inFloatRegs() && le(payload, int64(c.FloatStatus), 8) != 1 {
+			out[i].Value = "?" // the probe could not read the float registers
+			continue
+		}
 		f := &formatter{cv: cv, payload: payload, types: types, value: cv.assemble(payload)}
 		f.format(cv.Var.Type, 0, 0)
 		out[i].Value = f.b.String()
 	}
 	return out
+}
+
+// inFloatRegs tells whether part of cv is in a floating-point register.
+func (cv *Captured) inFloatRegs() bool {
+	for _, p := range cv.pieces {
+		if p.Float {
+			return true
+		}
+	}
+	return false
 }
 
 // Unknown lists the values c cannot capture, with why.
@@ -134,8 +148,7 @@ func (f *formatter) format(t godwarf.Type, off int64, depth int) {
 	case *godwarf.FloatType:
 		f.b.WriteString(formatFloat(le(f.value, off, size), size))
 	case *godwarf.ComplexType:
-		h := size / 2
-		fmt.Fprintf(&f.b, "(%s%+si)", formatFloat(le(f.value, off, h), h), formatFloat(le(f.value, off+h, h), h))
+		f.b.WriteString(formatComplex(le(f.value, off, size/2), le(f.value, off+size/2, size/2), size))
 	case *godwarf.StringType:
 		f.formatString(off)
 	case *godwarf.FuncType:
@@ -207,6 +220,16 @@ func formatFloat(bits uint64, size int64) string {
 		return strconv.FormatFloat(float64(math.Float32frombits(uint32(bits))), 'g', -1, 32)
 	}
 	return strconv.FormatFloat(math.Float64frombits(bits), 'g', -1, 64)
+}
+
+// formatComplex formats a complex number of size bytes from the bits of
+// its parts, as fmt's %#v does: "(1.5+2i)".
+func formatComplex(re, im uint64, size int64) string {
+	if size == 8 {
+		c := complex(float64(math.Float32frombits(uint32(re))), float64(math.Float32frombits(uint32(im))))
+		return strconv.FormatComplex(c, 'g', -1, 64)
+	}
+	return strconv.FormatComplex(complex(math.Float64frombits(re), math.Float64frombits(im)), 'g', -1, 128)
 }
 
 // address writes a pointer-shaped value as fmt's %#v writes a pointer.

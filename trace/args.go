@@ -131,10 +131,12 @@ func (s *Session) planArgs() error {
 		return nil
 	}
 	s.args = r
-	opts := funcargs.CaptureOptions{StringSize: s.Opts.StringSize}
+	opts := funcargs.CaptureOptions{StringSize: s.Opts.StringSize, RegName: r.Arch.RegName}
 	if opts.StringSize <= 0 {
 		opts.StringSize = DefaultStringSize
 	}
+	s.signal = findSignalProbe(s.Binary, r, arch)
+	opts.NoFloatRegs = s.signal.unusable
 	wheres := map[string]Where{}
 	for _, w := range s.Opts.Where {
 		wheres[w.Func] = w
@@ -174,7 +176,11 @@ func (s *Session) planArgs() error {
 			}
 			continue
 		}
-		fn.Args = funcargs.NewCapture(params, opts)
+		entryOpts := opts
+		if entryOpts.NoFloatRegs == "" {
+			entryOpts.NoFloatRegs, entryOpts.Overwritten = s.entryStep(fn)
+		}
+		fn.Args = funcargs.NewCapture(params, entryOpts)
 		fn.Results = funcargs.NewCapture(results, opts)
 		for _, u := range fn.Args.Unknown() {
 			unknown = append(unknown, fn.Name+" "+u)
@@ -195,6 +201,82 @@ func (s *Session) planArgs() error {
 	return nil
 }
 
+// entryStep decodes the instruction at fn's entry site (Function.entryStep)
+// and returns why float registers cannot be read there ("" if they can),
+// and those the instruction overwrites first.
+func (s *Session) entryStep(fn *Function) (string, map[uint64]string) {
+	code := make([]byte, 16)
+	n, _ := s.Binary.ReadAt(code, fn.EntrySite)
+	step, err := StepAt(s.Binary.File.Machine, code[:n])
+	if err != nil {
+		return fmt.Sprintf("passed in a floating-point register, and the probed instruction does not decode (%v)", err), nil
+	}
+	if step.Unknown != "" {
+		return "passed in a floating-point register, and the probed instruction is " + step.Unknown + ": where the thread is next, when the registers are read, is not known", nil
+	}
+	fn.entryStep = step
+	return "", step.Writes
+}
+
+// signalProbe is where the probes that read float registers have their
+// thread interrupted: runtime.sigtrampgo, where every signal of a Go
+// thread arrives with its frame.
+type signalProbe struct {
+	site uint64
+	// ctxWord is the word of struct pt_regs that holds sigtrampgo's ctx
+	// parameter (the frame's ucontext) at site.
+	ctxWord int
+	// unusable says why float registers cannot be read ("" if they can).
+	unusable string
+}
+
+// findSignalProbe locates runtime.sigtrampgo and its ctx parameter in
+// bin's DWARF.
+func findSignalProbe(bin *elfbin.Binary, r *funcargs.Reader, arch string) signalProbe {
+	const fn = "runtime.sigtrampgo"
+	fail := func(why string, args ...any) signalProbe {
+		return signalProbe{unusable: "passed in a floating-point register, which gi reads in " + fn + ", and " + fmt.Sprintf(why, args...)}
+	}
+	f := bin.Lines.FuncByName(fn)
+	if f == nil {
+		return fail("the binary has no such function")
+	}
+	code := make([]byte, f.End-f.Entry)
+	if _, err := bin.ReadAt(code, f.Entry); err != nil {
+		return fail("its code does not read: %v", err)
+	}
+	sites, err := FindProbeSites(bin.File.Machine, code, f.Entry)
+	if err != nil && !errors.Is(err, ErrNoReturn) {
+		return fail("its code does not decode: %v", err)
+	}
+	desc, err := r.Func(fn, sites.Entry)
+	if err != nil {
+		return fail("DWARF does not describe it: %v", err)
+	}
+	spd, err := bin.Lines.SPDelta(f, sites.Entry)
+	if err != nil {
+		return fail("its frame is not known: %v", err)
+	}
+	params, _, err := desc.Locate(sites.Entry, spd+r.Arch.CFAFromSP)
+	if err != nil {
+		return fail("its parameters are not located: %v", err)
+	}
+	for _, p := range params {
+		if p.Var.Name != "ctx" {
+			continue
+		}
+		if p.Unknown != "" || len(p.Pieces) != 1 || p.Pieces[0].Stack || p.Pieces[0].Float {
+			break
+		}
+		w, ok := bpf.RegisterWord(arch, p.Pieces[0].Reg)
+		if !ok {
+			break
+		}
+		return signalProbe{site: sites.Entry, ctxWord: w}
+	}
+	return fail("its parameter ctx is not in a register")
+}
+
 // planOf encodes what a probe of fn captures (entry: the arguments and the
 // --where filter; return: the results), returning false if the probe
 // captures nothing.
@@ -213,6 +295,14 @@ func planOf(fn *Function, kind uint8, arch string) (bpf.ArgPlan, bool, error) {
 			return plan, false, fmt.Errorf("%s: capture of %d operations, %d bytes exceeds the probe's bounds", fn.Name, len(c.Ops), c.Size)
 		}
 		plan.Nops, plan.Size = uint16(len(c.Ops)), uint16(c.Size)
+		if c.FloatStatus >= 0 {
+			plan.Fregs, plan.FregsAt = 1, uint16(c.FloatStatus)
+			if kind == bpf.KindEntry && !fn.entryStep.Return {
+				plan.ResumeOff = int32(fn.entryStep.Next)
+			} else {
+				plan.ResumeRet = 1
+			}
+		}
 		for i, op := range c.Ops {
 			o := &plan.Ops[i]
 			o.Kind, o.Out, o.Size = op.Kind, uint16(op.Out), uint16(op.Size)
@@ -223,6 +313,12 @@ func planOf(fn *Function, kind uint8, arch string) (bpf.ArgPlan, bool, error) {
 					return plan, false, fmt.Errorf("%s: register %d not in a uprobe's registers", fn.Name, op.Reg)
 				}
 				o.Reg = uint8(w)
+			case funcargs.OpFloatReg:
+				r, ok := bpf.FloatRegisterIndex(arch, op.Reg)
+				if !ok {
+					return plan, false, fmt.Errorf("%s: register %d is not a float register the probes read", fn.Name, op.Reg)
+				}
+				o.Kind, o.Reg = bpf.OpFreg, uint8(r)
 			case funcargs.OpStack:
 				o.Off = int32(op.SPOffset)
 			case funcargs.OpDeref:

@@ -122,6 +122,55 @@ func BenchmarkArgsOverhead(b *testing.B) {
 		base, empty-base, plain-base, args-base, ratio)
 }
 
+// BenchmarkFloatArgsOverhead measures the per-call cost of reading
+// arguments and results passed in float registers (main.withFloats: two
+// floats and an int; a float result), which takes a signal per probe,
+// against the same probe points running an empty BPF program and gi's
+// probes without capture, in one run on one target. It has no goal: it
+// states what reading floats costs a traced call.
+func BenchmarkFloatArgsOverhead(b *testing.B) {
+	requirePrivilege(b)
+	p := targets.Start(b, targets.Build(b, "tracee", targets.BuildOptions{}))
+	pat := []trace.Pattern{mustPattern(b, "main.withFloats")}
+	const calls = 20_000
+	measure := func(opts *trace.Options) float64 {
+		if opts == nil {
+			return nsPerCall(b, p, "floatargs", calls)
+		}
+		s, err := trace.Open(*opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan trace.RunResult)
+		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
+		ns := nsPerCall(b, p, "floatargs", calls)
+		time.Sleep(3 * trace.DrainInterval)
+		cancel()
+		if res := <-done; res.Lost != 0 || res.UnreadFloats != 0 || (!opts.Empty && res.Events < 2*calls) {
+			b.Errorf("%d events, %d lost, %d with floats unread", res.Events, res.Lost, res.UnreadFloats)
+		}
+		return ns
+	}
+	var base, empty, plain, args float64
+	for i := 0; i < b.N; i++ {
+		base += measure(nil)
+		empty += measure(&trace.Options{PID: p.Pid, Include: pat, Empty: true})
+		plain += measure(&trace.Options{PID: p.Pid, Include: pat})
+		args += measure(&trace.Options{PID: p.Pid, Include: pat, Args: true})
+	}
+	n := float64(b.N)
+	base, empty, plain, args = base/n, empty/n, plain/n, args/n
+	b.ReportMetric(empty-base, "empty-prog-overhead-ns/call")
+	b.ReportMetric(plain-base, "gi-overhead-ns/call")
+	b.ReportMetric(args-base, "gi-float-args-overhead-ns/call")
+	b.ReportMetric((args-base)/(empty-base), "gi-float-args/empty-overhead")
+	fmt.Printf("float argument capture per call of main.withFloats(x float64, k float32, n int) float64: untraced %.0f ns, empty BPF program +%.0f ns, "+
+		"gi without arguments +%.0f ns, gi with arguments and results (a signal per probe) +%.0f ns: ratio %.2f to empty\n",
+		base, empty-base, plain-base, args-base, (args-base)/(empty-base))
+}
+
 // BenchmarkAttachDetach measures attaching and detaching 1,000 and 10,000
 // probes (uprobe_multi links). Goal: 10,000 probes in under 0.5 s in all.
 func BenchmarkAttachDetach(b *testing.B) {

@@ -33,6 +33,9 @@ type Function struct {
 	Args, Results *funcargs.Capture
 	// where is the --where filter on the function's calls.
 	where Where
+	// entryStep is what the entry site's instruction does before a probe
+	// there can read float registers (planArgs sets it).
+	entryStep SiteStep
 }
 
 // Untraceable is a function a pattern matched that cannot be probed, and why.

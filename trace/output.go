@@ -296,11 +296,13 @@ type JSONCall struct {
 
 // Summary is the last line of `gi trace --json`.
 type Summary struct {
-	Events   uint64 `json:"events"`
-	Lost     uint64 `json:"lost"`
-	Probes   int    `json:"probes"`
-	AttachNS int64  `json:"attach_ns"`
-	DetachNS int64  `json:"detach_ns"`
+	Events uint64 `json:"events"`
+	Lost   uint64 `json:"lost"`
+	// UnreadFloats counts calls whose float registers were not read.
+	UnreadFloats uint64 `json:"unread_floats,omitempty"`
+	Probes       int    `json:"probes"`
+	AttachNS     int64  `json:"attach_ns"`
+	DetachNS     int64  `json:"detach_ns"`
 }
 
 // JSONWriter writes completed calls as JSON lines.

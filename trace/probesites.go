@@ -180,3 +180,140 @@ func allBytes(b []byte, v byte) bool {
 	}
 	return true
 }
+
+// SiteStep is what the instruction at a probe site does before the probed
+// thread can take a signal the probe sends it (the kernel delivers it once
+// the instruction has run): where the thread then is, and which
+// floating-point registers the instruction wrote.
+type SiteStep struct {
+	// Return is set for a RET: the thread is at the return address.
+	Return bool
+	// Next is where the thread is, relative to the site (Return unset).
+	Next int64
+	// Writes maps the DWARF numbers of the floating-point registers the
+	// instruction writes to the instruction's text.
+	Writes map[uint64]string
+	// Unknown says why where the thread is cannot be told ("" when it
+	// can): a conditional or indirect branch.
+	Unknown string
+}
+
+// StepAt decodes the instruction at the start of code, a probe site, for
+// machine (elf.EM_X86_64 or elf.EM_AARCH64).
+func StepAt(machine elf.Machine, code []byte) (SiteStep, error) {
+	switch machine {
+	case elf.EM_X86_64:
+		return stepX86(code)
+	case elf.EM_AARCH64:
+		return stepARM64(code)
+	}
+	return SiteStep{}, fmt.Errorf("instruction step for %v: %w", machine, elfbin.ErrUnsupportedArch)
+}
+
+func stepX86(code []byte) (SiteStep, error) {
+	inst, err := x86asm.Decode(code, 64)
+	if err != nil || inst.Len == 0 || inst.Op == 0 { // Op 0: a lone prefix, the rest cut off
+		return SiteStep{}, fmt.Errorf("decode probe site: %w", ErrDecode)
+	}
+	step := SiteStep{Next: int64(inst.Len)}
+	switch {
+	case inst.Op == x86asm.RET:
+		return SiteStep{Return: true}, nil
+	case inst.Op == x86asm.JMP || inst.Op == x86asm.CALL:
+		rel, ok := inst.Args[0].(x86asm.Rel)
+		if !ok {
+			step.Unknown = "an indirect branch"
+		}
+		step.Next += int64(rel)
+	case isCondJumpX86(inst.Op) || strings.HasPrefix(inst.Op.String(), "J") || strings.HasPrefix(inst.Op.String(), "LOOP"):
+		step.Unknown = "a conditional branch"
+	}
+	// Intel operand order: the destination first. Two SSE4.2 string
+	// compares also write X0 implicitly.
+	written := []x86asm.Arg{inst.Args[0]}
+	if inst.Op == x86asm.PCMPESTRM || inst.Op == x86asm.PCMPISTRM {
+		written = append(written, x86asm.X0)
+	}
+	for _, a := range written {
+		r, ok := a.(x86asm.Reg)
+		if !ok {
+			continue
+		}
+		var n int
+		switch {
+		case r >= x86asm.X0 && r <= x86asm.X15:
+			n = int(r - x86asm.X0)
+		case r >= x86asm.Y0 && r <= x86asm.Y15:
+			n = int(r - x86asm.Y0)
+		default:
+			continue
+		}
+		if step.Writes == nil {
+			step.Writes = map[uint64]string{}
+		}
+		step.Writes[17+uint64(n)] = x86asm.GoSyntax(inst, 0, nil)
+	}
+	return step, nil
+}
+
+func stepARM64(code []byte) (SiteStep, error) {
+	if len(code) < 4 {
+		return SiteStep{}, fmt.Errorf("decode probe site: %w", ErrDecode)
+	}
+	inst, err := arm64asm.Decode(code[:4])
+	if err != nil {
+		return SiteStep{}, fmt.Errorf("decode probe site: %w", ErrDecode)
+	}
+	step := SiteStep{Next: 4}
+	switch inst.Op {
+	case arm64asm.RET:
+		return SiteStep{Return: true}, nil
+	case arm64asm.B, arm64asm.BL:
+		if isCond(inst.Args[0]) {
+			step.Unknown = "a conditional branch"
+			break
+		}
+		if pc, ok := inst.Args[0].(arm64asm.PCRel); ok {
+			step.Next = int64(pc)
+		}
+	case arm64asm.BR, arm64asm.BLR, arm64asm.CBZ, arm64asm.CBNZ, arm64asm.TBZ, arm64asm.TBNZ:
+		step.Unknown = "a branch"
+	}
+	// The destination is the first operand (the first two for a load of a
+	// pair), except for stores, which read theirs.
+	var written []arm64asm.Arg
+	if !strings.HasPrefix(inst.Op.String(), "ST") {
+		written = append(written, inst.Args[0])
+		if strings.HasPrefix(inst.Op.String(), "LD") {
+			written = append(written, inst.Args[1])
+		}
+	}
+	for _, a := range written {
+		if a == nil {
+			continue
+		}
+		if n, ok := arm64FloatReg(a.String()); ok {
+			if step.Writes == nil {
+				step.Writes = map[uint64]string{}
+			}
+			step.Writes[64+uint64(n)] = arm64asm.GoSyntax(inst, 0, nil, nil)
+		}
+	}
+	return step, nil
+}
+
+// arm64FloatReg parses the number of a SIMD&FP register operand as the
+// decoder prints it: B0, H0, S0, D0, Q0, V0, V0.4S, V0.D[1].
+func arm64FloatReg(s string) (int, bool) {
+	if len(s) < 2 || !strings.ContainsRune("BHSDQV", rune(s[0])) {
+		return 0, false
+	}
+	n, i := 0, 1
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		n = n*10 + int(s[i]-'0')
+	}
+	if i == 1 || n > 31 || (i < len(s) && s[i] != '.') {
+		return 0, false
+	}
+	return n, true
+}

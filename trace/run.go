@@ -43,10 +43,13 @@ type RunOptions struct {
 
 // RunResult sums up a finished run.
 type RunResult struct {
-	Events    uint64
-	Lost      uint64
-	Unmatched uint64
-	Overflow  uint64
+	Events uint64
+	Lost   uint64
+	// UnreadFloats counts calls whose float registers could not be read
+	// (Session.UnreadFloats).
+	UnreadFloats uint64
+	Unmatched    uint64
+	Overflow     uint64
 	// Running are the root calls still open when the run ended.
 	Running int
 	// OpenGoroutines is the number of goroutines gi still keeps state for.
@@ -135,7 +138,7 @@ loop:
 			}
 		}
 	}
-	if err := s.Drain(handle); err != nil && res.Err == nil {
+	if err := s.DrainAll(handle); err != nil && res.Err == nil {
 		res.Err = err
 	}
 	running := b.Flush(uint64(monotonicNow()))
@@ -147,7 +150,7 @@ loop:
 	}
 	res.Open = b.OpenCalls()
 	res.OpenGoroutines = b.Open()
-	res.Events, res.Lost = s.Events, s.Lost()
+	res.Events, res.Lost, res.UnreadFloats = s.Events, s.Lost(), s.UnreadFloats()
 	res.Unmatched, res.Overflow = b.Unmatched, b.Overflow
 	return res
 }

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -124,12 +127,19 @@ type Session struct {
 	// functions were selected.
 	argsReader func() (*funcargs.Reader, error)
 	plans      argPlans
-	objs       *bpf.Objects
-	links      []link.Link
-	rd         *ringbuf.Reader
-	rec        ringbuf.Record
-	raw        bpf.Event // the record being decoded
-	closed     bool
+	// signal is where probes whose plans read float registers have their
+	// thread interrupted; floatRegs is set when some plan does.
+	signal    signalProbe
+	floatRegs bool
+	// unreadFloats counts held calls gi itself released without their
+	// float registers (the signal never came).
+	unreadFloats uint64
+	objs         *bpf.Objects
+	links        []link.Link
+	rd           *ringbuf.Reader
+	rec          ringbuf.Record
+	raw          bpf.Event // the record being decoded
+	closed       bool
 }
 
 // Open selects the functions, loads the programs and attaches the probes.
@@ -272,11 +282,21 @@ func (s *Session) open() error {
 		s.Warnings = append(s.Warnings, "runtime.goexit1 not found: state of exited goroutines is freed only when their calls complete")
 	}
 
+	for _, p := range s.plans.plans {
+		s.floatRegs = s.floatRegs || p.Fregs != 0
+	}
+
 	l := <-done
 	waited = true
-	if l.err == nil && len(s.plans.plans) > setup.plans {
+	if l.err == nil && (len(s.plans.plans) > setup.plans || s.floatRegs) {
+		// Reading float registers takes the programs built for it, and
+		// one more: loaded only when a plan needs them.
 		l.objs.Close()
 		setup.plans = len(s.plans.plans)
+		if s.floatRegs {
+			setup.signal = &s.signal
+			setup.programs = append(setup.programs, "gi_signal")
+		}
 		l = s.loadObjects(setup)
 	}
 	if l.err != nil {
@@ -332,6 +352,15 @@ func (s *Session) open() error {
 			return err
 		}
 	}
+	if s.floatRegs && !s.Opts.Empty {
+		off, err := s.Binary.FileOffset(s.signal.site)
+		if err != nil {
+			return fmt.Errorf("probe at %#x: %w", s.signal.site, err)
+		}
+		if err := s.attachAt(ex, objs.GiSignal, []uint64{off}, []uint64{0}, multi); err != nil {
+			return err
+		}
+	}
 	s.Probes, s.UprobeMulti = len(s.probes), multi
 	s.AttachTime = time.Since(start)
 	return nil
@@ -350,6 +379,9 @@ type loadSetup struct {
 	plans    int      // the plan table's size
 	probes   int      // at least the number of probes
 	gTLS     int64    // Binary.GTLSOffset
+	// signal, when set, is where gi_signal goes: plans read float
+	// registers.
+	signal *signalProbe
 }
 
 // loaded is the outcome of loadObjects.
@@ -482,6 +514,19 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 			return l
 		}
 	}
+	if setup.signal != nil {
+		if err := specs.FloatRegs.Set(uint8(1)); err != nil {
+			l.err = fmt.Errorf("set %s: %w", specs.FloatRegs.Name, err)
+			return l
+		}
+		if err := specs.SignalCtxWord.Set(uint32(setup.signal.ctxWord)); err != nil {
+			l.err = fmt.Errorf("set %s: %w", specs.SignalCtxWord.Name, err)
+			return l
+		}
+		// A thread holds calls from its probe to its signal, microseconds:
+		// a few per CPU at once.
+		specs.Held.MaxEntries = uint32(max(256, 16*runtime.NumCPU()))
+	}
 	if l.objs, err = bpf.Load(spec, setup.programs...); err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			l.err = s.permissionError(err)
@@ -504,6 +549,12 @@ func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, idx []int, mul
 		}
 		offsets[i], cookies[i] = off, s.cookie(pi)
 	}
+	return s.attachAt(ex, prog, offsets, cookies, multi)
+}
+
+// attachAt attaches prog at file offsets with cookies: one uprobe_multi
+// link, or one perf event per offset.
+func (s *Session) attachAt(ex *link.Executable, prog *ebpf.Program, offsets, cookies []uint64, multi bool) error {
 	if multi {
 		l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: offsets, Cookies: cookies, PID: uint32(s.Opts.PID)})
 		if err != nil {
@@ -732,36 +783,96 @@ type Event struct {
 }
 
 // Drain reads every event in the ring buffer now and passes each to fn.
-// It never blocks: the programs submit without wakeups.
+// It never blocks: the programs submit without wakeups. Calls held for
+// their float registers longer than heldTimeout are passed too, without
+// them.
 func (s *Session) Drain(fn func(*Event)) error {
+	return s.drain(fn, heldTimeout)
+}
+
+// DrainAll is Drain at the end of a run: every held call is passed.
+func (s *Session) DrainAll(fn func(*Event)) error {
+	return s.drain(fn, 0)
+}
+
+// heldTimeout is how long a call may wait for its thread's signal before
+// gi reports it without its float registers: the signal comes within
+// microseconds unless the thread blocks SIGURG.
+const heldTimeout = time.Second
+
+func (s *Session) drain(fn func(*Event), timeout time.Duration) error {
 	s.rd.SetDeadline(time.Now().Add(-time.Second))
-	var ev Event
 	for {
 		err := s.rd.ReadInto(&s.rec)
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil
+				break
 			}
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
-		if !bpf.DecodeEvent(s.rec.RawSample, &s.raw) {
-			continue
-		}
-		s.Events++
-		r := &s.raw
-		ev = Event{Time: r.Ts, Goid: r.Goid, G: r.G, SP: r.Sp, StackHi: r.StackHi, Caller: r.Caller,
-			GoPC: r.Gopc, Parent: r.Parent, PID: r.Pid, TID: r.Tid, Kind: r.Kind}
-		cookie := r.Cookie
-		if int(cookie) >= len(s.probes) {
-			continue
-		}
-		p := s.probes[cookie]
-		ev.Func, ev.Site = p.fn, p.site
-		if n := int(r.ArgsLen); n > 0 && bpf.EventSize+n <= len(s.rec.RawSample) {
-			ev.Values = s.rec.RawSample[bpf.EventSize : bpf.EventSize+n]
-		}
-		fn(&ev)
+		s.deliver(s.rec.RawSample, fn)
 	}
+	if s.floatRegs && s.objs != nil && s.objs.Held != nil {
+		return s.releaseHeld(fn, timeout)
+	}
+	return nil
+}
+
+// deliver decodes one record (an Event, then its payload) and passes it
+// to fn.
+func (s *Session) deliver(raw []byte, fn func(*Event)) {
+	if !bpf.DecodeEvent(raw, &s.raw) {
+		return
+	}
+	s.Events++
+	r := &s.raw
+	ev := Event{Time: r.Ts, Goid: r.Goid, G: r.G, SP: r.Sp, StackHi: r.StackHi, Caller: r.Caller,
+		GoPC: r.Gopc, Parent: r.Parent, PID: r.Pid, TID: r.Tid, Kind: r.Kind}
+	cookie := r.Cookie
+	if int(cookie) >= len(s.probes) {
+		return
+	}
+	p := s.probes[cookie]
+	ev.Func, ev.Site = p.fn, p.site
+	if n := int(r.ArgsLen); n > 0 && bpf.EventSize+n <= len(raw) {
+		ev.Values = raw[bpf.EventSize : bpf.EventSize+n]
+	}
+	fn(&ev)
+}
+
+// releaseHeld passes to fn the calls held for their threads' signals
+// longer than timeout, without their float registers, oldest thread
+// first.
+func (s *Session) releaseHeld(fn func(*Event), timeout time.Duration) error {
+	now := uint64(monotonicNow())
+	var (
+		tid  uint32
+		h    bpf.HeldCalls
+		late []bpf.HeldCalls
+	)
+	it := s.objs.Held.Iterate()
+	for it.Next(&tid, &h) {
+		if h.N == 0 || h.N > 2 || h.Rec[0].Ev.Ts+uint64(timeout) > now {
+			continue
+		}
+		// A call the signal releases meanwhile is gone from the map.
+		if err := s.objs.Held.Delete(tid); err == nil {
+			late = append(late, h)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("held calls: %w", err)
+	}
+	sort.Slice(late, func(i, j int) bool { return late[i].Rec[0].Ev.Ts < late[j].Rec[0].Ev.Ts })
+	for i := range late {
+		for j := range late[i].N {
+			rec := &late[i].Rec[j]
+			raw := unsafe.Slice((*byte)(unsafe.Pointer(rec)), unsafe.Sizeof(*rec))
+			s.unreadFloats++
+			s.deliver(raw, fn)
+		}
+	}
+	return nil
 }
 
 // Symbols returns a resolver of the session's addresses, which also
@@ -779,11 +890,23 @@ func (s *Session) Symbols() *Symbols {
 
 // Lost returns the events the programs could not write, summed over CPUs.
 func (s *Session) Lost() uint64 {
+	return s.lostCount(bpf.LostEvents)
+}
+
+// UnreadFloats returns the calls reported without the float registers
+// their plans read (their values show as ?): the signal that reads them
+// did not come, or came elsewhere than right after the probe.
+func (s *Session) UnreadFloats() uint64 {
+	return s.lostCount(bpf.LostFloatRegs) + s.unreadFloats
+}
+
+// lostCount sums the programs' per-CPU counter what of the lost map.
+func (s *Session) lostCount(what uint32) uint64 {
 	if s.objs == nil {
 		return 0
 	}
 	var perCPU []uint64
-	if err := s.objs.Lost.Lookup(uint32(0), &perCPU); err != nil {
+	if err := s.objs.Lost.Lookup(what, &perCPU); err != nil {
 		return 0
 	}
 	var n uint64

@@ -250,7 +250,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		closeErr = err
 	}
 	if jw != nil {
-		jw.Summary(trace.Summary{Events: res.Events, Lost: res.Lost, Probes: s.Probes,
+		jw.Summary(trace.Summary{Events: res.Events, Lost: res.Lost, UnreadFloats: res.UnreadFloats, Probes: s.Probes,
 			AttachNS: s.AttachTime.Nanoseconds(), DetachNS: s.DetachTime.Nanoseconds()})
 		bw.Flush()
 	}
@@ -258,6 +258,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		res.Events, res.Lost, res.Running, s.DetachTime.Round(time.Microsecond))
 	if res.Lost > 0 {
 		fmt.Fprintf(stderr, "gi: warning: %d events lost (ring buffer full): trees and counts are incomplete\n", res.Lost)
+	}
+	if res.UnreadFloats > 0 {
+		fmt.Fprintf(stderr, "gi: warning: %d calls show float arguments or results as ?: their thread did not take the SIGURG that reads them right after the probe (blocked)\n", res.UnreadFloats)
 	}
 	if res.Err != nil {
 		if errors.Is(res.Err, trace.ErrTargetExited) {

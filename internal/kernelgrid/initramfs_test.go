@@ -32,6 +32,8 @@ var guestTargets = []struct {
 	{"tracee", targets.BuildOptions{PIE: true}},
 	{"tracee", targets.BuildOptions{Stripped: true}},
 	{"tracee", targets.BuildOptions{PIE: true, Stripped: true}},
+	{"argfuncs", targets.BuildOptions{}},
+	{"argfuncs", targets.BuildOptions{PIE: true}},
 	{"lockserver", targets.BuildOptions{}},
 	{"reparker", targets.BuildOptions{}},
 	{"waiters", targets.BuildOptions{}},

@@ -8,7 +8,9 @@
 // Each call is printed as "CALL <func> <args>" before it and
 // "RET <func> <results>" after it, arguments separated by " | ".
 // With -stdin it makes one round of calls per line "round" read from its
-// standard input, answering "DONE round=N" after each.
+// standard input, answering "DONE round=N" after each; a line "blocked"
+// calls floats twice on a thread that blocks SIGURG, answering "DONE
+// blocked".
 package main
 
 import (
@@ -17,8 +19,11 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Small is passed in registers.
@@ -58,8 +63,84 @@ func ints(a int8, b int16, c int32, d int64, e uint8, f uint16, g uint32, h uint
 	return int64(a) + int64(b) + int64(c) + d + int64(e) + int64(f) + int64(g) + int64(h) + int64(i) + int64(j) + int64(k)
 }
 
+// floats has a frame: its entry probe is past the stack-check prologue.
+//
 //go:noinline
-func floats(a float32, b float64) float64 { return float64(a) + b }
+func floats(a float32, b float64) (float64, float32) {
+	r := float64(a) + b
+	sink = fmt.Sprint(r)
+	return r, a * 2
+}
+
+var sink string
+
+// leafFloat is a leaf with no frame: the probe is on its first
+// instruction, which on amd64 and arm64 overwrites x with the sum.
+//
+//go:noinline
+func leafFloat(x float64) float64 { return x + x }
+
+// complexes, Vec.Scale, mixed and manyFloats call touch: they have
+// frames, and gi reads every float argument.
+//
+//go:noinline
+func complexes(c complex128, d complex64) complex128 {
+	touch()
+	return c * complex128(d)
+}
+
+// Vec is passed in float registers, field by field.
+type Vec struct{ X, Y float64 }
+
+// Scale is a method on a value receiver made of floats.
+//
+//go:noinline
+func (v Vec) Scale(k float64) Vec {
+	touch()
+	return Vec{v.X * k, v.Y * k}
+}
+
+// Mixed is passed in integer and float registers at once.
+type Mixed struct {
+	N int
+	F float32
+	B bool
+}
+
+//go:noinline
+func mixed(m Mixed, f float64) (float64, int) {
+	touch()
+	return float64(m.F) + f, m.N
+}
+
+// manyFloats has more floats than the float registers (15 on amd64, 16
+// on arm64): the last go on the stack.
+//
+//go:noinline
+func manyFloats(f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, f14, f15, f16, f17 float64) float64 {
+	touch()
+	return f1 + f2 + f3 + f4 + f5 + f6 + f7 + f8 + f9 + f10 + f11 + f12 + f13 + f14 + f15 + f16 + f17
+}
+
+//go:noinline
+func anyFloat(v any) any { return v }
+
+// sameFloat is a single RET: its entry probe is also its return, and
+// both read X0 (V0 on arm64).
+//
+//go:noinline
+func sameFloat(x float64) float64 { return x }
+
+// dropFloat is a single RET too, with a float argument and no result.
+//
+//go:noinline
+func dropFloat(x float64) {}
+
+// touch makes its caller a function with a frame, whose entry probe is
+// past the stack-check prologue (most functions worth tracing).
+//
+//go:noinline
+func touch() {}
 
 // floatsOnStack takes an array of two floats, which the register ABI
 // passes on the stack.
@@ -168,6 +249,26 @@ func join(vs []any) string {
 	return strings.Join(parts, " | ")
 }
 
+// blocked calls floats twice with SIGURG blocked on its thread: a tracer
+// that reads float registers through that signal cannot, and must say so
+// without losing or misordering the calls.
+func blocked() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var urg, old uint64 = 1 << (syscall.SIGURG - 1), 0
+	const sigBlock, sigSetMask = 0, 2
+	if _, _, errno := syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, sigBlock, uintptr(unsafe.Pointer(&urg)), uintptr(unsafe.Pointer(&old)), 8, 0, 0); errno != 0 {
+		panic(errno)
+	}
+	for i := 0; i < 2; i++ {
+		x := float64(i) + 0.5
+		call("main.floats", float32(1.5), x)
+		f64, f32 := floats(1.5, x)
+		ret("main.floats", f64, f32)
+	}
+	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, sigSetMask, uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
+}
+
 func main() {
 	rounds := flag.Int("rounds", 1, "how many times to call every function (0: forever)")
 	pause := flag.Duration("pause", 0, "pause between rounds")
@@ -177,6 +278,11 @@ func main() {
 	if *stdin {
 		sc := bufio.NewScanner(os.Stdin)
 		for n := 0; sc.Scan(); n++ {
+			if sc.Text() == "blocked" {
+				blocked()
+				fmt.Println("DONE blocked")
+				continue
+			}
 			round(n)
 			fmt.Printf("DONE round=%d\n", n)
 		}
@@ -198,8 +304,43 @@ func round(n int) {
 	call("main.ints", int8(-8), int16(-16), int32(-32), int64(-64), uint8(8), uint16(16), uint32(32), uint64(64), n, uint(7), uintptr(0x1234))
 	ret("main.ints", ints(-8, -16, -32, -64, 8, 16, 32, 64, n, 7, 0x1234))
 
-	call("main.floats", float32(1.5), 2.25)
-	ret("main.floats", floats(1.5, 2.25))
+	fx := float64(n) + 2.25
+	call("main.floats", float32(1.5), fx)
+	f64, f32 := floats(1.5, fx)
+	ret("main.floats", f64, f32)
+
+	call("main.leafFloat", fx)
+	ret("main.leafFloat", leafFloat(fx))
+
+	c1, c2 := complex(fx, -1), complex64(complex(0.5, 2))
+	call("main.complexes", c1, c2)
+	ret("main.complexes", complexes(c1, c2))
+
+	vec := Vec{X: fx, Y: -0.125}
+	call("main.Vec.Scale", vec, 4.0)
+	ret("main.Vec.Scale", vec.Scale(4))
+
+	mx := Mixed{N: n, F: 0.75, B: true}
+	call("main.mixed", mx, 1e-3)
+	mf, mn := mixed(mx, 1e-3)
+	ret("main.mixed", mf, mn)
+
+	fs := []any{}
+	for i := 1; i <= 17; i++ {
+		fs = append(fs, float64(i)+fx)
+	}
+	call("main.manyFloats", fs...)
+	ret("main.manyFloats", manyFloats(1+fx, 2+fx, 3+fx, 4+fx, 5+fx, 6+fx, 7+fx, 8+fx, 9+fx, 10+fx, 11+fx, 12+fx, 13+fx, 14+fx, 15+fx, 16+fx, 17+fx))
+
+	call("main.sameFloat", fx)
+	ret("main.sameFloat", sameFloat(fx))
+
+	call("main.dropFloat", fx)
+	dropFloat(fx)
+	ret("main.dropFloat")
+
+	call("main.anyFloat", any(fx))
+	ret("main.anyFloat", anyFloat(fx))
 
 	fa := [2]float64{0.5, float64(n) + 0.25}
 	call("main.floatsOnStack", fa, n)

@@ -11,6 +11,8 @@
 //	tiny N         N calls of main.tiny; prints the ns per call it measured
 //	args N         N calls of main.withArgs (three ints and a string); prints
 //	               the ns per call it measured
+//	floatargs N    N calls of main.withFloats (two floats and an int in
+//	               registers); prints the ns per call it measured
 //	goexit N       N goroutines calling main.exiter, which calls runtime.Goexit
 //	tinypar G N    G goroutines, each N calls of main.tiny; prints the wall time
 //	framedpar G N  the same with main.framed, whose entry is PUSHQ BP
@@ -130,6 +132,12 @@ func tiny(i int) int { return i ^ 0x5a }
 //
 //go:noinline
 func withArgs(a, b, c int, s string) int { return a ^ b ^ c ^ len(s) }
+
+// withFloats takes floats in registers: the benchmark of reading them.
+// It has a frame (it calls tiny), as most traced functions do.
+//
+//go:noinline
+func withFloats(x float64, k float32, n int) float64 { return x*float64(k) + float64(tiny(n)) }
 
 // framed has a frame (it calls tiny), so its entry probe sits on PUSHQ BP,
 // an instruction the kernel emulates instead of single-stepping.
@@ -311,6 +319,16 @@ func main() {
 			el := time.Since(start)
 			sink.Add(int64(s))
 			fmt.Printf("DONE args calls=%d ns_per_call=%d\n", n, el.Nanoseconds()/int64(n))
+		case "floatargs":
+			n := arg(1)
+			start := time.Now()
+			f := 0.0
+			for i := 0; i < n; i++ {
+				f += withFloats(float64(i), 0.5, i)
+			}
+			el := time.Since(start)
+			sink.Add(int64(f))
+			fmt.Printf("DONE floatargs calls=%d ns_per_call=%d\n", n, el.Nanoseconds()/int64(n))
 		case "tinypar":
 			g, n := arg(1), arg(2)
 			fmt.Printf("DONE tinypar calls=%d wall_ns=%d\n", g*n, callInParallel(g, n, tiny).Nanoseconds())
