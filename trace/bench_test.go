@@ -15,9 +15,6 @@ import (
 // tinyNs runs `tiny n` in the tracee and returns its own ns per call.
 func tinyNs(b *testing.B, p *targets.Process, n int) float64 { return nsPerCall(b, p, "tiny", n) }
 
-// argsNs runs `args n` in the tracee and returns its own ns per call.
-func argsNs(b *testing.B, p *targets.Process, n int) float64 { return nsPerCall(b, p, "args", n) }
-
 // nsPerCall runs a tracee command making n calls and returns the ns per
 // call the tracee measured.
 func nsPerCall(b *testing.B, p *targets.Process, cmd string, n int) float64 {
@@ -80,38 +77,7 @@ func BenchmarkProbeOverhead(b *testing.B) {
 // program, and against gi's probes without capture, in one run on one
 // target. Goal: capture within 1.1x of the empty programs' overhead.
 func BenchmarkArgsOverhead(b *testing.B) {
-	requirePrivilege(b)
-	p := targets.Start(b, targets.Build(b, "tracee", targets.BuildOptions{}))
-	pat := []trace.Pattern{mustPattern(b, "main.withArgs")}
-	const calls = 100_000
-	measure := func(opts *trace.Options) float64 {
-		if opts == nil {
-			return argsNs(b, p, calls)
-		}
-		s, err := trace.Open(*opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan trace.RunResult)
-		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
-		ns := argsNs(b, p, calls)
-		cancel()
-		if res := <-done; res.Lost != 0 || (!opts.Empty && res.Events < 2*calls) {
-			b.Errorf("%d events, %d lost", res.Events, res.Lost)
-		}
-		return ns
-	}
-	var base, empty, plain, args float64
-	for i := 0; i < b.N; i++ {
-		base += measure(nil)
-		empty += measure(&trace.Options{PID: p.Pid, Include: pat, Empty: true})
-		plain += measure(&trace.Options{PID: p.Pid, Include: pat})
-		args += measure(&trace.Options{PID: p.Pid, Include: pat, Args: true})
-	}
-	n := float64(b.N)
-	base, empty, plain, args = base/n, empty/n, plain/n, args/n
+	base, empty, plain, args := captureOverhead(b, "main.withArgs", "args", 100_000)
 	ratio := (args - base) / (empty - base)
 	b.ReportMetric(empty-base, "empty-prog-overhead-ns/call")
 	b.ReportMetric(plain-base, "gi-overhead-ns/call")
@@ -122,20 +88,17 @@ func BenchmarkArgsOverhead(b *testing.B) {
 		base, empty-base, plain-base, args-base, ratio)
 }
 
-// BenchmarkFloatArgsOverhead measures the per-call cost of reading
-// arguments and results passed in float registers (main.withFloats: two
-// floats and an int; a float result), which takes a signal per probe,
-// against the same probe points running an empty BPF program and gi's
-// probes without capture, in one run on one target. It has no goal: it
-// states what reading floats costs a traced call.
-func BenchmarkFloatArgsOverhead(b *testing.B) {
+// captureOverhead measures the ns per call of fn, which the tracee's
+// command cmd calls n times, in one run on one target: untraced, with
+// empty BPF programs on gi's probe points, with gi's probes, and with
+// gi's probes capturing arguments and results (means over b.N rounds).
+func captureOverhead(b *testing.B, fn, cmd string, n int) (base, empty, plain, args float64) {
 	requirePrivilege(b)
 	p := targets.Start(b, targets.Build(b, "tracee", targets.BuildOptions{}))
-	pat := []trace.Pattern{mustPattern(b, "main.withFloats")}
-	const calls = 20_000
+	pat := []trace.Pattern{mustPattern(b, fn)}
 	measure := func(opts *trace.Options) float64 {
 		if opts == nil {
-			return nsPerCall(b, p, "floatargs", calls)
+			return nsPerCall(b, p, cmd, n)
 		}
 		s, err := trace.Open(*opts)
 		if err != nil {
@@ -145,23 +108,32 @@ func BenchmarkFloatArgsOverhead(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan trace.RunResult)
 		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
-		ns := nsPerCall(b, p, "floatargs", calls)
+		ns := nsPerCall(b, p, cmd, n)
 		time.Sleep(3 * trace.DrainInterval)
 		cancel()
-		if res := <-done; res.Lost != 0 || res.UnreadFloats != 0 || (!opts.Empty && res.Events < 2*calls) {
+		if res := <-done; res.Lost != 0 || res.UnreadFloats != 0 || (!opts.Empty && res.Events < uint64(2*n)) {
 			b.Errorf("%d events, %d lost, %d with floats unread", res.Events, res.Lost, res.UnreadFloats)
 		}
 		return ns
 	}
-	var base, empty, plain, args float64
 	for i := 0; i < b.N; i++ {
 		base += measure(nil)
 		empty += measure(&trace.Options{PID: p.Pid, Include: pat, Empty: true})
 		plain += measure(&trace.Options{PID: p.Pid, Include: pat})
 		args += measure(&trace.Options{PID: p.Pid, Include: pat, Args: true})
 	}
-	n := float64(b.N)
-	base, empty, plain, args = base/n, empty/n, plain/n, args/n
+	k := float64(b.N)
+	return base / k, empty / k, plain / k, args / k
+}
+
+// BenchmarkFloatArgsOverhead measures the per-call cost of reading
+// arguments and results passed in float registers (main.withFloats: two
+// floats and an int; a float result), which takes a signal per probe,
+// against the same probe points running an empty BPF program and gi's
+// probes without capture, in one run on one target. It has no goal: it
+// states what reading floats costs a traced call.
+func BenchmarkFloatArgsOverhead(b *testing.B) {
+	base, empty, plain, args := captureOverhead(b, "main.withFloats", "floatargs", 20_000)
 	b.ReportMetric(empty-base, "empty-prog-overhead-ns/call")
 	b.ReportMetric(plain-base, "gi-overhead-ns/call")
 	b.ReportMetric(args-base, "gi-float-args-overhead-ns/call")
