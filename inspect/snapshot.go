@@ -186,6 +186,40 @@ func (t *Target) loadStrings(table *runtimelayout.VersionLayout) error {
 	return nil
 }
 
+// States returns what a goroutine's State or Status can be in this
+// process: the runtime's status names (runnable, running, waiting, ...) and
+// its wait reasons (chan receive, sync.Mutex.Lock, ...), as the binary
+// spells them, each once, statuses first.
+func (t *Target) States() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(s string) {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, n := range t.statusNames {
+		add(n)
+	}
+	if len(t.statusNames) == 0 { // no runtime.gStatusStrings: the constants' names
+		names := make([]string, 0, len(t.Layout.Status))
+		for n := range t.Layout.Status {
+			if !strings.HasSuffix(n, "_unused") {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			add(t.statusName(t.Layout.Status[n]))
+		}
+	}
+	for _, r := range t.waitReasons {
+		add(r)
+	}
+	return out
+}
+
 // Close releases the target's resources. The process itself is not touched.
 func (t *Target) Close() error {
 	t.closeMem()

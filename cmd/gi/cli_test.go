@@ -95,7 +95,9 @@ func checkOneLineError(t *testing.T, stderr string, code int, want string) {
 	if len(lines) != 1 {
 		t.Errorf("stderr has %d lines, want 1:\n%s", len(lines), stderr)
 	}
-	if strings.Contains(stderr, "goroutine ") && strings.Contains(stderr, "panic") {
+	// A Go panic trace: "panic: ..." and "goroutine 1 [running]:" (a wait
+	// reason such as "panicwait" in a message is not one).
+	if strings.Contains(stderr, "panic: ") || regexp.MustCompile(`goroutine \d+ \[`).MatchString(stderr) {
 		t.Errorf("stderr holds a Go panic trace:\n%s", stderr)
 	}
 	if !regexp.MustCompile(want).MatchString(stderr) {
@@ -269,6 +271,23 @@ func TestPsErrors(t *testing.T) {
 	t.Run("bad flag values", func(t *testing.T) {
 		_, stderr, code := runGi(t, "ps", "--match", "(", "1")
 		checkOneLineError(t, stderr, code, `--match`)
+	})
+	t.Run("unknown state", func(t *testing.T) {
+		p := targets.Start(t, targets.Build(t, "psstates", targets.BuildOptions{}))
+		_, stderr, code := runGi(t, "ps", "--state", "bogus", strconv.Itoa(p.Pid))
+		// The states come from the binary: its statuses and wait reasons.
+		checkOneLineError(t, stderr, code, `^gi: --state "bogus": no such state in go1\.\d+(\.\d+)?; it has: idle, runnable, running, .*chan receive.*sync\.Mutex\.Lock`)
+		// Any case of a real one is taken.
+		out, stderr, code := runGi(t, "ps", "--state", "CHAN RECEIVE", strconv.Itoa(p.Pid))
+		if code != 0 || !regexp.MustCompile(`(?m)^\d+ goroutines: \d+ chan receive$`).MatchString(out) {
+			t.Errorf("--state 'CHAN RECEIVE': code %d, stderr %q:\n%s", code, stderr, out)
+		}
+		targets.CheckNotStopped(t, p.Pid)
+	})
+	t.Run("unwritable pprof file", func(t *testing.T) {
+		p := targets.Start(t, targets.Build(t, "psstates", targets.BuildOptions{}))
+		_, stderr, code := runGi(t, "ps", "--trace", "1s", "--pprof", "/no/such/dir/g.pb.gz", strconv.Itoa(p.Pid))
+		checkOneLineError(t, stderr, code, `^gi: --pprof: open /no/such/dir/g\.pb\.gz: no such file or directory`)
 	})
 }
 

@@ -73,25 +73,52 @@ func serviceName(pid int, binPath, flag string) string {
 	return filepath.Base(binPath)
 }
 
-// openExports creates the export files and the OTLP exporter the options
-// ask for.
-func openExports(o traceOptions, clock trace.Clock, sym *trace.Symbols, service string) (*traceExports, error) {
-	e := &traceExports{pprofPath: o.pprofFile}
+// exportFiles are the files gi trace writes its exports to, created before
+// anything is attached: a path that cannot be written fails with the
+// target untouched.
+type exportFiles struct {
+	perfetto *os.File
+}
+
+// createExportFiles creates the files of --perfetto and --pprof (the
+// profile is written whole at the end; its file is made now to fail now).
+func (o traceOptions) createExportFiles() (*exportFiles, error) {
+	files := &exportFiles{}
 	if o.perfetto != "" {
 		f, err := os.Create(o.perfetto)
 		if err != nil {
 			return nil, fmt.Errorf("--perfetto: %w", err)
 		}
-		e.perfettoFile, e.perfetto = f, export.NewPerfetto(f, clock)
+		files.perfetto = f
 	}
 	if o.pprofFile != "" {
-		// Fail now, not after the trace, if the file cannot be written.
 		f, err := os.Create(o.pprofFile)
 		if err != nil {
-			e.close(io.Discard)
+			files.close()
 			return nil, fmt.Errorf("--pprof: %w", err)
 		}
 		f.Close()
+	}
+	return files, nil
+}
+
+// close closes the files no exporter took over.
+func (f *exportFiles) close() {
+	if f.perfetto != nil {
+		f.perfetto.Close()
+		f.perfetto = nil
+	}
+}
+
+// openExports makes the exporters the options ask for, writing to files
+// (which they take over) and to the OTLP collector.
+func openExports(o traceOptions, files *exportFiles, clock trace.Clock, sym *trace.Symbols, service string) (*traceExports, error) {
+	e := &traceExports{pprofPath: o.pprofFile}
+	if files.perfetto != nil {
+		e.perfettoFile, e.perfetto = files.perfetto, export.NewPerfetto(files.perfetto, clock)
+		files.perfetto = nil
+	}
+	if o.pprofFile != "" {
 		e.profile = export.NewProfile()
 	}
 	if o.otlp != "" {

@@ -8,29 +8,36 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/report"
 	"github.com/gi-debug/gi/trace"
 )
 
 func newFuncsCommand() *cobra.Command {
 	var exclude []string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "funcs <pid|name|binary> [PATTERN...]",
 		Short: "List the functions patterns match, their probe counts, and why any cannot be traced",
-		Args:  cobra.MinimumNArgs(1),
+		Example: `  gi funcs 4242                           # the functions of package main in pid 4242
+  gi funcs ./server 'net/http.*'          # in a binary, before running it
+  gi funcs --json 4242 'main.(*Server).*'
+  kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi funcs 1 'main.*'`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			patterns := args[1:]
 			if len(patterns) == 0 {
 				patterns = []string{"main.*"}
 			}
-			return runFuncs(cmd.OutOrStdout(), args[0], patterns, exclude)
+			return runFuncs(cmd.OutOrStdout(), args[0], patterns, exclude, asJSON)
 		},
 	}
 	cmd.Flags().StringArrayVar(&exclude, "exclude", nil, "drop functions matching `PATTERN` (repeatable)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	return cmd
 }
 
-func runFuncs(out io.Writer, target string, patterns, excludes []string) error {
-	include, err := parsePatterns(patterns, "pattern")
+func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON bool) error {
+	include, err := parsePatterns(patterns, "")
 	if err != nil {
 		return err
 	}
@@ -53,6 +60,9 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string) error {
 	sel, err := trace.Select(bin, include, exclude)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		return report.Write(out, report.NewFuncs(path, bin.GoVersion, sel))
 	}
 	tbl := newTable(out)
 	tbl.Header("FUNCTION", "ENTRY", "RETURNS", "LOCATION", "NOTE")

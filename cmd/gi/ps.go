@@ -41,6 +41,12 @@ func newPsCommand(a *app) *cobra.Command {
 		Short: "List every goroutine of a live Go process",
 		Long: `ps stops the process for a few milliseconds, copies its goroutines, resumes it,
 and lists them: id, state, how long each has waited, where it is and who created it.`,
+		Example: `  gi ps 4242                              # every goroutine of pid 4242
+  gi ps --objects myserver                # by process name: the objects goroutines wait on, most waiters first
+  gi ps --stacks --match 'main\.handle' 4242   # the runtime's dump format, one function's goroutines
+  gi ps --trace 3s 4242                   # with the latency of the function each goroutine is in
+  gi ps --ns-pid 1 --in 8406              # pid 1 of the container that host pid 8406 is in
+  kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi ps 1`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runPs(a, cmd.OutOrStdout(), cmd.ErrOrStderr(), firstArg(args), o)
@@ -82,11 +88,23 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if err != nil {
 		return err
 	}
+	// An output file that cannot be written fails before the target is
+	// touched.
+	var pprofOut *os.File
+	if o.pprofFile != "" {
+		if pprofOut, err = os.Create(o.pprofFile); err != nil {
+			return fmt.Errorf("--pprof: %w", err)
+		}
+		defer pprofOut.Close()
+	}
 	t, err := inspect.Open(pid)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
+	if err := checkState(t, o.state); err != nil {
+		return err
+	}
 	t.SkipWaits = !o.waits
 	t.StacksInStop = !o.copyEarly
 	snap, err := t.Snapshot(a.tracer)
@@ -115,16 +133,11 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if res != nil {
 		pt = &psLatency{res}
 	}
-	if o.pprofFile != "" {
-		f, err := os.Create(o.pprofFile)
-		if err != nil {
-			return fmt.Errorf("--pprof: %w", err)
-		}
-		if err := inspect.WritePprof(f, snap, gs); err != nil {
-			f.Close()
+	if pprofOut != nil {
+		if err := inspect.WritePprof(pprofOut, snap, gs); err != nil {
 			return fmt.Errorf("write pprof profile: %w", err)
 		}
-		if err := f.Close(); err != nil {
+		if err := pprofOut.Close(); err != nil {
 			return fmt.Errorf("--pprof: %w", err)
 		}
 		if !o.json && !o.stacks && !o.group {
@@ -166,6 +179,22 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 	}
 	return nil
+}
+
+// checkState fails on a --state that no goroutine of the target can be in,
+// naming those it can: the runtime's statuses and wait reasons, as its
+// binary spells them.
+func checkState(t *inspect.Target, state string) error {
+	if state == "" {
+		return nil
+	}
+	states := t.States()
+	for _, s := range states {
+		if strings.EqualFold(s, state) {
+			return nil
+		}
+	}
+	return fmt.Errorf("--state %q: no such state in %s; it has: %s", state, t.Binary.GoVersion, strings.Join(states, ", "))
 }
 
 func filterGoroutines(all []*inspect.Goroutine, o psOptions, re *regexp.Regexp) []*inspect.Goroutine {

@@ -45,6 +45,10 @@ many, how long they have waited, and the latency of those functions from a
 trace kept running on them. Keys: c/w/p sort by count, wait, p99; / filter;
 j/k or arrows move; Enter expands a group into its goroutines and stacks;
 q quits (and detaches).`,
+		Example: `  gi top 4242
+  gi top myserver                         # by process name
+  gi top --ns-pid 1 --in 8406             # pid 1 of the container that host pid 8406 is in
+  kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi top 1`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTop(a, firstArg(args), tf)

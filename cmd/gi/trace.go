@@ -50,6 +50,12 @@ always panic) are traced at entry only: their calls end when a panic or
 Goexit unwinds them, or are printed at exit as still running, with their
 time so far. Given a binary path instead of a pid, it traces every process
 running that binary.`,
+		Example: `  gi trace 4242 'main.*'                          # call trees of package main, until Ctrl-C
+  gi trace --stats --duration 10s myserver 'main.(*Server).*'   # a latency table per method
+  gi trace --min-duration 50ms --json 4242 'main.handle' 'main.query'   # slow requests only, one JSON line per call
+  gi trace --otlp http://localhost:4318 4242 'main.*'   # spans to an OpenTelemetry collector
+  gi trace --ns-pid 1 --in 8406 'main.*'          # pid 1 of the container that host pid 8406 is in
+  kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi trace 1 'main.*'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, patterns := "", args
@@ -100,12 +106,17 @@ func traceTarget(arg string) (pid int, path string, err error) {
 	return pid, "", err
 }
 
-func parsePatterns(args []string, what string) ([]trace.Pattern, error) {
+// parsePatterns parses the patterns of a flag (flag "" for the command's
+// arguments); ParsePattern's errors name the pattern themselves.
+func parsePatterns(args []string, flag string) ([]trace.Pattern, error) {
 	var out []trace.Pattern
 	for _, a := range args {
 		p, err := trace.ParsePattern(a)
 		if err != nil {
-			return nil, fmt.Errorf("%s %q: %w", what, a, err)
+			if flag != "" {
+				err = fmt.Errorf("%s: %w", flag, err)
+			}
+			return nil, err
 		}
 		out = append(out, p)
 	}
@@ -113,7 +124,7 @@ func parsePatterns(args []string, what string) ([]trace.Pattern, error) {
 }
 
 func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string, o traceOptions) error {
-	include, err := parsePatterns(patterns, "pattern")
+	include, err := parsePatterns(patterns, "")
 	if err != nil {
 		return err
 	}
@@ -153,6 +164,11 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	if !hasBPFCaps() {
 		return trace.ErrBPFPermission
 	}
+	files, err := o.createExportFiles()
+	if err != nil {
+		return err
+	}
+	defer files.close()
 	s, err := trace.Open(trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents,
 		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres})
 	if err != nil {
@@ -221,7 +237,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		hs.Tick = func() { bw.Flush() }
 		o.interval = 200 * time.Millisecond
 	}
-	exports, err := openExports(o, clock, sym, serviceName(pid, s.Binary.Path, o.service))
+	exports, err := openExports(o, files, clock, sym, serviceName(pid, s.Binary.Path, o.service))
 	if err != nil {
 		return err
 	}

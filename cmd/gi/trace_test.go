@@ -291,6 +291,19 @@ func TestTraceErrorsCLI(t *testing.T) {
 	checkOneLineError(t, stderr, code, `cannot be traced`)
 	_, stderr, code = runGi(t, "trace", "/no/such/binary", "main.*")
 	checkOneLineError(t, stderr, code, `no such file`)
+	// The pattern is named once, with the flag it came from.
+	_, stderr, code = runGi(t, "trace", strconv.Itoa(p.Pid), "main.[")
+	checkOneLineError(t, stderr, code, `^gi: pattern "main\.\[": unbalanced brackets\n$`)
+	_, stderr, code = runGi(t, "trace", "--exclude", "x[", strconv.Itoa(p.Pid), "main.*")
+	checkOneLineError(t, stderr, code, `^gi: --exclude: pattern "x\[": unbalanced brackets\n$`)
+	// An output file that cannot be written fails before anything is
+	// attached: one line, no "tracing" line, no warning.
+	for _, flag := range []string{"--perfetto", "--pprof"} {
+		_, stderr, code = runGi(t, "trace", flag, "/no/such/dir/out", strconv.Itoa(p.Pid), "main.chainA")
+		checkOneLineError(t, stderr, code, `^gi: `+flag+`: open /no/such/dir/out: no such file or directory\n$`)
+	}
+	_, stderr, code = runGi(t, "ps", "--trace", "1s", "--pprof", "/no/such/dir/out", strconv.Itoa(p.Pid))
+	checkOneLineError(t, stderr, code, `^gi: --pprof: open /no/such/dir/out`)
 
 	cmd := exec.Command(buildGi(t), "trace", strconv.Itoa(p.Pid), "main.*")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -310,6 +323,53 @@ func TestFuncsCLI(t *testing.T) {
 	for _, want := range []string{"main.multiRet", "main.chainA", "cannot trace: runtime internals", "2 traceable functions"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("gi funcs output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// --json: the same functions, with their probe sites, as the schema says.
+	out, stderr, code = runGi(t, "funcs", "--json", bin, "main.multiRet", "main.chainA", "runtime.goexit0")
+	if code != 0 {
+		t.Fatalf("gi funcs --json: %s", stderr)
+	}
+	validate(t, compileSchema(t, "funcs"), "gi funcs --json", out)
+	var doc struct {
+		Probes    int `json:"probes"`
+		Functions []struct {
+			Name      string   `json:"name"`
+			Entry     uint64   `json:"entry"`
+			EntrySite uint64   `json:"entry_site"`
+			Returns   []uint64 `json:"returns"`
+		} `json:"functions"`
+		Untraceable []struct{ Name, Reason string } `json:"untraceable"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	probes := 0
+	for _, f := range doc.Functions {
+		probes += 1 + len(f.Returns)
+		if f.EntrySite < f.Entry || len(f.Returns) == 0 {
+			t.Errorf("%s: entry %#x, entry probe %#x, returns %#x", f.Name, f.Entry, f.EntrySite, f.Returns)
+		}
+	}
+	if len(doc.Functions) != 2 || doc.Probes != probes || len(doc.Untraceable) != 1 || doc.Untraceable[0].Name != "runtime.goexit0" ||
+		!strings.Contains(doc.Untraceable[0].Reason, "runtime internals") {
+		t.Errorf("gi funcs --json: %+v", doc)
+	}
+}
+
+// TestHelpExamples: each command's --help opens with the invocations a user
+// needs first, the container and kubectl debug forms among them.
+func TestHelpExamples(t *testing.T) {
+	for _, cmd := range []string{"ps", "trace", "top", "funcs"} {
+		out, stderr, code := runGi(t, cmd, "--help")
+		if code != 0 {
+			t.Fatalf("gi %s --help: %s", cmd, stderr)
+		}
+		_, examples, ok := strings.Cut(out, "Examples:\n")
+		examples, _, _ = strings.Cut(examples, "\n\n")
+		if !ok || strings.Count(examples, "  gi "+cmd+" ") < 3 || !strings.Contains(examples, "kubectl debug") {
+			t.Errorf("gi %s --help: want an Examples section with at least 3 invocations and the kubectl debug form:\n%s", cmd, out)
 		}
 	}
 }
