@@ -18,8 +18,9 @@ type Program struct {
 	// MainModule is the main module's path from the build info; functions
 	// of package main and of packages under this path are the program's own.
 	MainModule string
-	// Traceable reports whether a function can carry probes (nil: all).
-	Traceable func(function string) bool
+	// Untraceable says why a function cannot carry probes, "" when it can
+	// (nil: every function can).
+	Untraceable func(function string) string
 }
 
 // Own reports whether function belongs to the program's main module.
@@ -33,7 +34,25 @@ func (p Program) Own(function string) bool {
 }
 
 func (p Program) traceable(function string) bool {
-	return p.Traceable == nil || p.Traceable(function)
+	return p.Untraceable == nil || p.Untraceable(function) == ""
+}
+
+// unmeasured returns, for a goroutine none of whose frames can be traced,
+// the frame its row stands for (the innermost code frame of the program's
+// own code, else the innermost code frame, else its location) and why it
+// cannot be traced.
+func (p Program) unmeasured(g *inspect.Goroutine) (inspect.Frame, string) {
+	code := g.CodeFrames()
+	for _, f := range code {
+		if p.Own(f.Function) {
+			return f, p.Untraceable(f.Function)
+		}
+	}
+	if len(code) > 0 {
+		return code[0], p.Untraceable(code[0].Function)
+	}
+	at, _ := g.Location()
+	return at, "runtime internals are not traced"
 }
 
 // MeasuredFrames returns the frames of g whose functions are traced,

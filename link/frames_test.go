@@ -35,7 +35,12 @@ func functions(fs []inspect.Frame) []string {
 }
 
 // notRuntime stands for trace.Select's refusal of runtime internals.
-func notRuntime(fn string) bool { return !strings.HasPrefix(fn, "runtime.") }
+func notRuntime(fn string) string {
+	if strings.HasPrefix(fn, "runtime.") {
+		return "runtime internals are not traced"
+	}
+	return ""
+}
 
 func TestMeasuredFrames(t *testing.T) {
 	httpMain := stack("runtime.gopark elided", "runtime.netpollblock elided", "internal/poll.runtime_pollWait",
@@ -55,7 +60,7 @@ func TestMeasuredFrames(t *testing.T) {
 		name      string
 		g         *inspect.Goroutine
 		module    string
-		traceable func(string) bool
+		traceable func(string) string
 		depth     int
 		want      []string
 	}{
@@ -67,12 +72,17 @@ func TestMeasuredFrames(t *testing.T) {
 		{"no own code, depth 2", library, "example.com/srv", notRuntime, 2, []string{"net.(*netFD).Read", "net.(*conn).Read"}},
 		{"inlined call: its physical function", inlined, "", notRuntime, 1, []string{"main.withInlined"}},
 		{"main module by path, not a similar prefix", module, "github.com/acme/srv", notRuntime, 1, []string{"github.com/acme/srv/internal/db.(*Store).Query"}},
-		{"untraceable own frame: the next own one", module, "github.com/acme/srv", func(fn string) bool { return !strings.Contains(fn, "Store") }, 2,
+		{"untraceable own frame: the next own one", module, "github.com/acme/srv", func(fn string) string {
+			if strings.Contains(fn, "Store") {
+				return "no RET"
+			}
+			return ""
+		}, 2,
 			[]string{"github.com/acme/srv/api.handle"}},
 		{"nothing traceable", onlyRuntime, "", notRuntime, 1, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := functions(Program{MainModule: c.module, Traceable: c.traceable}.MeasuredFrames(c.g, c.depth))
+			got := functions(Program{MainModule: c.module, Untraceable: c.traceable}.MeasuredFrames(c.g, c.depth))
 			if !slices.Equal(got, c.want) && !(len(got) == 0 && len(c.want) == 0) {
 				t.Errorf("MeasuredFrames = %q, want %q", got, c.want)
 			}
@@ -114,7 +124,7 @@ func TestGroup(t *testing.T) {
 		mk(4, "chan receive", 0, "runtime.gopark elided", "runtime.chanrecv1", "runtime.bgsweep"),
 		{ID: 5, State: "running", System: true, Frames: stack("runtime.gcBgMarkWorker").Frames},
 	}
-	got := Program{Traceable: notRuntime}.Group(gs)
+	got := Program{Untraceable: notRuntime}.Group(gs)
 	if len(got) != 3 {
 		t.Fatalf("%d groups, want 3 (sleep in main.traceC, Mutex in main.traceC, the untraceable one): %+v", len(got), got)
 	}
@@ -147,7 +157,7 @@ func TestGroupByObject(t *testing.T) {
 		mk(3, "main.a", ch(0xc000020000)),
 		mk(4, "main.c", nil),
 	}
-	p := Program{Traceable: notRuntime}
+	p := Program{Untraceable: notRuntime}
 	byObj := p.GroupByObject(gs)
 	if len(byObj) != 3 || len(byObj[0].Goroutines) != 2 || byObj[0].Goroutines[1].ID != 2 ||
 		!strings.HasPrefix(byObj[0].WaitingOn, "chan 0xc000010000") || byObj[2].Function != "main.c" || byObj[2].WaitingOn != "" {

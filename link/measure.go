@@ -3,6 +3,7 @@ package link
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gi-debug/gi/inspect"
@@ -30,15 +31,45 @@ type Latency struct {
 	// Stuck marks a goroutine that sat in the same call of Function for
 	// the whole window (never said of a function that does not return).
 	Stuck bool `json:"stuck"`
+	// TracedNS is how much of the window Function was traced: all of it
+	// for the functions of the first snapshot's goroutines, the rest of it
+	// for one attached when a later snapshot found a goroutine in it, 0
+	// when it was never traced.
+	TracedNS int64 `json:"traced_ns"`
+	// Why says why the goroutine has no latency: WhyAppeared, WhyNoCall,
+	// WhyNoReturn, or WhyUntraceable and the reason.
+	Why string `json:"why,omitempty"`
 }
+
+// Reasons a goroutine's row has no latency (Latency.Why).
+const (
+	// WhyAppeared: the goroutine is in a function no snapshot of the
+	// window found a goroutine in, so it was not traced.
+	WhyAppeared = "not traced: appeared during the window"
+	// WhyNoCall: the function was traced, but no call of it completed in
+	// the window and the goroutine's own call began before it was traced.
+	WhyNoCall = "no call completed in the window"
+	// WhyNoReturn: the function has no RET (a worker loop, a select{}):
+	// traced at entry only, its calls never complete.
+	WhyNoReturn = "never returns (no RET)"
+	// WhyUntraceable prefixes the reason none of the goroutine's frames
+	// can carry probes.
+	WhyUntraceable = "untraceable: "
+)
 
 // Window describes the trace a Result comes from.
 type Window struct {
 	// StartNS and EndNS bound the window (Unix ns): the statistics count
 	// the calls that began and ended within it.
-	StartNS     int64    `json:"start_ns"`
-	EndNS       int64    `json:"end_ns"`
-	Functions   []string `json:"functions"`
+	StartNS   int64    `json:"start_ns"`
+	EndNS     int64    `json:"end_ns"`
+	Functions []string `json:"functions"`
+	// Added are the functions of Functions attached during the window,
+	// when a snapshot taken in it found goroutines in them.
+	Added []string `json:"added,omitempty"`
+	// Snapshots is how many snapshots were taken during the window to
+	// follow the goroutines into new functions.
+	Snapshots   int      `json:"snapshots"`
 	Probes      int      `json:"probes"`
 	Events      uint64   `json:"events"`
 	Lost        uint64   `json:"lost"`
@@ -53,8 +84,8 @@ type Result struct {
 	Snapshot *inspect.Snapshot
 	Window   Window
 	Duration time.Duration
-	// ByGoid holds the latency of each goroutine with a measured function
-	// that could be traced.
+	// ByGoid holds, for each goroutine, the latency of its measured
+	// function, or why it has none (Latency.Why).
 	ByGoid map[uint64]*Latency
 }
 
@@ -65,29 +96,49 @@ type Options struct {
 	// Depth is how many traceable code frames of each goroutine are traced,
 	// from the measured one outwards (at least 1).
 	Depth int
+	// Rows chooses the goroutines of a snapshot that are listed (a
+	// filter): their functions are traced. Nil: every goroutine.
+	Rows func(*inspect.Snapshot) []*inspect.Goroutine
 	// Attached, if set, is called once the probes are in place, with the
 	// kernel features the trace works without (trace.Session.Warnings).
 	Attached func(functions, probes, goroutines int, warnings []string)
 }
 
-// Measure traces, for o.Duration, the measured functions of goroutines gs
-// (taken from first, a snapshot of t), then takes a second snapshot and
-// relates the two. The probes are detached before the second snapshot, and
-// on every path.
-func Measure(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspect.Snapshot, gs []*inspect.Goroutine, o Options) (*Result, error) {
+func (o Options) rows(s *inspect.Snapshot) []*inspect.Goroutine {
+	if o.Rows == nil {
+		return s.Goroutines
+	}
+	return o.Rows(s)
+}
+
+// Follow bounds the snapshots taken during a window: at most one per
+// followMinInterval, and apart by followPauseFactor times the last one's
+// pause, so that they stop the target at most 1/followPauseFactor of the
+// time.
+const (
+	followMinInterval = 250 * time.Millisecond
+	followPauseFactor = 20
+	followTick        = 50 * time.Millisecond
+)
+
+// Measure traces, for o.Duration, the measured functions of the goroutines
+// of first (a snapshot of t) that o.Rows keeps, then takes a second
+// snapshot and relates the two. During the window it takes more snapshots
+// (see followMinInterval) and attaches the functions goroutines have moved
+// into since: requests served by fresh goroutines pass through functions
+// the first snapshot did not see. The probes are detached before the
+// second snapshot, and on every path.
+func Measure(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspect.Snapshot, o Options) (*Result, error) {
 	if o.Depth < 1 {
 		return nil, errors.New("trace depth must be at least 1")
 	}
 	prog := ProgramOf(t.Binary)
+	gs := o.rows(first)
 	names := measuredFunctions(prog, gs, o.Depth)
 	if len(names) == 0 {
 		return nil, errors.New("the goroutines are in no traceable function")
 	}
-	pats := make([]trace.Pattern, len(names))
-	for i, n := range names {
-		pats[i] = trace.ExactName(n)
-	}
-	s, err := trace.Open(trace.Options{PID: t.PID, Include: pats})
+	s, err := trace.Open(trace.Options{PID: t.PID, Include: exactNames(names), Growable: true})
 	if err != nil {
 		return nil, err
 	}
@@ -96,23 +147,31 @@ func Measure(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *i
 		o.Attached(len(s.Selection.Functions), s.Probes, len(gs), s.Warnings)
 	}
 	res := &Result{ByGoid: map[uint64]*Latency{}, Duration: o.Duration}
-	res.Window.Probes = s.Probes
-	for _, f := range s.Selection.Functions {
-		res.Window.Functions = append(res.Window.Functions, f.Name)
-	}
-	for _, u := range s.Selection.Untraceable {
-		res.Window.Untraceable = append(res.Window.Untraceable, u.Name+": "+u.Reason)
-	}
 
 	w := newWindow(o.Duration)
 	res.Window.StartNS, res.Window.EndNS = w.wallStart.UnixNano(), w.wallStart.Add(o.Duration).UnixNano()
-	run := s.Run(ctx, trace.RunOptions{Duration: o.Duration}, trace.Handlers{Call: w.call, Event: w.event})
-	res.Window.Events, res.Window.Lost = run.Events, run.Lost
+	f := &follower{t: t, tr: tr, s: s, prog: prog, o: o, since: map[string]uint64{}, next: time.Now()}
+	for _, fn := range s.Selection.Functions {
+		f.since[fn.Name] = w.monoStart
+	}
+	run := s.Run(ctx, trace.RunOptions{Duration: o.Duration, Interval: followTick}, trace.Handlers{Call: w.call, Event: w.event, Tick: f.tick})
+	res.Window.Events, res.Window.Lost, res.Window.Snapshots = run.Events, run.Lost, f.snapshots
+	res.Window.Probes = s.Probes
+	for _, fn := range s.Selection.Functions {
+		res.Window.Functions = append(res.Window.Functions, fn.Name)
+	}
+	res.Window.Added = f.added
+	for _, u := range s.Selection.Untraceable {
+		res.Window.Untraceable = append(res.Window.Untraceable, u.Name+": "+u.Reason)
+	}
 	if run.Err != nil {
 		return nil, run.Err
 	}
 	if ctx.Err() != nil {
 		return nil, errors.New("interrupted")
+	}
+	if f.err != nil {
+		return nil, fmt.Errorf("following the goroutines during the window: %w", f.err)
 	}
 	end := uint64(trace.MonotonicNow())
 	s.Close()
@@ -120,8 +179,72 @@ func Measure(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *i
 	if res.Snapshot, err = t.Snapshot(tr); err != nil {
 		return nil, err
 	}
-	res.ByGoid = w.relate(prog, o.Depth, first, res.Snapshot, s.Selection.Functions, run.Open, uint32(t.PID), end, run.Lost > 0)
+	traced := map[string]tracedFunction{}
+	for _, fn := range s.Selection.Functions {
+		traced[fn.Name] = tracedFunction{fn, f.since[fn.Name]}
+	}
+	res.ByGoid = w.relate(prog, o.Depth, first, o.rows(res.Snapshot), traced, run.Open, uint32(t.PID), end, run.Lost > 0)
 	return res, nil
+}
+
+func exactNames(names []string) []trace.Pattern {
+	pats := make([]trace.Pattern, len(names))
+	for i, n := range names {
+		pats[i] = trace.ExactName(n)
+	}
+	return pats
+}
+
+// follower takes the snapshots of a window and attaches the functions
+// they find goroutines in. Its tick runs on the trace's reading goroutine,
+// so that the session grows between two reads.
+type follower struct {
+	t     *inspect.Target
+	tr    *ptrace.Tracer
+	s     *trace.Session
+	prog  Program
+	o     Options
+	since map[string]uint64 // when each traced function was attached (monotonic ns)
+	added []string
+	next  time.Time // when the next snapshot is due
+	// snapshots counts those taken; err stops the following.
+	snapshots int
+	err       error
+}
+
+func (f *follower) tick() {
+	if f.err != nil || time.Now().Before(f.next) {
+		return
+	}
+	snap, err := f.t.Snapshot(f.tr)
+	if err != nil {
+		f.err = err
+		return
+	}
+	f.snapshots++
+	f.next = time.Now().Add(max(followMinInterval, followPauseFactor*snap.Pause))
+	var fresh []string
+	for _, n := range measuredFunctions(f.prog, f.o.rows(snap), f.o.Depth) {
+		if _, ok := f.since[n]; !ok {
+			fresh = append(fresh, n)
+		}
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	added, refused, err := f.s.Add(exactNames(fresh))
+	if err != nil {
+		f.err = err
+		return
+	}
+	at := uint64(trace.MonotonicNow())
+	for _, fn := range added {
+		f.since[fn.Name] = at
+		f.added = append(f.added, fn.Name)
+	}
+	for _, u := range refused { // not asked again
+		f.since[u.Name] = 0
+	}
 }
 
 // measuredFunctions returns the functions to trace: the measured frame of
@@ -178,17 +301,22 @@ func (w *window) event(ev *trace.Event) {
 	m[ev.Func] = true
 }
 
-// relate gives each goroutine of second its measured function's latency:
-// the statistics of the window, its time in the current call when the call's
-// entry was seen (open, still open at monotonic time end), and stuck when the
-// goroutine was in that function before the window (in first) and the
-// function saw no event of it since. With lost events no goroutine is said
-// to be stuck: the missing event may be its.
-func (w *window) relate(prog Program, depth int, first, second *inspect.Snapshot, fns []*trace.Function, open []trace.OpenCall, pid uint32, end uint64, lost bool) map[uint64]*Latency {
-	byName := map[string]*trace.Function{}
-	for _, f := range fns {
-		byName[f.Name] = f
-	}
+// tracedFunction is a function the window traced, and since when
+// (monotonic ns; the window's start for those traced from the outset).
+type tracedFunction struct {
+	fn    *trace.Function
+	since uint64
+}
+
+// relate gives each goroutine of rows (from the snapshot that ends the
+// window) its measured function's latency: the statistics of the window,
+// its time in the current call when the call's entry was seen (open, still
+// open at monotonic time end), and stuck when the function was traced the
+// whole window, the goroutine was in it before the window (in first) and
+// the function saw no event of it since. A goroutine without a latency
+// gets the reason (Latency.Why). With lost events no goroutine is said to
+// be stuck: the missing event may be its.
+func (w *window) relate(prog Program, depth int, first *inspect.Snapshot, rows []*inspect.Goroutine, traced map[string]tracedFunction, open []trace.OpenCall, pid uint32, end uint64, lost bool) map[uint64]*Latency {
 	// The innermost open call of each goroutine, per function.
 	innermost := map[trace.GoroutineKey]map[*trace.Function]trace.OpenCall{}
 	for _, oc := range open {
@@ -206,19 +334,31 @@ func (w *window) relate(prog Program, depth int, first, second *inspect.Snapshot
 		before[g.ID] = g
 	}
 	out := map[uint64]*Latency{}
-	for _, g := range second.Goroutines {
-		var fn *trace.Function
-		var at inspect.Frame
-		for _, f := range prog.MeasuredFrames(g, depth) {
-			if fn = byName[f.Function]; fn != nil {
-				at = f
+	for _, g := range rows {
+		frames := prog.MeasuredFrames(g, depth)
+		if len(frames) == 0 {
+			at, why := prog.unmeasured(g)
+			out[g.ID] = &Latency{Function: at.Function, File: at.File, Line: at.Line, Why: WhyUntraceable + why}
+			continue
+		}
+		var tf tracedFunction
+		at := frames[0]
+		for _, f := range frames {
+			if t, ok := traced[f.Function]; ok && t.fn != nil {
+				tf, at = t, f
 				break
 			}
 		}
+		l := &Latency{Function: at.Function, File: at.File, Line: at.Line}
+		out[g.ID] = l
+		fn := tf.fn
 		if fn == nil {
+			l.Why = WhyAppeared
 			continue
 		}
-		l := &Latency{Function: fn.Name, File: at.File, Line: at.Line}
+		if end > tf.since {
+			l.TracedNS = int64(end - tf.since)
+		}
 		if h := w.stats.Of(fn); h != nil {
 			l.Calls = h.Count()
 			l.P50NS, l.P99NS, l.MaxNS = int64(h.Quantile(0.5)), int64(h.Quantile(0.99)), int64(h.Max())
@@ -226,12 +366,18 @@ func (w *window) relate(prog Program, depth int, first, second *inspect.Snapshot
 		k := trace.GoroutineKey{PID: pid, Goid: g.ID}
 		if oc, ok := innermost[k][fn]; ok && end > oc.Start {
 			l.InCallNS = int64(end - oc.Start)
-		} else if prev := before[g.ID]; !lost && prev != nil && !fn.EntryOnly && !w.touched[k][fn] && inFunction(prev, fn.Name) {
+		} else if prev := before[g.ID]; !lost && prev != nil && tf.since <= w.monoStart && !fn.EntryOnly && !w.touched[k][fn] && inFunction(prev, fn.Name) {
 			// A function that never returns (a worker loop) is always in
 			// the same call: that is not being stuck.
 			l.Stuck = true
 		}
-		out[g.ID] = l
+		switch {
+		case l.Calls > 0 || l.InCallNS > 0 || l.Stuck:
+		case fn.EntryOnly:
+			l.Why = WhyNoReturn
+		default:
+			l.Why = WhyNoCall
+		}
 	}
 	return out
 }
@@ -265,5 +411,8 @@ func (r *Result) GroupLatency(representative *inspect.Goroutine, members []*insp
 		}
 	}
 	l.Stuck = stuck == len(members)
+	if (l.Why == WhyNoCall || l.Why == WhyNoReturn) && (l.InCallNS > 0 || stuck > 0) {
+		l.Why = "" // a member's call says something
+	}
 	return l, stuck, true
 }

@@ -25,7 +25,7 @@ func snapshot(gs map[uint64]*inspect.Goroutine) *inspect.Snapshot {
 func TestRelate(t *testing.T) {
 	handle := &trace.Function{Name: "main.handle", Returns: []uint64{1}}
 	loop := &trace.Function{Name: "main.loop", EntryOnly: true}
-	prog := Program{Traceable: func(string) bool { return true }}
+	prog := Program{Untraceable: notRuntime}
 	w := newWindow(time.Second)
 	start := w.monoStart
 	const pid = 7
@@ -62,11 +62,22 @@ func TestRelate(t *testing.T) {
 		{Goroutine: key(1), Func: handle, Start: start + 400_000_000, Depth: 0},
 		{Goroutine: key(4), Func: loop, Start: start - 50, Depth: 0},
 	}
+	// Goroutine 6 sits in main.late, attached 600ms into the window (a
+	// later snapshot found it there), since before the window: not stuck,
+	// no call of it completed. Goroutine 7 is in main.unseen, which no
+	// snapshot found before the window ended.
+	late := &trace.Function{Name: "main.late", Returns: []uint64{1}}
+	before.Goroutines = append(before.Goroutines, &inspect.Goroutine{ID: 6, Frames: stack("time.Sleep", "main.late").Frames})
+	after.Goroutines = append(after.Goroutines,
+		&inspect.Goroutine{ID: 6, Frames: stack("time.Sleep", "main.late").Frames},
+		&inspect.Goroutine{ID: 7, Frames: stack("time.Sleep", "main.unseen").Frames},
+		&inspect.Goroutine{ID: 8, Frames: stack("runtime.gopark elided", "main.loop").Frames})
 	end := start + 1_000_000_000
-	if withLoss := w.relate(prog, 1, before, after, []*trace.Function{handle, loop}, open, pid, end, true); withLoss[2] == nil || withLoss[2].Stuck {
+	traced := map[string]tracedFunction{"main.handle": {handle, start}, "main.loop": {loop, start}, "main.late": {late, start + 600_000_000}}
+	if withLoss := w.relate(prog, 1, before, after.Goroutines, traced, open, pid, end, true); withLoss[2] == nil || withLoss[2].Stuck {
 		t.Errorf("goroutine 2 with lost events: %+v, want measured, not stuck", withLoss[2])
 	}
-	got := w.relate(prog, 1, before, after, []*trace.Function{handle, loop}, open, pid, end, false)
+	got := w.relate(prog, 1, before, after.Goroutines, traced, open, pid, end, false)
 
 	if l := got[1]; l == nil || l.Function != "main.handle" || l.Calls != 3 || l.MaxNS != 40 || l.InCallNS != 600_000_000 || l.Stuck {
 		t.Errorf("goroutine 1 (entered in the window): %+v, want main.handle, 3 calls, max 40ns, in call 600ms, not stuck", l)
@@ -80,8 +91,20 @@ func TestRelate(t *testing.T) {
 	if l := got[4]; l == nil || l.Function != "main.loop" || l.Stuck || l.InCallNS == 0 {
 		t.Errorf("goroutine 4 (worker loop): %+v, want main.loop, in call, never stuck", l)
 	}
-	if l := got[5]; l != nil {
-		t.Errorf("goroutine 5 (nothing traced): %+v, want no latency", l)
+	if l := got[5]; l == nil || l.Function != "runtime.bgsweep" || l.Why != WhyUntraceable+"runtime internals are not traced" || l.TracedNS != 0 {
+		t.Errorf("goroutine 5 (nothing traceable): %+v, want runtime.bgsweep, untraceable with the reason", l)
+	}
+	if l := got[6]; l == nil || l.Function != "main.late" || l.Stuck || l.Why != WhyNoCall || l.TracedNS != 400_000_000 {
+		t.Errorf("goroutine 6 (in a function attached during the window): %+v, want main.late, traced 400ms, no call completed, not stuck", l)
+	}
+	if l := got[7]; l == nil || l.Function != "main.unseen" || l.Why != WhyAppeared || l.TracedNS != 0 {
+		t.Errorf("goroutine 7 (in a function no snapshot saw): %+v, want main.unseen, not traced", l)
+	}
+	if l := got[8]; l == nil || l.Function != "main.loop" || l.Why != WhyNoReturn {
+		t.Errorf("goroutine 8 (in a worker loop entered before the window): %+v, want main.loop, never returns", l)
+	}
+	if l := got[1]; l.TracedNS != 1_000_000_000 || l.Why != "" {
+		t.Errorf("goroutine 1: traced %dns, why %q; want the whole window, no why", l.TracedNS, l.Why)
 	}
 
 	res := &Result{ByGoid: got}
@@ -103,7 +126,7 @@ func TestMeasuredFunctions(t *testing.T) {
 		stack("sync.runtime_SemacquireMutex", "main.handle", "main.worker"),
 		stack("runtime.gopark elided", "runtime.bgsweep"),
 	}
-	prog := Program{Traceable: func(string) bool { return true }}
+	prog := Program{}
 	got := measuredFunctions(prog, gs, 2)
 	want := []string{"main.traceC", "main.worker", "main.handle"}
 	if len(got) != len(want) {

@@ -9,17 +9,24 @@ import (
 // info, and traceability as trace.Select decides it (no runtime internals,
 // no assembly, code that decodes strictly), asked once per function.
 func ProgramOf(bin *elfbin.Binary) Program {
-	known := map[string]bool{}
+	known := map[string]string{}
 	return Program{
 		MainModule: bin.MainModule,
-		Traceable: func(function string) bool {
-			ok, seen := known[function]
+		Untraceable: func(function string) string {
+			why, seen := known[function]
 			if !seen {
 				sel, err := trace.Select(bin, []trace.Pattern{trace.ExactName(function)}, nil)
-				ok = err == nil && len(sel.Functions) > 0
-				known[function] = ok
+				switch {
+				case err != nil:
+					why = err.Error()
+				case len(sel.Functions) == 0 && len(sel.Untraceable) > 0:
+					why = sel.Untraceable[0].Reason
+				case len(sel.Functions) == 0:
+					why = "not in the binary's function table"
+				}
+				known[function] = why
 			}
-			return ok
+			return why
 		},
 	}
 }

@@ -298,5 +298,9 @@ func (w *indented) latency(l *link.Latency) {
 	w.int("max_ns", l.MaxNS)
 	w.int("in_call_ns", l.InCallNS)
 	w.bool("stuck", l.Stuck)
+	w.int("traced_ns", l.TracedNS)
+	if l.Why != "" {
+		w.str("why", l.Why)
+	}
 	w.close('}')
 }

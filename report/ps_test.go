@@ -101,7 +101,8 @@ func TestWritePsStreams(t *testing.T) {
 		for i := 1; i <= count; i++ {
 			snap.Goroutines = append(snap.Goroutines, g(i))
 		}
-		doc := NewPs(snap, snap.Goroutines, false, &link.Result{ByGoid: map[uint64]*link.Latency{1: {Function: "main.f", Calls: 2, Stuck: true, InCallNS: 7}}})
+		doc := NewPs(snap, snap.Goroutines, false, &link.Result{ByGoid: map[uint64]*link.Latency{1: {Function: "main.f", Calls: 2, Stuck: true, InCallNS: 7, TracedNS: 8},
+			2: {Function: "main.g", Why: link.WhyAppeared}}})
 		var want, got bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetIndent("", "  ")

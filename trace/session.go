@@ -25,6 +25,7 @@ import (
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
+	"github.com/gi-debug/gi/pclntab"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
 )
@@ -86,7 +87,16 @@ type Options struct {
 	// Where filters calls on their arguments in the kernel: a call that
 	// does not match produces no event, at entry or at return.
 	Where []Where
+	// Growable lets Session.Add extend the trace while it runs: every
+	// program is loaded, whether the first functions need it or not, and
+	// where probes find their cookie by address the table has room for
+	// growableProbes more.
+	Growable bool
 }
+
+// growableProbes is the room for probes Session.Add may attach, on kernels
+// where probes are found by address (a hash map entry each).
+const growableProbes = 1 << 16
 
 // probe is one probe point in gi's table; its index is the BPF cookie.
 type probe struct {
@@ -135,6 +145,7 @@ type Session struct {
 	// float registers (the signal never came).
 	unreadFloats uint64
 	objs         *bpf.Objects
+	exe          *link.Executable // what the probes attach to
 	links        []link.Link
 	rd           *ringbuf.Reader
 	rec          ringbuf.Record
@@ -217,42 +228,17 @@ func (s *Session) open() error {
 	}
 	// gi's probe table: the cookie of a probe is its index. The sites are
 	// known now, their capture plans once the arguments are planned.
-	var entries, entryReturns, returns, exits []int
-	for _, fn := range sel.Functions {
-		both := s.entryIsReturn(fn)
-		if both {
-			// One probe reports the entry and the return, the return's
-			// plan right after the entry's.
-			entryReturns = append(entryReturns, len(s.probes))
-		} else {
-			entries = append(entries, len(s.probes))
-		}
-		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite})
-		for _, r := range fn.Returns {
-			if s.Opts.EntryOnly {
-				break
-			}
-			if both && r == fn.EntrySite {
-				continue
-			}
-			returns = append(returns, len(s.probes))
-			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r})
-		}
-	}
+	groups := s.appendProbes(sel.Functions)
 	site, haveExit := goexitSite(s.Binary)
 	if haveExit {
-		exits = append(exits, len(s.probes))
+		groups[goexitGroup].idx = append(groups[goexitGroup].idx, len(s.probes))
 		s.probes = append(s.probes, probe{kind: bpf.KindGoexit, site: site})
 	}
-	groups := []struct {
-		name string
-		idx  []int
-	}{{"gi_entry", entries}, {"gi_entry_return", entryReturns}, {"gi_return", returns}, {"gi_goexit", exits}}
 	programs := []string{"gi_empty"}
 	if !s.Opts.Empty {
 		programs = nil // only those with probes: each costs the verifier tens of ms
 		for _, g := range groups {
-			if len(g.idx) > 0 {
+			if len(g.idx) > 0 || s.Opts.Growable {
 				programs = append(programs, g.name)
 			}
 		}
@@ -335,12 +321,74 @@ func (s *Session) open() error {
 		return fmt.Errorf("open ring buffer: %w", err)
 	}
 
-	s.CookieByIP = byIP
+	s.CookieByIP, s.UprobeMulti = byIP, multi
 	start := time.Now()
-	ex, err := link.OpenExecutable(s.Opts.Path)
-	if err != nil {
+	if s.exe, err = link.OpenExecutable(s.Opts.Path); err != nil {
 		return fmt.Errorf("open %s for uprobes: %w", s.Opts.Path, err)
 	}
+	if err := s.attachGroups(groups); err != nil {
+		return err
+	}
+	if s.floatRegs && !s.Opts.Empty {
+		off, err := s.Binary.FileOffset(s.signal.site)
+		if err != nil {
+			return fmt.Errorf("probe at %#x: %w", s.signal.site, err)
+		}
+		if err := s.attachAt(s.exe, objs.GiSignal, []uint64{off}, []uint64{0}, multi); err != nil {
+			return err
+		}
+	}
+	s.Probes = len(s.probes)
+	s.AttachTime = time.Since(start)
+	return nil
+}
+
+// probeGroup is the probes of the table one program serves.
+type probeGroup struct {
+	name string // the program
+	idx  []int  // indices into the probe table
+}
+
+// The groups appendProbes returns, in this order.
+const (
+	entryGroup = iota
+	entryReturnGroup
+	returnGroup
+	goexitGroup
+)
+
+// appendProbes adds the probes of fns to the table: an entry probe each
+// (reporting the return too for a leaf whose entry is its RET) and one on
+// every RET. It returns the new probes by the program that serves them.
+func (s *Session) appendProbes(fns []*Function) []probeGroup {
+	groups := []probeGroup{{name: "gi_entry"}, {name: "gi_entry_return"}, {name: "gi_return"}, {name: "gi_goexit"}}
+	for _, fn := range fns {
+		both := s.entryIsReturn(fn)
+		if both {
+			// One probe reports the entry and the return, the return's
+			// plan right after the entry's.
+			groups[entryReturnGroup].idx = append(groups[entryReturnGroup].idx, len(s.probes))
+		} else {
+			groups[entryGroup].idx = append(groups[entryGroup].idx, len(s.probes))
+		}
+		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite})
+		for _, r := range fn.Returns {
+			if s.Opts.EntryOnly {
+				break
+			}
+			if both && r == fn.EntrySite {
+				continue
+			}
+			groups[returnGroup].idx = append(groups[returnGroup].idx, len(s.probes))
+			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r})
+		}
+	}
+	return groups
+}
+
+// attachGroups attaches each group's program at its probes.
+func (s *Session) attachGroups(groups []probeGroup) error {
+	objs := s.objs
 	for i, prog := range []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit} {
 		if len(groups[i].idx) == 0 {
 			continue
@@ -348,22 +396,68 @@ func (s *Session) open() error {
 		if s.Opts.Empty {
 			prog = objs.GiEmpty
 		}
-		if err := s.attach(ex, prog, groups[i].idx, multi); err != nil {
+		if err := s.attach(s.exe, prog, groups[i].idx, s.UprobeMulti); err != nil {
 			return err
 		}
 	}
-	if s.floatRegs && !s.Opts.Empty {
-		off, err := s.Binary.FileOffset(s.signal.site)
-		if err != nil {
-			return fmt.Errorf("probe at %#x: %w", s.signal.site, err)
-		}
-		if err := s.attachAt(ex, objs.GiSignal, []uint64{off}, []uint64{0}, multi); err != nil {
-			return err
-		}
-	}
-	s.Probes, s.UprobeMulti = len(s.probes), multi
-	s.AttachTime = time.Since(start)
 	return nil
+}
+
+// Add extends the running session with the functions include matches
+// (besides Options.Exclude) that it does not trace yet, attaching their
+// probes at once: a trace that follows a program as new functions become
+// of interest (gi ps --trace, gi top) without reloading anything. The
+// session must be opened with Options.Growable and capture no arguments.
+// Add must not run beside Run's reading (call it from a Tick handler, or
+// between runs). It returns the functions added and those that matched
+// but cannot be traced; a pattern that matches nothing new adds nothing.
+func (s *Session) Add(include []Pattern) ([]*Function, []Untraceable, error) {
+	if !s.Opts.Growable || s.closed {
+		return nil, nil, errors.New("trace: functions are added only to an open session made growable")
+	}
+	if s.Opts.Args || len(s.Opts.Where) > 0 {
+		return nil, nil, errors.New("trace: functions are not added to a session capturing arguments")
+	}
+	traced := make(map[string]bool, len(s.Selection.Functions))
+	for _, f := range s.Selection.Functions {
+		traced[f.Name] = true
+	}
+	var matched []*pclntab.Func
+	for _, f := range matchFuncs(s.Binary, include, s.Opts.Exclude) {
+		if !traced[f.Name] {
+			matched = append(matched, f)
+		}
+	}
+	if len(matched) == 0 {
+		return nil, nil, nil
+	}
+	sel, err := selectMatched(s.Binary, matched, include)
+	if err != nil {
+		return nil, nil, err
+	}
+	first := len(s.probes)
+	groups := s.appendProbes(sel.Functions)
+	if s.CookieByIP {
+		bias, err := s.probeBias()
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := first; i < len(s.probes); i++ {
+			if err := s.objs.Cookies.Put(s.probes[i].site+bias, s.cookie(i)); err != nil {
+				return nil, nil, fmt.Errorf("probe table by address (room for %d probes): %w", s.objs.Cookies.MaxEntries(), err)
+			}
+		}
+	}
+	if err := s.attachGroups(groups); err != nil {
+		return nil, nil, err
+	}
+	for _, f := range sel.Functions {
+		f.Index = len(s.Selection.Functions)
+		s.Selection.Functions = append(s.Selection.Functions, f)
+	}
+	s.Selection.Untraceable = append(s.Selection.Untraceable, sel.Untraceable...)
+	s.Probes = len(s.probes)
+	return sel.Functions, sel.Untraceable, nil
 }
 
 // speculativePlans bounds the argument capture plans the plan table is
@@ -509,6 +603,9 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 	}
 	if l.byIP {
 		specs.Cookies.MaxEntries = uint32(setup.probes)
+		if s.Opts.Growable {
+			specs.Cookies.MaxEntries += growableProbes
+		}
 		if err := specs.CookieByIp.Set(uint8(1)); err != nil {
 			l.err = fmt.Errorf("set %s: %w", specs.CookieByIp.Name, err)
 			return l

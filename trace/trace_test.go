@@ -633,3 +633,115 @@ func memlockChild(t *testing.T, pid int) {
 		t.Errorf("kernel %s charges BPF memory to the memory cgroup, yet with a 64 KiB memlock limit: %v", release, err)
 	}
 }
+
+// TestTraceAdd: a growable session takes more functions while it runs
+// (Session.Add, called between two reads of the ring buffer): calls of
+// the functions added are traced from then on, under those of the first,
+// through uprobe_multi links, one perf event per probe, and probes found
+// by address (a PIE). Adding what is traced already adds nothing; a
+// session that is not growable, or captures arguments, refuses.
+func TestTraceAdd(t *testing.T) {
+	requirePrivilege(t)
+	for _, c := range []struct {
+		name  string
+		build targets.BuildOptions
+		opts  trace.Options
+	}{
+		{"default", targets.BuildOptions{}, trace.Options{}},
+		{"perf-events", targets.BuildOptions{}, trace.Options{PerfEvents: true}},
+		{"pie/cookie-by-ip", targets.BuildOptions{PIE: true}, trace.Options{CookieByIP: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := targets.Start(t, targets.Build(t, "tracee", c.build))
+			opts := c.opts
+			opts.PID, opts.Include, opts.Growable = p.Pid, mustPatterns(t, "main.chainA"), true
+			s, err := trace.Open(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			type added struct {
+				fns []*trace.Function
+				err error
+			}
+			requests, replies := make(chan []trace.Pattern), make(chan added)
+			rec := &recorded{}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan trace.RunResult, 1)
+			go func() {
+				done <- s.Run(ctx, trace.RunOptions{Interval: 20 * time.Millisecond}, trace.Handlers{
+					Root: func(h trace.Header, c *trace.Call) {
+						rec.mu.Lock()
+						rec.roots = append(rec.roots, root{h, c})
+						rec.mu.Unlock()
+					},
+					Tick: func() {
+						select {
+						case pats := <-requests:
+							fns, _, err := s.Add(pats)
+							replies <- added{fns, err}
+						default:
+						}
+					},
+				})
+			}()
+			add := func(pats ...string) added {
+				requests <- mustPatterns(t, pats...)
+				return <-replies
+			}
+			if _, err := p.Do("chain 2", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			a := add("main.chain*")
+			var names []string
+			for _, f := range a.fns {
+				names = append(names, f.Name)
+			}
+			slices.Sort(names)
+			if a.err != nil || !slices.Equal(names, []string{"main.chainB", "main.chainC"}) {
+				t.Fatalf("Add(main.chain*) = %q, %v; want main.chainB and main.chainC", names, a.err)
+			}
+			if a = add("main.chainB"); a.err != nil || len(a.fns) != 0 {
+				t.Errorf("Add of a traced function: %v, %v; want nothing added", a.fns, a.err)
+			}
+			if _, err := p.Do("chain 3", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3 * trace.DrainInterval)
+			cancel()
+			res := <-done
+			roots := rec.rootsOf("main.chainA")
+			if len(roots) != 5 {
+				t.Fatalf("%d chainA roots, want 5 (2 before the Add, 3 after)", len(roots))
+			}
+			for i, r := range roots {
+				kids := 0
+				if i >= 2 {
+					kids = 1
+					if len(r.c.Children) == 1 && (r.c.Children[0].Func.Name != "main.chainB" || len(r.c.Children[0].Children) != 1 ||
+						r.c.Children[0].Children[0].Func.Name != "main.chainC") {
+						t.Errorf("chainA call %d after the Add: children %v, want chainB → chainC", i, r.c.Children[0])
+					}
+				}
+				if len(r.c.Children) != kids {
+					t.Errorf("chainA call %d: %d children, want %d", i, len(r.c.Children), kids)
+				}
+			}
+			if s.Probes < 3 || len(s.Selection.Functions) != 3 || res.Lost != 0 || res.Unmatched != 0 {
+				t.Errorf("after the Add: %d probes, functions %v, %d lost, %d unmatched", s.Probes, s.Selection.Functions, res.Lost, res.Unmatched)
+			}
+		})
+	}
+	p := targets.Start(t, targets.Build(t, "tracee", targets.BuildOptions{}))
+	for _, opts := range []trace.Options{{PID: p.Pid}, {PID: p.Pid, Growable: true, Args: true}} {
+		opts.Include = mustPatterns(t, "main.chainA")
+		s, err := trace.Open(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fns, _, err := s.Add(mustPatterns(t, "main.chainB")); err == nil {
+			t.Errorf("Add to a session with %+v: added %v, want an error", opts, fns)
+		}
+		s.Close()
+	}
+}

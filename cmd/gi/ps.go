@@ -115,7 +115,8 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	var res *link.Result
 	if o.trace > 0 {
 		ctx, stop := a.traceContext()
-		res, err = link.Measure(ctx, t, a.tracer, snap, gs, link.Options{Duration: o.trace, Depth: o.traceDepth,
+		rows := func(s *inspect.Snapshot) []*inspect.Goroutine { return filterGoroutines(s.Goroutines, o, re) }
+		res, err = link.Measure(ctx, t, a.tracer, snap, link.Options{Duration: o.trace, Depth: o.traceDepth, Rows: rows,
 			Attached: func(functions, probes, goroutines int, warnings []string) {
 				for _, w := range warnings {
 					fmt.Fprintf(errOut, "gi: warning: %s\n", w)
@@ -174,6 +175,10 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		w := res.Window
 		fmt.Fprintf(out, "traced %d functions (%d probes) for %v: %d events, %d lost\n",
 			len(w.Functions), w.Probes, o.trace, w.Events, w.Lost)
+		if len(w.Added) > 0 {
+			fmt.Fprintf(out, "attached during the window, as %d snapshots found goroutines in them (their calls count from then): %s\n",
+				w.Snapshots, strings.Join(w.Added, ", "))
+		}
 		for _, u := range w.Untraceable {
 			fmt.Fprintf(out, "not traced: %s\n", u)
 		}

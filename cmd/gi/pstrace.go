@@ -33,8 +33,13 @@ func (pl *psLatency) stuckText() string {
 
 // columns renders CALLS, P50, P99, MAX, IN CALL for one latency.
 func (pl *psLatency) columns(l *link.Latency) []string {
-	if l == nil {
+	switch {
+	case l == nil:
 		return []string{"", "", "", "", ""}
+	case l.Why == link.WhyNoCall || l.Why == link.WhyNoReturn:
+		return []string{"0", "", "", "", l.Why}
+	case l.Why != "":
+		return []string{"-", "", "", "", l.Why}
 	}
 	inCall := ""
 	switch {
@@ -57,6 +62,9 @@ func (pl *psLatency) groupColumns(gr *inspect.Group) []string {
 		return pl.columns(nil)
 	}
 	cols := pl.columns(&l)
+	if l.Why != "" {
+		return cols
+	}
 	switch {
 	case l.Stuck:
 		cols[4] = pl.stuckText()

@@ -21,6 +21,8 @@ type psTraceDoc struct {
 		StartNS   int64    `json:"start_ns"`
 		EndNS     int64    `json:"end_ns"`
 		Functions []string `json:"functions"`
+		Added     []string `json:"added"`
+		Snapshots int      `json:"snapshots"`
 		Lost      uint64   `json:"lost"`
 	} `json:"trace_window"`
 	Goroutines []struct {
@@ -54,6 +56,8 @@ type psTraceDoc struct {
 			MaxNS    int64  `json:"max_ns"`
 			InCallNS int64  `json:"in_call_ns"`
 			Stuck    bool   `json:"stuck"`
+			TracedNS int64  `json:"traced_ns"`
+			Why      string `json:"why"`
 		} `json:"trace"`
 	} `json:"goroutines"`
 }
@@ -296,4 +300,114 @@ func TestTraceHeadersMatchPs(t *testing.T) {
 
 func formatLabelsBraces(l map[string]string) string {
 	return strings.ReplaceAll(formatLabels(l), ",", ", ")
+}
+
+// TestPsTraceFreshGoroutines: on a server whose requests each run on a
+// fresh goroutine (a connection per request) and pass through
+// main.stageA → stageB → stageC, every goroutine found in a stage when the
+// window ends shows that stage's latency, though the goroutines of the
+// first snapshot are long gone: gi follows the goroutines into the
+// functions they move into during the window. With the traffic starting
+// only after gi attached, no stage is in the first snapshot at all. From
+// the host and from inside the target's PID namespace. Every other row has
+// a latency or says why not.
+func TestPsTraceFreshGoroutines(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "fanout", targets.BuildOptions{})
+	for _, c := range []struct {
+		name             string
+		container, burst bool
+	}{
+		{"host", false, false},
+		{"host/traffic after attach", false, true},
+		{"PID namespace/traffic after attach", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"-stage", "20ms"}
+			if !c.burst {
+				args = append(args, "-clients", "6")
+			}
+			var p *targets.Process
+			var cmd *exec.Cmd
+			if c.container {
+				p = targets.StartInContainer(t, bin, targets.ContainerOptions{}, args...)
+				cmd = exec.Command("nsenter", "--target", strconv.Itoa(p.Pid), "--pid", "--",
+					"unshare", "--mount", "--fork", "--kill-child", "--mount-proc", buildGi(t), "ps", "--json", "--trace", "3s", "1")
+			} else {
+				p = targets.Start(t, bin, args...)
+				cmd = exec.Command(buildGi(t), "ps", "--json", "--trace", "3s", strconv.Itoa(p.Pid))
+			}
+			var stdout bytes.Buffer
+			cmd.Stdout = &stdout
+			errPipe, _ := cmd.StderrPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var stderr strings.Builder
+			sc := bufio.NewScanner(errPipe)
+			for sc.Scan() {
+				stderr.WriteString(sc.Text() + "\n")
+				if strings.Contains(sc.Text(), "gi: tracing") {
+					break
+				}
+			}
+			if c.burst {
+				if _, err := p.Do("clients 6", time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for sc.Scan() {
+				stderr.WriteString(sc.Text() + "\n")
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("gi ps --trace: %v\n%s", err, stderr.String())
+			}
+			targets.CheckNotStopped(t, p.Pid)
+			var doc psTraceDoc
+			if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+				t.Fatalf("%v\n%s", err, stdout.String())
+			}
+			w := doc.TraceWindow
+			window := w.EndNS - w.StartNS
+			truth, err := p.Do(fmt.Sprintf("stats %d %d", w.StartNS, w.EndNS), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("window: %d functions, added %v in %d snapshots, %d lost; the target counted %v", len(w.Functions), w.Added, w.Snapshots, w.Lost, truth)
+			inStages := 0
+			for _, g := range doc.Goroutines {
+				tr := g.Trace
+				if tr == nil {
+					t.Errorf("goroutine %d (%s in %s): no latency and no reason", g.Goid, g.State, g.Function)
+					continue
+				}
+				stage := strings.TrimPrefix(tr.Function, "main.")
+				if stage != "stageA" && stage != "stageB" && stage != "stageC" {
+					if tr.Calls == 0 && tr.InCallNS == 0 && !tr.Stuck && tr.Why != "not traced: appeared during the window" &&
+						tr.Why != "no call completed in the window" && tr.Why != "never returns (no RET)" && !strings.HasPrefix(tr.Why, "untraceable: ") {
+						t.Errorf("goroutine %d in %s: no latency, and why %q", g.Goid, tr.Function, tr.Why)
+					}
+					continue
+				}
+				inStages++
+				n, _ := strconv.ParseInt(truth[stage], 10, 64)
+				switch {
+				case tr.Why != "" || (tr.Calls == 0 && tr.InCallNS == 0):
+					t.Errorf("goroutine %d in %s: no latency (why %q): %+v", g.Goid, tr.Function, tr.Why, tr)
+				case int64(tr.Calls) > n+3:
+					t.Errorf("goroutine %d in %s: %d calls, the target counted %d in the window", g.Goid, tr.Function, tr.Calls, n)
+				case tr.TracedNS >= window && !within(int64(tr.Calls), n, 3, 0.01):
+					t.Errorf("goroutine %d in %s, traced the whole window: %d calls, the target counted %d", g.Goid, tr.Function, tr.Calls, n)
+				case tr.TracedNS <= 0 || tr.TracedNS > window+int64(time.Second):
+					t.Errorf("goroutine %d in %s: traced %v of a %v window", g.Goid, tr.Function, time.Duration(tr.TracedNS), time.Duration(window))
+				}
+			}
+			if inStages < 3 {
+				t.Errorf("%d goroutines in a stage when the window ended, want at least 3 of the 6 requests", inStages)
+			}
+			if c.burst && len(w.Added) == 0 {
+				t.Errorf("traffic began after the attach, yet no function was added during the window: %+v", w)
+			}
+		})
+	}
 }

@@ -47,7 +47,7 @@ var checks = []struct{ name, column, command string }{
 	{"ps-runtime-dump", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^(TestSnapshotMatchesRuntimeDump|TestSnapshotStripped|TestStacksCopiedBeforeStop)$'"},
 	{"ps-waits", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^TestWaitingOn$/^local'"},
 	{"ps-cli", colPs, "/tests/gi.test -test.v -test.timeout 15m -test.run '^TestPsTable$'"},
-	{"trace-trees", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestTraceWorkloads|TestTraceKernelFeatures|TestTraceCookieByIP|TestTracePerfEventFallback|TestMemlockLimit)$'"},
+	{"trace-trees", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestTraceWorkloads|TestTraceKernelFeatures|TestTraceCookieByIP|TestTracePerfEventFallback|TestTraceAdd|TestMemlockLimit)$'"},
 	{"trace-args", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestArgsMatchTarget|TestFloatsSignalBlocked)$/^local$/^(pie)?$'"},
 	{"trace-cli-tests", colTrace, "/tests/gi.test -test.v -test.timeout 15m -test.run '^TestTraceTreesCLI$'"},
 	{"trace-cli", colTrace, "/bin/sh /trace-cli.sh"},
