@@ -10,28 +10,33 @@ import (
 
 // Live keeps a trace running on a growing set of functions of one process
 // (the measured functions of its goroutines, as gi top refreshes them) and
-// accumulates per-function latency histograms across re-attachments.
-// Attaching happens in the background: Ensure returns at once, so a view
-// driven by keys never waits for probes.
+// accumulates per-function latency histograms. The first functions are
+// attached in the background (Ensure returns at once, so a view driven by
+// keys never waits for probes); later ones are added to the running trace
+// (trace.Session.Add), which reads the binary once and never detaches.
 type Live struct {
 	pid      int
 	reattach time.Duration
 
-	mu        sync.Mutex
-	stats     map[string]*trace.Histogram
-	names     map[string]bool
-	err       string
-	warnings  []string
-	attached  time.Time // when the last attach began
-	attaching bool
-	closed    bool
-	cancel    context.CancelFunc // stops the running trace
-	done      chan struct{}      // closed when the running trace is detached
-	idle      *sync.Cond         // signalled when an attach finishes
+	mu       sync.Mutex
+	stats    map[string]*trace.Histogram
+	names    map[string]bool // functions traced or being attached
+	pending  []string        // names the running trace adds at its next tick
+	err      string
+	warnings []string
+	attached time.Time // when the last attach or add began
+	opening  bool      // a trace is being opened
+	closed   bool
+	cancel   context.CancelFunc // stops the running trace; nil when none runs
+	done     chan struct{}      // closed when the running trace is detached
+	idle     *sync.Cond         // signalled when an open finishes
 }
 
-// NewLive returns a Live for process pid that re-attaches, when the set of
-// functions grows, at most once per reattach.
+// liveTick is how often the running trace takes the pending functions.
+const liveTick = 100 * time.Millisecond
+
+// NewLive returns a Live for process pid that attaches more functions, when
+// the set grows, at most once per reattach.
 func NewLive(pid int, reattach time.Duration) *Live {
 	l := &Live{pid: pid, reattach: reattach, stats: map[string]*trace.Histogram{}, names: map[string]bool{}}
 	l.idle = sync.NewCond(&l.mu)
@@ -65,42 +70,46 @@ func (l *Live) Err() string {
 	return l.err
 }
 
-// Ensure makes the trace cover names, re-attaching in the background if the
-// set grew (at most once per reattach interval). It does not block.
+// Ensure makes the trace cover names: it opens one in the background if
+// none runs, or has the running one add the functions it lacks (at most
+// once per reattach interval). It does not block.
 func (l *Live) Ensure(names []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.attaching || (!l.attached.IsZero() && time.Since(l.attached) < l.reattach) {
+	if l.closed || l.opening || len(l.pending) > 0 || (!l.attached.IsZero() && time.Since(l.attached) < l.reattach) {
 		return
 	}
-	grew := false
+	var fresh []string
 	for _, n := range names {
 		if !l.names[n] {
-			l.names[n], grew = true, true
+			l.names[n] = true
+			fresh = append(fresh, n)
 		}
 	}
-	if !grew {
+	if len(fresh) == 0 {
 		return
 	}
-	pats := make([]trace.Pattern, 0, len(l.names))
-	for n := range l.names {
-		pats = append(pats, trace.ExactName(n))
+	l.attached = time.Now()
+	if l.cancel != nil {
+		l.pending = fresh // the running trace's tick adds them
+		return
 	}
-	l.attaching, l.attached = true, time.Now()
-	go l.attach(pats)
+	all := make([]string, 0, len(l.names))
+	for n := range l.names {
+		all = append(all, n)
+	}
+	l.opening = true
+	go l.open(all)
 }
 
-// attach replaces the running trace with one on pats.
-func (l *Live) attach(pats []trace.Pattern) {
-	l.mu.Lock()
-	l.stopLocked()
-	l.mu.Unlock()
-	s, err := trace.Open(trace.Options{PID: l.pid, Include: pats})
+// open starts a trace on names.
+func (l *Live) open(names []string) {
+	s, err := trace.Open(trace.Options{PID: l.pid, Include: exactNames(names), Growable: true})
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	defer l.idle.Broadcast()
-	l.attaching = false
+	l.opening = false
 	if err != nil {
 		l.err = err.Error()
 		// Forget the names so that the next Ensure (after the reattach
@@ -115,21 +124,46 @@ func (l *Live) attach(pats []trace.Pattern) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l.cancel, l.done = cancel, make(chan struct{})
-	done := l.done
+	done := make(chan struct{})
+	l.cancel, l.done = cancel, done
 	go func() {
 		defer close(done)
 		defer s.Close()
-		res := s.Run(ctx, trace.RunOptions{}, trace.Handlers{Call: l.record})
+		res := s.Run(ctx, trace.RunOptions{Interval: liveTick}, trace.Handlers{Call: l.record, Tick: func() { l.addPending(s) }})
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.pending = nil
 		if res.Err != nil && ctx.Err() == nil {
 			// The trace ended by itself (target gone, ring buffer):
-			// say so, and let the next Ensure attach again.
-			l.mu.Lock()
+			// say so, and let the next Ensure open another.
 			l.err = res.Err.Error()
 			l.names = map[string]bool{}
-			l.mu.Unlock()
+			l.cancel, l.done = nil, nil
 		}
 	}()
+}
+
+// addPending adds the pending functions to the running trace s. It runs
+// on the trace's reading goroutine, between two reads.
+func (l *Live) addPending(s *trace.Session) {
+	l.mu.Lock()
+	names := l.pending
+	l.mu.Unlock()
+	if len(names) == 0 {
+		return
+	}
+	_, _, err := s.Add(exactNames(names))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = nil
+	if err != nil {
+		l.err = err.Error()
+		for _, n := range names { // asked again at the next Ensure
+			delete(l.names, n)
+		}
+		return
+	}
+	l.err = ""
 }
 
 func (l *Live) record(_ trace.Header, c *trace.Call) {
@@ -157,13 +191,13 @@ func (l *Live) stopLocked() {
 	l.mu.Lock()
 }
 
-// Close detaches the probes and waits until they are gone, an attach in
+// Close detaches the probes and waits until they are gone, an open in
 // progress included.
 func (l *Live) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
-	for l.attaching {
+	for l.opening {
 		l.idle.Wait()
 	}
 	l.stopLocked()

@@ -208,9 +208,7 @@ func testSidecarPIE(t *testing.T, toolchain string) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("tmux is missing (make deps installs it)")
 	}
-	s := &tmuxSession{t: t, name: "gisidecar" + strings.ReplaceAll(toolchain, ".", "_") + strconv.Itoa(os.Getpid())}
-	s.run("new-session", "-d", "-s", s.name, "-x", "200", "-y", "50", "sh")
-	defer exec.Command("tmux", "kill-session", "-t", s.name).Run()
+	s := newTmux(t, "gisidecar"+strings.ReplaceAll(toolchain, ".", "_")+strconv.Itoa(os.Getpid()), 200, 50)
 	s.keys(strings.Join(inside, " ")+" top 1; echo GI-EXIT=$?", "Enter")
 	s.waitFor("a main.handle row with calls", func(sc string) bool { return handleCalls(sc) > 0 })
 	s.keys("q")

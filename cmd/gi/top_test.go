@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,15 +13,26 @@ import (
 	"github.com/gi-debug/gi/internal/targets"
 )
 
-// tmuxSession drives a real terminal.
+// tmuxSession drives a real terminal: a shell in a tmux server of its own
+// (tmux -L), so that one test's server going away as its last session
+// ends never races with the next test's.
 type tmuxSession struct {
 	t    *testing.T
 	name string
 }
 
+// newTmux starts a shell in a terminal of width × height; the server is
+// killed when the test ends.
+func newTmux(t *testing.T, name string, width, height int) *tmuxSession {
+	s := &tmuxSession{t: t, name: name}
+	s.run("new-session", "-d", "-s", name, "-x", strconv.Itoa(width), "-y", strconv.Itoa(height), "sh")
+	t.Cleanup(func() { exec.Command("tmux", "-L", name, "kill-server").Run() })
+	return s
+}
+
 func (s *tmuxSession) run(args ...string) string {
 	s.t.Helper()
-	out, err := exec.Command("tmux", args...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-L", s.name}, args...)...).CombinedOutput()
 	if err != nil {
 		s.t.Fatalf("tmux %v: %v\n%s", args, err, out)
 	}
@@ -76,9 +88,7 @@ func TestTopInTmux(t *testing.T) {
 	}
 	gi := buildGi(t)
 	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}))
-	s := &tmuxSession{t: t, name: "gitop" + strconv.Itoa(os.Getpid())}
-	s.run("new-session", "-d", "-s", s.name, "-x", "200", "-y", "50", "sh")
-	defer exec.Command("tmux", "kill-session", "-t", s.name).Run()
+	s := newTmux(t, "gitop"+strconv.Itoa(os.Getpid()), 200, 50)
 	s.keys("clear; echo BEFORE-GI-TOP", "Enter")
 	s.waitFor("the shell", contains("BEFORE-GI-TOP"))
 	s.keys(gi+" top "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
@@ -235,9 +245,7 @@ func TestTopSmallTerminal(t *testing.T) {
 	}
 	gi := buildGi(t)
 	p := targets.Start(t, targets.Build(t, "psstates", targets.BuildOptions{}), "-park", "50", "-depth", "20", "-spin", "1")
-	s := &tmuxSession{t: t, name: "gitopsmall" + strconv.Itoa(os.Getpid())}
-	s.run("new-session", "-d", "-s", s.name, "-x", "160", "-y", "12", "sh")
-	defer exec.Command("tmux", "kill-session", "-t", s.name).Run()
+	s := newTmux(t, "gitopsmall"+strconv.Itoa(os.Getpid()), 160, 12)
 	s.keys(gi+" top "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
 	sc := s.waitFor("the view with more below", contains("gi top - pid", "↓ "))
 	if !strings.Contains(sc, "> ") {
@@ -257,5 +265,64 @@ func TestTopSmallTerminal(t *testing.T) {
 	s.waitFor("back at the top", func(sc string) bool { return !strings.Contains(sc, "↑ ") && strings.Contains(sc, "\n> ") })
 	s.keys("q")
 	s.waitFor("gi exiting", contains("GI-EXIT=0"))
+	targets.CheckNotStopped(t, p.Pid)
+}
+
+// TestTopFollowsNewFunctions: gi top on a server whose traffic starts only
+// after gi top attached (testdata/fanout: requests on fresh goroutines
+// through main.stageA → stageB → stageC). The stages appear as goroutines
+// move into them and get their latencies from the same trace, grown in
+// place: gi holds the same BPF programs before and after (nothing is
+// reloaded or re-attached).
+func TestTopFollowsNewFunctions(t *testing.T) {
+	requirePrivilege(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is missing (make deps installs it)")
+	}
+	gi := buildGi(t)
+	p := targets.Start(t, targets.Build(t, "fanout", targets.BuildOptions{}), "-stage", "20ms")
+	s := newTmux(t, "gitopfollow"+strconv.Itoa(os.Getpid()), 220, 50)
+	s.keys(gi+" top "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	s.waitFor("the first view", contains("gi top - pid "+strconv.Itoa(p.Pid), "main.main"))
+	giPid := findProcess(t, "top "+strconv.Itoa(p.Pid))
+	// The programs gi holds once its first trace is attached (in the
+	// background): links made, and the same set twice in a row.
+	programs := func() ([]uint32, int) {
+		progs, links := bpfObjectsOf(t, giPid)
+		slices.Sort(progs)
+		return slices.Compact(progs), len(links)
+	}
+	var progs []uint32
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		now, links := programs()
+		if links > 0 && slices.Equal(now, progs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gi top's first trace never settled: programs %v, %d links", now, links)
+		}
+		progs = now
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := p.Do("clients 6", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	stageRow := regexp.MustCompile(`(?m)^[ >]\s*\d+\s+sleep\s+.*?\s(\d+)\s+\S+\s+\S+\s+main\.stage[ABC] `)
+	sc := s.waitFor("a stage with calls", func(sc string) bool {
+		for _, m := range stageRow.FindAllStringSubmatch(sc, -1) {
+			if n, _ := strconv.Atoi(m[1]); n > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	after, _ := programs()
+	_, links := bpfObjectsOf(t, giPid)
+	if !slices.Equal(progs, after) {
+		t.Errorf("gi top's BPF programs changed as the trace grew: %v, then %v:\n%s", progs, after, sc)
+	}
+	s.keys("q")
+	s.waitFor("gi exiting", contains("GI-EXIT=0"))
+	checkReleased(t, after, links)
 	targets.CheckNotStopped(t, p.Pid)
 }
