@@ -15,6 +15,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gi-debug/gi/bincache"
 	"github.com/gi-debug/gi/internal/dwarfload"
@@ -122,7 +123,16 @@ func OpenReader(r io.ReaderAt, path string) (*Binary, error) {
 	return b, nil
 }
 
+// parses counts the binaries newBinary read (see Parses).
+var parses atomic.Int64
+
+// Parses returns how many executables this process has parsed (ELF
+// headers, build info and pclntab): what tests and benchmarks count to
+// check that a command reads its target's binary once.
+func Parses() int64 { return parses.Load() }
+
 func newBinary(f io.ReaderAt, path string) (*Binary, error) {
+	parses.Add(1)
 	var magic [4]byte
 	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
 		if err != nil && err != io.EOF {

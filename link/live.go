@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gi-debug/gi/runtimelayout"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -16,6 +17,8 @@ import (
 // (trace.Session.Add), which reads the binary once and never detaches.
 type Live struct {
 	pid      int
+	sites    *trace.Sites
+	layout   *runtimelayout.RuntimeLayout
 	reattach time.Duration
 
 	mu       sync.Mutex
@@ -35,10 +38,12 @@ type Live struct {
 // liveTick is how often the running trace takes the pending functions.
 const liveTick = 100 * time.Millisecond
 
-// NewLive returns a Live for process pid that attaches more functions, when
-// the set grows, at most once per reattach.
-func NewLive(pid int, reattach time.Duration) *Live {
-	l := &Live{pid: pid, reattach: reattach, stats: map[string]*trace.Histogram{}, names: map[string]bool{}}
+// NewLive returns a Live for process pid, whose executable's probe sites
+// are sites (shared with the caller's Program) and runtime layout layout,
+// that attaches more functions, when the set grows, at most once per
+// reattach.
+func NewLive(pid int, sites *trace.Sites, layout *runtimelayout.RuntimeLayout, reattach time.Duration) *Live {
+	l := &Live{pid: pid, sites: sites, layout: layout, reattach: reattach, stats: map[string]*trace.Histogram{}, names: map[string]bool{}}
 	l.idle = sync.NewCond(&l.mu)
 	return l
 }
@@ -104,7 +109,7 @@ func (l *Live) Ensure(names []string) {
 
 // open starts a trace on names.
 func (l *Live) open(names []string) {
-	s, err := trace.Open(trace.Options{PID: l.pid, Include: exactNames(names), Growable: true})
+	s, err := trace.Open(trace.Options{PID: l.pid, Include: exactNames(names), Growable: true, Sites: l.sites, Layout: l.layout})
 
 	l.mu.Lock()
 	defer l.mu.Unlock()

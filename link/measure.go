@@ -132,13 +132,16 @@ func Measure(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *i
 	if o.Depth < 1 {
 		return nil, errors.New("trace depth must be at least 1")
 	}
-	prog := ProgramOf(t.Binary)
+	// The binary inspect read, its probe sites decoded once for the
+	// traceability of frames, the trace and what it adds.
+	sites := trace.NewSites(t.Binary)
+	prog := ProgramOf(sites)
 	gs := o.rows(first)
 	names := measuredFunctions(prog, gs, o.Depth)
 	if len(names) == 0 {
 		return nil, errors.New("the goroutines are in no traceable function")
 	}
-	s, err := trace.Open(trace.Options{PID: t.PID, Include: exactNames(names), Growable: true})
+	s, err := trace.Open(trace.Options{PID: t.PID, Include: exactNames(names), Growable: true, Sites: sites, Layout: t.Layout})
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ var ErrNoMatch = errors.New("pattern matches no function")
 // are listed in Untraceable with the reason. A function without a RET is
 // selected with EntryOnly set.
 func Select(bin *elfbin.Binary, include, exclude []Pattern) (*Selection, error) {
-	return selectMatched(bin, matchFuncs(bin, include, exclude), include)
+	return NewSites(bin).Select(include, exclude)
 }
 
 // matchFuncs returns the functions of bin matching any of include and none
@@ -108,30 +108,20 @@ func pastRestartSequences(bin *elfbin.Binary, f *pclntab.Func, site uint64) (uin
 // selectChunk is how many functions one decoding goroutine takes.
 const selectChunk = 256
 
-// selectMatched decodes the probe sites of the matched functions in chunks
-// on parallel goroutines, and keeps their order.
-func selectMatched(bin *elfbin.Binary, matched []*pclntab.Func, include []Pattern) (*Selection, error) {
-	type outcome struct {
-		fn     *Function
-		reason string
-	}
-	outcomes := make([]outcome, len(matched))
-	chunks := (len(matched) + selectChunk - 1) / selectChunk
-	parallel(chunks, func(c int) error {
-		for i := c * selectChunk; i < min((c+1)*selectChunk, len(matched)); i++ {
-			fn, reason := probeFunction(bin, matched[i])
-			outcomes[i] = outcome{fn, reason}
-		}
-		return nil
-	})
+// selectMatched makes the selection of the matched functions, in their
+// order, their probe sites decoded (on parallel goroutines) unless known.
+// Each selected Function is the selection's own copy.
+func (s *Sites) selectMatched(matched []*pclntab.Func, include []Pattern) (*Selection, error) {
+	outcomes := s.outcomes(matched)
 	sel := &Selection{}
 	for i, o := range outcomes {
 		if o.fn == nil {
 			sel.Untraceable = append(sel.Untraceable, Untraceable{matched[i].Name, o.reason})
 			continue
 		}
-		o.fn.Index = len(sel.Functions)
-		sel.Functions = append(sel.Functions, o.fn)
+		fn := *o.fn
+		fn.Index = len(sel.Functions)
+		sel.Functions = append(sel.Functions, &fn)
 	}
 	sort.Slice(sel.Untraceable, func(i, j int) bool { return sel.Untraceable[i].Name < sel.Untraceable[j].Name })
 	if len(sel.Functions) == 0 && len(sel.Untraceable) == 0 {

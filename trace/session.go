@@ -87,6 +87,13 @@ type Options struct {
 	// Where filters calls on their arguments in the kernel: a call that
 	// does not match produces no event, at entry or at return.
 	Where []Where
+	// Sites, if set, is the binary to trace, opened by the caller, with
+	// the probe sites its other selections decoded: the session reads
+	// neither the ELF nor a function's code again, and does not close the
+	// binary. Path (or /proc/<pid>/exe) is still what the probes attach to.
+	Sites *Sites
+	// Layout, if set, is the binary's runtime layout, read by the caller.
+	Layout *runtimelayout.RuntimeLayout
 	// Growable lets Session.Add extend the trace while it runs: every
 	// program is loaded, whether the first functions need it or not, and
 	// where probes find their cookie by address the table has room for
@@ -144,13 +151,18 @@ type Session struct {
 	// unreadFloats counts held calls gi itself released without their
 	// float registers (the signal never came).
 	unreadFloats uint64
-	objs         *bpf.Objects
-	exe          *link.Executable // what the probes attach to
-	links        []link.Link
-	rd           *ringbuf.Reader
-	rec          ringbuf.Record
-	raw          bpf.Event // the record being decoded
-	closed       bool
+	// sites are the binary's probe sites, shared with the caller's other
+	// selections when Options.Sites is set; ownBinary says the session
+	// opened the binary and closes it.
+	sites     *Sites
+	ownBinary bool
+	objs      *bpf.Objects
+	exe       *link.Executable // what the probes attach to
+	links     []link.Link
+	rd        *ringbuf.Reader
+	rec       ringbuf.Record
+	raw       bpf.Event // the record being decoded
+	closed    bool
 }
 
 // Open selects the functions, loads the programs and attaches the probes.
@@ -164,11 +176,15 @@ func Open(opts Options) (*Session, error) {
 	if opts.RingBytes == 0 {
 		opts.RingBytes = DefaultRingBytes
 	}
-	bin, err := elfbin.Open(opts.Path)
-	if err != nil {
-		return nil, err
+	sites, ownBinary := opts.Sites, false
+	if sites == nil {
+		bin, err := elfbin.Open(opts.Path)
+		if err != nil {
+			return nil, err
+		}
+		sites, ownBinary = NewSites(bin), true
 	}
-	s := &Session{Binary: bin, Opts: opts}
+	s := &Session{Binary: sites.Binary(), Opts: opts, sites: sites, ownBinary: ownBinary}
 	if err := s.open(); err != nil {
 		s.Close()
 		return nil, err
@@ -186,6 +202,10 @@ func (s *Session) open() error {
 	}
 	layoutDone := make(chan layoutResult, 1)
 	go func() {
+		if s.Opts.Layout != nil {
+			layoutDone <- layoutResult{s.Opts.Layout, nil}
+			return
+		}
 		l, err := goroutineLayout(s.Binary)
 		layoutDone <- layoutResult{l, err}
 	}()
@@ -196,7 +216,7 @@ func (s *Session) open() error {
 		// milliseconds.
 		s.argsReader = openArgsAsync(s.Binary.DWARF(), binaryArch(s.Binary))
 	}
-	sel, err := selectMatched(s.Binary, matched, s.Opts.Include)
+	sel, err := s.sites.selectMatched(matched, s.Opts.Include)
 	lr := <-layoutDone
 	if lr.err != nil {
 		return lr.err
@@ -431,7 +451,7 @@ func (s *Session) Add(include []Pattern) ([]*Function, []Untraceable, error) {
 	if len(matched) == 0 {
 		return nil, nil, nil
 	}
-	sel, err := selectMatched(s.Binary, matched, include)
+	sel, err := s.sites.selectMatched(matched, include)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1041,7 +1061,7 @@ func (s *Session) Close() error {
 	if s.objs != nil {
 		s.objs.Close()
 	}
-	if s.Binary != nil {
+	if s.Binary != nil && s.ownBinary {
 		s.Binary.Close()
 	}
 	return first

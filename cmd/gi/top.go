@@ -14,6 +14,7 @@ import (
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/link"
 	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/trace"
 )
 
 // Terminal control sequences gi top uses.
@@ -92,7 +93,10 @@ func runTop(a *app, target string, tf targetFlags) error {
 
 	ctx, stop := a.traceContext() // SIGTERM/SIGINT end the view cleanly
 	defer stop()
-	tt := link.NewLive(pid, topReattach)
+	// One reading of the binary's probe sites for the grouping and the
+	// trace.
+	sites := trace.NewSites(t.Binary)
+	tt := link.NewLive(pid, sites, t.Layout, topReattach)
 	defer tt.Close()
 
 	input := make(chan []byte, 16)
@@ -108,7 +112,7 @@ func runTop(a *app, target string, tf targetFlags) error {
 		}
 	}()
 
-	prog := link.ProgramOf(t.Binary)
+	prog := link.ProgramOf(sites)
 	v := &topView{sortBy: 'c'}
 	tick := time.NewTicker(topRefresh)
 	defer tick.Stop()

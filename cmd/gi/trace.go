@@ -169,8 +169,21 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		return err
 	}
 	defer files.close()
-	s, err := trace.Open(trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents,
-		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres})
+	opts := trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents,
+		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres}
+	// A process is opened once: the trace reads the binary inspect read
+	// (labels are read from the live process, as gi ps reads them). Where
+	// inspect cannot open it, the trace opens the binary itself.
+	var tgt *inspect.Target
+	if pid != 0 {
+		if tgt, err = inspect.Open(pid); err == nil {
+			defer tgt.Close()
+			opts.Sites, opts.Layout = trace.NewSites(tgt.Binary), tgt.Layout
+		} else {
+			tgt = nil
+		}
+	}
+	s, err := trace.Open(opts)
 	if err != nil {
 		return err
 	}
@@ -243,17 +256,13 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	hs = exports.wrap(hs)
 	ro := trace.RunOptions{Duration: o.duration, Interval: o.interval}
-	if pid != 0 {
-		// Labels are read from the live process, as gi ps reads them.
-		if tgt, err := inspect.Open(pid); err == nil {
-			defer tgt.Close()
-			ro.Labels = func(k trace.GoroutineKey, g uint64) map[string]string {
-				if int(k.PID) != pid {
-					return nil
-				}
-				l, _ := tgt.LabelsOf(g, k.Goid)
-				return l
+	if tgt != nil {
+		ro.Labels = func(k trace.GoroutineKey, g uint64) map[string]string {
+			if int(k.PID) != pid {
+				return nil
 			}
+			l, _ := tgt.LabelsOf(g, k.Goid)
+			return l
 		}
 	}
 	res := s.Run(ctx, ro, hs)
