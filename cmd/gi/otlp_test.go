@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/internal/targets"
-	"github.com/gi-debug/gi/trace"
+	"github.com/gi-debug/gi/report"
 )
 
-func parseTraceJSON(t *testing.T, out string) []trace.JSONCall {
+func parseTraceJSON(t *testing.T, out string) []report.TraceCall {
 	t.Helper()
-	var lines []trace.JSONCall
+	var lines []report.TraceCall
 	dec := json.NewDecoder(strings.NewReader(out))
 	for {
 		var raw map[string]json.RawMessage
@@ -31,7 +31,7 @@ func parseTraceJSON(t *testing.T, out string) []trace.JSONCall {
 			continue
 		}
 		b, _ := json.Marshal(raw)
-		var l trace.JSONCall
+		var l report.TraceCall
 		if err := json.Unmarshal(b, &l); err != nil {
 			t.Fatal(err)
 		}

@@ -248,8 +248,10 @@ func formatWait(d time.Duration, known bool) string {
 	}
 }
 
-func newTable(w io.Writer) *tablewriter.Table {
-	return tablewriter.NewTable(w,
+// newTable returns gi's borderless table on w, its columns left-aligned
+// unless opts say otherwise.
+func newTable(w io.Writer, opts ...tablewriter.Option) *tablewriter.Table {
+	return tablewriter.NewTable(w, append([]tablewriter.Option{
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
 			Borders: tw.BorderNone,
 			Settings: tw.Settings{
@@ -262,7 +264,7 @@ func newTable(w io.Writer) *tablewriter.Table {
 		tablewriter.WithAlignment(tw.Alignment{tw.AlignLeft}),
 		tablewriter.WithRowAutoWrap(tw.WrapNone),
 		tablewriter.WithTrimSpace(tw.Off),
-	)
+	}, opts...)...)
 }
 
 func location(g *inspect.Goroutine) (fn, loc string) {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/link"
-	"github.com/gi-debug/gi/trace"
 )
 
 // psLatency renders a link.Result in gi ps's tables; a nil *psLatency (no
@@ -51,7 +50,7 @@ func (pl *psLatency) columns(l *link.Latency) []string {
 	if l.Calls == 0 {
 		return []string{"0", "", "", "", inCall}
 	}
-	return []string{fmt.Sprint(l.Calls), trace.FormatDuration(time.Duration(l.P50NS)), trace.FormatDuration(time.Duration(l.P99NS)), trace.FormatDuration(time.Duration(l.MaxNS)), inCall}
+	return []string{fmt.Sprint(l.Calls), formatLatency(time.Duration(l.P50NS)), formatLatency(time.Duration(l.P99NS)), formatLatency(time.Duration(l.MaxNS)), inCall}
 }
 
 // groupColumns renders the same for a group: the function's statistics,

@@ -352,7 +352,7 @@ func renderTop(sc topScreen, v *topView) []string {
 		calls, p50s, p99s := "", "", ""
 		if r.h != nil {
 			calls = strconv.FormatUint(r.h.Count(), 10)
-			p50s, p99s = trace.FormatDuration(r.h.Quantile(0.5)), trace.FormatDuration(r.h.Quantile(0.99))
+			p50s, p99s = formatLatency(r.h.Quantile(0.5)), formatLatency(r.h.Quantile(0.99))
 		}
 		mark := " "
 		if i == v.selected {

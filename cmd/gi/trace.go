@@ -14,6 +14,7 @@ import (
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/report"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -219,10 +220,10 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	clock := trace.NewClock()
 	stats := trace.NewStats()
 	var hs trace.Handlers
-	var jw *trace.JSONWriter
+	var jw *report.TraceWriter
 	switch {
 	case o.json:
-		jw = trace.NewJSONWriter(bw, sym, clock)
+		jw = report.NewTraceWriter(bw, sym, clock)
 		hs.Call = func(h trace.Header, c *trace.Call) { jw.Call(trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, c) }
 		hs.Running = func(h trace.Header, open []*trace.Call) {
 			jw.Running(trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, open)
@@ -231,12 +232,12 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		hs.Call = func(_ trace.Header, c *trace.Call) { stats.Add(c) }
 		hs.Tick = func() {
 			fmt.Fprintf(bw, "%s\n", time.Now().Format("15:04:05"))
-			stats.Write(bw)
+			writeStats(bw, stats)
 			bw.WriteByte('\n')
 			bw.Flush()
 		}
 	default:
-		tp := &trace.TreePrinter{W: bw, Symbols: sym, Clock: clock, ShowPID: pid == 0}
+		tp := &treePrinter{W: bw, Symbols: sym, Clock: clock, ShowPID: pid == 0}
 		printRoot := func(h trace.Header, root *trace.Call) {
 			if time.Duration(root.Duration()) < o.minDuration {
 				return
@@ -267,7 +268,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	res := s.Run(ctx, ro, hs)
 	if o.stats {
-		stats.Write(bw)
+		writeStats(bw, stats)
 	}
 	bw.Flush()
 	closeErr := s.Close()
@@ -275,7 +276,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		closeErr = err
 	}
 	if jw != nil {
-		jw.Summary(trace.Summary{Events: res.Events, Lost: res.Lost, UnreadFloats: res.UnreadFloats, Probes: s.Probes,
+		jw.Summary(report.TraceSummary{Events: res.Events, Lost: res.Lost, UnreadFloats: res.UnreadFloats, Probes: s.Probes,
 			AttachNS: s.AttachTime.Nanoseconds(), DetachNS: s.DetachTime.Nanoseconds()})
 		bw.Flush()
 	}

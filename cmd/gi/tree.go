@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/gi-debug/gi/funcargs"
+	"github.com/gi-debug/gi/trace"
+)
+
+// treePrinter writes call trees as text, one block per completed root call.
+type treePrinter struct {
+	W       *bufio.Writer
+	Symbols *trace.Symbols
+	// Clock converts event times to wall-clock times.
+	Clock trace.Clock
+	// PID is printed in headers when a trace covers several processes.
+	ShowPID bool
+}
+
+const treeTimeLayout = "15:04:05.000000"
+
+// Print writes one root call's tree under its goroutine header. A call
+// still running when the trace ended (Call.Running) closes with its time so
+// far and says so.
+func (p *treePrinter) Print(h trace.Header, root *trace.Call) {
+	if p.ShowPID {
+		fmt.Fprintf(p.W, "pid %d ", h.PID)
+	}
+	p.W.WriteString(h.String())
+	p.W.WriteByte('\n')
+	p.printCall(h.PID, root)
+	p.W.WriteByte('\n')
+}
+
+func (p *treePrinter) printCall(pid uint32, c *trace.Call) {
+	indent := strings.Repeat("  ", c.Depth)
+	caller := p.Symbols.Resolve(pid, c.CallerPC, true)
+	open := fmt.Sprintf("%s%s(%s) {", indent, c.Func.Name, formatArgs(p.Symbols.Values(pid, c.Func.Args, c.Args)))
+	fmt.Fprintf(p.W, "%s  %10s  %-50s  %s+%#x %s:%d\n", p.Clock.Wall(c.Start).Format(treeTimeLayout), "", open,
+		caller.Function, caller.Offset, filepath.Base(caller.File), caller.Line)
+	for _, ch := range c.Children {
+		p.printCall(pid, ch)
+	}
+	if c.Dropped > 0 {
+		fmt.Fprintf(p.W, "%s  %10s  %s  ... %d more calls not kept\n", strings.Repeat(" ", len(treeTimeLayout)), "", indent, c.Dropped)
+	}
+	closing := fmt.Sprintf("%s} %s", indent, c.Func.Name)
+	if res := p.Symbols.Values(pid, c.Func.Results, c.Results); len(res) > 0 {
+		closing += " = " + formatResults(res)
+	}
+	where := ""
+	switch {
+	case c.Running:
+		where = "still running at exit (time so far)"
+	case c.Unwound:
+		where = "unwound (panic, recover or Goexit)"
+	case c.ReturnSite != 0:
+		ret := p.Symbols.ResolveLink(c.ReturnSite, false)
+		where = fmt.Sprintf("%s:%d", filepath.Base(ret.File), ret.Line)
+	}
+	fmt.Fprintf(p.W, "%s  %10s  %-50s  %s\n", p.Clock.Wall(c.End).Format(treeTimeLayout), formatLatency(time.Duration(c.Duration())), closing, where)
+}
+
+// formatArgs writes arguments as a call's parameter list: "id=42, key=\"a\"".
+func formatArgs(vs []funcargs.Value) string {
+	var b strings.Builder
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(v.Name + "=" + v.Value)
+	}
+	return b.String()
+}
+
+// formatResults writes results as Go writes a return: one alone, several
+// in parentheses: "3", "(3, nil)".
+func formatResults(vs []funcargs.Value) string {
+	if len(vs) == 1 {
+		return vs[0].Value
+	}
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.Value
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// formatLatency prints a latency with 3 decimals in a fitting unit:
+// 850ns, 12.345µs, 3.456ms, 1.234s.
+func formatLatency(d time.Duration) string {
+	switch {
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", d.Nanoseconds())
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.3fµs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.3fms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.3fs", d.Seconds())
+	}
+}
+
+// writeStats prints the statistics table of gi trace --stats, busiest
+// function (by total time) first.
+func writeStats(w io.Writer, s *trace.Stats) error {
+	tbl := newTable(w, tablewriter.WithHeaderAlignment(tw.AlignRight),
+		tablewriter.WithAlignment(tw.Alignment{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}))
+	tbl.Header("FUNCTION", "CALLS", "MIN", "P50", "P90", "P99", "MAX", "TOTAL")
+	for _, f := range s.Functions() {
+		h := s.Of(f)
+		if err := tbl.Append([]string{f.Name, fmt.Sprint(h.Count()), formatLatency(h.Min()), formatLatency(h.Quantile(0.5)),
+			formatLatency(h.Quantile(0.9)), formatLatency(h.Quantile(0.99)), formatLatency(h.Max()), formatLatency(h.Total())}); err != nil {
+			return err
+		}
+	}
+	return tbl.Render()
+}

@@ -1,0 +1,88 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/gi-debug/gi/funcargs"
+	"github.com/gi-debug/gi/trace"
+)
+
+// TraceCall is one line of `gi trace --json`: a completed call.
+type TraceCall struct {
+	Goid           uint64 `json:"goid"`
+	PID            uint32 `json:"pid,omitempty"`
+	Function       string `json:"function"`
+	File           string `json:"file"`
+	Line           int    `json:"line"`
+	CallerFunction string `json:"caller_function"`
+	CallerFile     string `json:"caller_file"`
+	CallerLine     int    `json:"caller_line"`
+	Depth          int    `json:"depth"`
+	StartNS        int64  `json:"start_ns"`
+	DurationNS     int64  `json:"duration_ns"`
+	Unwound        bool   `json:"unwound"`
+	// Running marks a call still open when the trace ended: DurationNS is
+	// its time so far.
+	Running bool `json:"running"`
+	// Args and Results are the captured arguments and results (absent
+	// when not captured; Results also when the call did not return).
+	Args    []funcargs.Value `json:"args,omitempty"`
+	Results []funcargs.Value `json:"results,omitempty"`
+}
+
+// TraceSummary is the last line of `gi trace --json`.
+type TraceSummary struct {
+	Events uint64 `json:"events"`
+	Lost   uint64 `json:"lost"`
+	// UnreadFloats counts calls whose float registers were not read.
+	UnreadFloats uint64 `json:"unread_floats,omitempty"`
+	Probes       int    `json:"probes"`
+	AttachNS     int64  `json:"attach_ns"`
+	DetachNS     int64  `json:"detach_ns"`
+}
+
+// TraceWriter writes the lines of `gi trace --json`: completed calls, then
+// the summary.
+type TraceWriter struct {
+	enc     *json.Encoder
+	Symbols *trace.Symbols
+	Clock   trace.Clock
+}
+
+// NewTraceWriter returns a TraceWriter on w.
+func NewTraceWriter(w io.Writer, sym *trace.Symbols, clock trace.Clock) *TraceWriter {
+	return &TraceWriter{enc: json.NewEncoder(w), Symbols: sym, Clock: clock}
+}
+
+// Call writes one completed call.
+func (j *TraceWriter) Call(k trace.GoroutineKey, c *trace.Call) error {
+	caller := j.Symbols.Resolve(k.PID, c.CallerPC, true)
+	return j.enc.Encode(TraceCall{
+		Goid: k.Goid, PID: k.PID, Function: c.Func.Name, File: c.Func.File, Line: c.Func.Line,
+		CallerFunction: caller.Function, CallerFile: caller.File, CallerLine: caller.Line,
+		Depth: c.Depth, StartNS: j.Clock.Wall(c.Start).UnixNano(), DurationNS: int64(c.Duration()), Unwound: c.Unwound,
+		Running: c.Running, Args: j.Symbols.Values(k.PID, c.Func.Args, c.Args),
+		Results: j.Symbols.Values(k.PID, c.Func.Results, c.Results),
+	})
+}
+
+// Running writes the calls of one goroutine still open when the trace
+// ended (as trace.Handlers.Running gives them, outermost first), innermost first
+// like completed calls.
+func (j *TraceWriter) Running(k trace.GoroutineKey, open []*trace.Call) error {
+	for i := len(open) - 1; i >= 0; i-- {
+		if err := j.Call(k, open[i]); err != nil {
+			return fmt.Errorf("write running call %s: %w", open[i].Func.Name, err)
+		}
+	}
+	return nil
+}
+
+// Summary writes the final summary line.
+func (j *TraceWriter) Summary(s TraceSummary) error {
+	return j.enc.Encode(struct {
+		Summary TraceSummary `json:"summary"`
+	}{s})
+}
