@@ -1,0 +1,193 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/pclntab"
+)
+
+// probeGroup is the probes of the table one program serves.
+type probeGroup struct {
+	name string // the program
+	idx  []int  // indices into the probe table
+}
+
+// The groups appendProbes returns, in this order.
+const (
+	entryGroup = iota
+	entryReturnGroup
+	returnGroup
+	goexitGroup
+)
+
+// appendProbes adds the probes of fns to the table: an entry probe each
+// (reporting the return too for a leaf whose entry is its RET) and one on
+// every RET. It returns the new probes by the program that serves them.
+func (s *Session) appendProbes(fns []*Function) []probeGroup {
+	groups := []probeGroup{{name: "gi_entry"}, {name: "gi_entry_return"}, {name: "gi_return"}, {name: "gi_goexit"}}
+	for _, fn := range fns {
+		both := s.entryIsReturn(fn)
+		if both {
+			// One probe reports the entry and the return, the return's
+			// plan right after the entry's.
+			groups[entryReturnGroup].idx = append(groups[entryReturnGroup].idx, len(s.probes))
+		} else {
+			groups[entryGroup].idx = append(groups[entryGroup].idx, len(s.probes))
+		}
+		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite})
+		for _, r := range fn.Returns {
+			if s.Opts.EntryOnly {
+				break
+			}
+			if both && r == fn.EntrySite {
+				continue
+			}
+			groups[returnGroup].idx = append(groups[returnGroup].idx, len(s.probes))
+			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r})
+		}
+	}
+	return groups
+}
+
+// attachGroups attaches each group's program at its probes.
+func (s *Session) attachGroups(groups []probeGroup) error {
+	objs := s.objs
+	for i, prog := range []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit} {
+		if len(groups[i].idx) == 0 {
+			continue
+		}
+		if s.Opts.Empty {
+			prog = objs.GiEmpty
+		}
+		if err := s.attach(s.exe, prog, groups[i].idx, s.UprobeMulti); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Add extends the running session with the functions include matches
+// (besides Options.Exclude) that it does not trace yet, attaching their
+// probes at once: a trace that follows a program as new functions become
+// of interest (gi ps --trace, gi top) without reloading anything. The
+// session must be opened with Options.Growable and capture no arguments.
+// Add must not run beside Run's reading (call it from a Tick handler, or
+// between runs). It returns the functions added and those that matched
+// but cannot be traced; a pattern that matches nothing new adds nothing.
+func (s *Session) Add(include []Pattern) ([]*Function, []Untraceable, error) {
+	if !s.Opts.Growable || s.closed {
+		return nil, nil, errors.New("trace: functions are added only to an open session made growable")
+	}
+	if s.Opts.Args || len(s.Opts.Where) > 0 {
+		return nil, nil, errors.New("trace: functions are not added to a session capturing arguments")
+	}
+	traced := make(map[string]bool, len(s.Selection.Functions))
+	for _, f := range s.Selection.Functions {
+		traced[f.Name] = true
+	}
+	var matched []*pclntab.Func
+	for _, f := range matchFuncs(s.Binary, include, s.Opts.Exclude) {
+		if !traced[f.Name] {
+			matched = append(matched, f)
+		}
+	}
+	if len(matched) == 0 {
+		return nil, nil, nil
+	}
+	sel, err := s.sites.selectMatched(matched, include)
+	if err != nil {
+		return nil, nil, err
+	}
+	first := len(s.probes)
+	groups := s.appendProbes(sel.Functions)
+	if s.CookieByIP {
+		bias, err := s.probeBias()
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := first; i < len(s.probes); i++ {
+			if err := s.objs.Cookies.Put(s.probes[i].site+bias, s.cookie(i)); err != nil {
+				return nil, nil, fmt.Errorf("probe table by address (room for %d probes): %w", s.objs.Cookies.MaxEntries(), err)
+			}
+		}
+	}
+	if err := s.attachGroups(groups); err != nil {
+		return nil, nil, err
+	}
+	for _, f := range sel.Functions {
+		f.Index = len(s.Selection.Functions)
+		s.Selection.Functions = append(s.Selection.Functions, f)
+	}
+	s.Selection.Untraceable = append(s.Selection.Untraceable, sel.Untraceable...)
+	s.Probes = len(s.probes)
+	return sel.Functions, sel.Untraceable, nil
+}
+
+// attach attaches prog at the probes idx: one uprobe_multi link, or one
+// perf event per probe.
+func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, idx []int, multi bool) error {
+	offsets := make([]uint64, len(idx))
+	cookies := make([]uint64, len(idx))
+	for i, pi := range idx {
+		off, err := s.Binary.FileOffset(s.probes[pi].site)
+		if err != nil {
+			return fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
+		}
+		offsets[i], cookies[i] = off, s.cookie(pi)
+	}
+	return s.attachAt(ex, prog, offsets, cookies, multi)
+}
+
+// attachAt attaches prog at file offsets with cookies: one uprobe_multi
+// link, or one perf event per offset.
+func (s *Session) attachAt(ex *link.Executable, prog *ebpf.Program, offsets, cookies []uint64, multi bool) error {
+	if multi {
+		l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: offsets, Cookies: cookies, PID: uint32(s.Opts.PID)})
+		if err != nil {
+			return s.attachError(err)
+		}
+		s.links = append(s.links, l)
+		return nil
+	}
+	for i := range offsets {
+		opts := &link.UprobeOptions{Address: offsets[i], PID: s.Opts.PID, Cookie: cookies[i]}
+		if s.CookieByIP {
+			opts.Cookie = 0 // found by address; kernels before 5.15 refuse any other
+		}
+		l, err := ex.Uprobe("", prog, opts)
+		if err != nil {
+			return s.attachError(err)
+		}
+		s.links = append(s.links, l)
+	}
+	return nil
+}
+
+// cookie is the BPF cookie of probe i: its index, its capture plan, and
+// where the program finds g.
+func (s *Session) cookie(i int) uint64 {
+	c := uint64(i) | uint64(s.probes[i].plan)<<bpf.CookiePlanShift
+	if s.Opts.GFromTLS {
+		c |= bpf.CookieTLS
+	}
+	return c
+}
+
+// probeBias is what to add to a link-time address to get the address the
+// probes fire at, when probes are found by address: the load bias of the
+// traced process for a PIE.
+func (s *Session) probeBias() (uint64, error) {
+	if s.Binary.PIE && s.Opts.PID <= 0 {
+		return 0, errors.New("kernel lacks BPF attach cookies (5.15+): probes are found by address, so tracing a PIE binary needs the pid of the process to trace")
+	}
+	bias, err := s.Binary.LoadBias(s.Opts.PID)
+	if err != nil {
+		return 0, fmt.Errorf("load address: %w", err)
+	}
+	return bias, nil
+}
