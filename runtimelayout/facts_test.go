@@ -51,3 +51,31 @@ func TestRecordsMatchDWARF(t *testing.T) {
 		}
 	}
 }
+
+// TestGStackguard0MatchesDWARF checks GStackguard0 against the DWARF of
+// every Go release in the generated table, amd64 and arm64.
+func TestGStackguard0MatchesDWARF(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range runtimelayout.TableToolchains() {
+		for _, arch := range []string{"amd64", "arm64"} {
+			t.Run(tc+"/"+arch, func(t *testing.T) {
+				f, err := elf.Open(targets.BuildProbe(t, dir, tc, arch))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				d, err := runtimelayout.LoadDebug(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := d.Struct("runtime.g")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if off, ft, err := runtimelayout.FieldOffset(g, "stackguard0"); err != nil || off != runtimelayout.GStackguard0 || ft.Size() != 8 {
+					t.Errorf("g.stackguard0 at %d (%v), gi assumes %d", off, err, runtimelayout.GStackguard0)
+				}
+			})
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 var (
@@ -39,8 +40,8 @@ type ProbeSites struct {
 const prologueWindow = 8
 
 // stackguard0Offset is the offset of g.stackguard0, which the prologue
-// compares the stack pointer with (g.stack is two words before it).
-const stackguard0Offset = 16
+// compares the stack pointer with.
+const stackguard0Offset = runtimelayout.GStackguard0
 
 // FindProbeSites decodes code, the bytes of one function starting at address
 // entry, strictly from its first instruction to its end, for machine
