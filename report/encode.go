@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/measure"
 )
 
 // indented writes JSON the way encoding/json's MarshalIndent does (the
@@ -287,7 +287,7 @@ func (w *indented) waitObject(o *WaitObject) {
 	w.close('}')
 }
 
-func (w *indented) latency(l *link.Latency) {
+func (w *indented) latency(l *measure.Latency) {
 	w.open('{')
 	w.str("function", l.Function)
 	w.str("file", l.File)

@@ -1,6 +1,6 @@
 // Package report holds the documents gi prints as JSON: one typed model per
 // output, built from what the library packages produce (inspect snapshots,
-// the link's latencies) and serialised in one place.
+// the measured latencies) and serialised in one place.
 package report
 
 import (
@@ -11,7 +11,7 @@ import (
 	"io"
 
 	"github.com/gi-debug/gi/inspect"
-	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/measure"
 )
 
 // Ps is the document `gi ps --json` prints.
@@ -23,8 +23,8 @@ type Ps struct {
 	PauseNS   int64    `json:"pause_ns"`
 	Warnings  []string `json:"warnings,omitempty"`
 	// TraceWindow is set by `gi ps --trace`.
-	TraceWindow *link.Window `json:"trace_window,omitempty"`
-	Goroutines  []*Goroutine `json:"goroutines"`
+	TraceWindow *measure.Window `json:"trace_window,omitempty"`
+	Goroutines  []*Goroutine    `json:"goroutines"`
 }
 
 // Goroutine is one goroutine in a Ps document.
@@ -51,7 +51,7 @@ type Goroutine struct {
 	WaitingOn []WaitObject `json:"waiting_on,omitempty"`
 	// Trace is set by `gi ps --trace`: the latency of the goroutine's
 	// measured function.
-	Trace *link.Latency `json:"trace,omitempty"`
+	Trace *measure.Latency `json:"trace,omitempty"`
 }
 
 // WaitObject is one object a goroutine waits on.
@@ -134,11 +134,11 @@ type Frame struct {
 
 // PsGroups is the document `gi ps --group --json` prints.
 type PsGroups struct {
-	PID         int          `json:"pid"`
-	GoVersion   string       `json:"go_version"`
-	PauseNS     int64        `json:"pause_ns"`
-	TraceWindow *link.Window `json:"trace_window,omitempty"`
-	Groups      []*Group     `json:"groups"`
+	PID         int             `json:"pid"`
+	GoVersion   string          `json:"go_version"`
+	PauseNS     int64           `json:"pause_ns"`
+	TraceWindow *measure.Window `json:"trace_window,omitempty"`
+	Groups      []*Group        `json:"groups"`
 }
 
 // Group is one entry of a PsGroups document: goroutines with the same
@@ -157,7 +157,7 @@ type Group struct {
 // NewPs builds the document for goroutines gs of snap. allFrames keeps the
 // frames the runtime's own dump elides; res, if not nil, adds the latencies
 // of a `gi ps --trace` window.
-func NewPs(snap *inspect.Snapshot, gs []*inspect.Goroutine, allFrames bool, res *link.Result) *Ps {
+func NewPs(snap *inspect.Snapshot, gs []*inspect.Goroutine, allFrames bool, res *measure.Result) *Ps {
 	out := &Ps{
 		PID:        snap.PID,
 		NSPid:      snap.NSPid,
@@ -182,7 +182,7 @@ func NewPs(snap *inspect.Snapshot, gs []*inspect.Goroutine, allFrames bool, res 
 
 // NewPsGroups builds the document for groups of snap's goroutines, with the
 // group latencies of res when not nil.
-func NewPsGroups(snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool, res *link.Result) *PsGroups {
+func NewPsGroups(snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool, res *measure.Result) *PsGroups {
 	out := &PsGroups{PID: snap.PID, GoVersion: snap.GoVersion, PauseNS: snap.Pause.Nanoseconds()}
 	if res != nil {
 		out.TraceWindow = &res.Window

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/inspect"
-	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/ptrace"
 )
 
@@ -21,8 +21,8 @@ func TestPsDocument(t *testing.T) {
 		CreatedBy: &inspect.Frame{Function: "main.main", File: "/m.go", Line: 5}, ParentID: 1,
 		Frames: []inspect.Frame{{Function: "main.spin", File: "/m.go", Line: 20}}}
 	snap := &inspect.Snapshot{PID: 42, NSPid: 1, GoVersion: "go1.27.4", Pause: time.Millisecond, Goroutines: []*inspect.Goroutine{g1, g2}}
-	res := &link.Result{Window: link.Window{StartNS: 1, EndNS: 2, Functions: []string{"main.spin"}, Probes: 3},
-		ByGoid: map[uint64]*link.Latency{2: {Function: "main.spin", File: "/m.go", Line: 20, Calls: 5, Stuck: true}}}
+	res := &measure.Result{Window: measure.Window{StartNS: 1, EndNS: 2, Functions: []string{"main.spin"}, Probes: 3},
+		ByGoid: map[uint64]*measure.Latency{2: {Function: "main.spin", File: "/m.go", Line: 20, Calls: 5, Stuck: true}}}
 
 	var buf bytes.Buffer
 	if err := Write(&buf, NewPs(snap, snap.Goroutines, false, res)); err != nil {
@@ -101,8 +101,8 @@ func TestWritePsStreams(t *testing.T) {
 		for i := 1; i <= count; i++ {
 			snap.Goroutines = append(snap.Goroutines, g(i))
 		}
-		doc := NewPs(snap, snap.Goroutines, false, &link.Result{ByGoid: map[uint64]*link.Latency{1: {Function: "main.f", Calls: 2, Stuck: true, InCallNS: 7, TracedNS: 8},
-			2: {Function: "main.g", Why: link.WhyAppeared}}})
+		doc := NewPs(snap, snap.Goroutines, false, &measure.Result{ByGoid: map[uint64]*measure.Latency{1: {Function: "main.f", Calls: 2, Stuck: true, InCallNS: 7, TracedNS: 8},
+			2: {Function: "main.g", Why: measure.WhyAppeared}}})
 		var want, got bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetIndent("", "  ")

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gi-debug/gi/inspect"
-	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/report"
 )
 
@@ -112,11 +112,11 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		return err
 	}
 	gs := filterGoroutines(snap.Goroutines, o, re)
-	var res *link.Result
+	var res *measure.Result
 	if o.trace > 0 {
 		ctx, stop := a.traceContext()
 		rows := func(s *inspect.Snapshot) []*inspect.Goroutine { return filterGoroutines(s.Goroutines, o, re) }
-		res, err = link.Measure(ctx, t, a.tracer, snap, link.Options{Duration: o.trace, Depth: o.traceDepth, Rows: rows,
+		res, err = measure.Run(ctx, t, a.tracer, snap, measure.Options{Duration: o.trace, Depth: o.traceDepth, Rows: rows,
 			Attached: func(functions, probes, goroutines int, warnings []string) {
 				for _, w := range warnings {
 					fmt.Fprintf(errOut, "gi: warning: %s\n", w)

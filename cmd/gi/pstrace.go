@@ -5,13 +5,13 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/inspect"
-	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/measure"
 )
 
-// psLatency renders a link.Result in gi ps's tables; a nil *psLatency (no
+// psLatency renders a measure.Result in gi ps's tables; a nil *psLatency (no
 // --trace) renders nothing.
 type psLatency struct {
-	*link.Result
+	*measure.Result
 }
 
 // location renders the FUNCTION and LOCATION columns of a goroutine's row:
@@ -31,11 +31,11 @@ func (pl *psLatency) stuckText() string {
 }
 
 // columns renders CALLS, P50, P99, MAX, IN CALL for one latency.
-func (pl *psLatency) columns(l *link.Latency) []string {
+func (pl *psLatency) columns(l *measure.Latency) []string {
 	switch {
 	case l == nil:
 		return []string{"", "", "", "", ""}
-	case l.Why == link.WhyNoCall || l.Why == link.WhyNoReturn:
+	case l.Why == measure.WhyNoCall || l.Why == measure.WhyNoReturn:
 		return []string{"0", "", "", "", l.Why}
 	case l.Why != "":
 		return []string{"-", "", "", "", l.Why}

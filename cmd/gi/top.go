@@ -12,7 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gi-debug/gi/inspect"
-	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/trace"
 )
@@ -96,7 +96,7 @@ func runTop(a *app, target string, tf targetFlags) error {
 	// One reading of the binary's probe sites for the grouping and the
 	// trace.
 	sites := trace.NewSites(t.Binary)
-	tt := link.NewLive(pid, sites, t.Layout, topReattach)
+	tt := measure.NewLive(pid, sites, t.Layout, topReattach)
 	defer tt.Close()
 
 	input := make(chan []byte, 16)
@@ -112,11 +112,11 @@ func runTop(a *app, target string, tf targetFlags) error {
 		}
 	}()
 
-	prog := link.ProgramOf(sites)
+	prog := measure.ProgramOf(sites)
 	v := &topView{sortBy: 'c'}
 	tick := time.NewTicker(topRefresh)
 	defer tick.Stop()
-	var groups []*link.Group
+	var groups []*measure.Group
 	refresh := func() {
 		if v.byObject {
 			groups = prog.GroupByObject(snap.Goroutines)
@@ -195,7 +195,7 @@ func runTop(a *app, target string, tf targetFlags) error {
 }
 
 // drawTop writes one frame of the view to the terminal.
-func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*link.Group, v *topView, tt *link.Live) {
+func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*measure.Group, v *topView, tt *measure.Live) {
 	width, height, err := term.GetSize(int(os.Stdout.Fd()))
 	if err != nil || width < 40 || height < 10 {
 		width, height = 120, 40

@@ -11,7 +11,7 @@ import (
 	"github.com/mattn/go-runewidth"
 
 	"github.com/gi-debug/gi/inspect"
-	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -235,12 +235,12 @@ func (v *topView) apply(k topKey, page int) (quit bool) {
 
 // topRow is one group on the screen, with its function's latencies.
 type topRow struct {
-	g *link.Group
+	g *measure.Group
 	h *trace.Histogram
 }
 
 // groupLocation renders a group's FUNCTION column: function file:line.
-func groupLocation(g *link.Group) string {
+func groupLocation(g *measure.Group) string {
 	if g.At.Function == "" {
 		return "?"
 	}
@@ -248,7 +248,7 @@ func groupLocation(g *link.Group) string {
 }
 
 // topRows filters and sorts the groups as the view asks.
-func topRows(groups []*link.Group, hist func(string) *trace.Histogram, v *topView) []topRow {
+func topRows(groups []*measure.Group, hist func(string) *trace.Histogram, v *topView) []topRow {
 	var rows []topRow
 	for _, g := range groups {
 		if v.filter != nil && !v.filter.MatchString(g.State+" "+groupLocation(g)+" "+g.WaitingOn) {
@@ -272,7 +272,7 @@ func topRows(groups []*link.Group, hist func(string) *trace.Histogram, v *topVie
 // topScreen is what renderTop needs besides the view.
 type topScreen struct {
 	snap          *inspect.Snapshot
-	groups        []*link.Group
+	groups        []*measure.Group
 	hist          func(function string) *trace.Histogram
 	traceErr      string
 	traceWarnings []string // the kernel features the trace works without
@@ -395,7 +395,7 @@ func clipWidth(s string, n int) string {
 
 // expandGroup lists a group's goroutines and the stack of the first, in at
 // most limit lines.
-func expandGroup(snap *inspect.Snapshot, g *link.Group, limit int) []string {
+func expandGroup(snap *inspect.Snapshot, g *measure.Group, limit int) []string {
 	var ids []string
 	for i, gr := range g.Goroutines {
 		if i == 20 {

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gi-debug/gi/inspect"
-	"github.com/gi-debug/gi/link"
+	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -75,14 +75,14 @@ func TestFilterPromptTypesCommandLetters(t *testing.T) {
 
 // topFixture is n groups whose counts, waits and p99s are known: group i
 // has n-i goroutines, waits i seconds, and its function's p99 is i ms.
-func topFixture(n int) (*inspect.Snapshot, []*link.Group, func(string) *trace.Histogram) {
+func topFixture(n int) (*inspect.Snapshot, []*measure.Group, func(string) *trace.Histogram) {
 	snap := &inspect.Snapshot{PID: 7, NSPid: 7, GoVersion: "go1.27.4"}
-	var groups []*link.Group
+	var groups []*measure.Group
 	hists := map[string]*trace.Histogram{}
 	id := uint64(1)
 	for i := 0; i < n; i++ {
 		fn := fmt.Sprintf("main.f%d", i)
-		g := &link.Group{State: "chan receive", Function: fn, At: inspect.Frame{Function: fn, File: "/src/main.go", Line: i + 1}, MaxWait: time.Duration(i) * time.Second}
+		g := &measure.Group{State: "chan receive", Function: fn, At: inspect.Frame{Function: fn, File: "/src/main.go", Line: i + 1}, MaxWait: time.Duration(i) * time.Second}
 		for j := 0; j < n-i; j++ {
 			gr := &inspect.Goroutine{ID: id, State: "chan receive", Status: "waiting",
 				Frames: []inspect.Frame{{Function: fn, File: "/src/main.go", Line: i + 1, PC: 0x10}}}

@@ -1,4 +1,4 @@
-package link
+package measure
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TestMeasureReadsTheBinaryOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	parses := elfbin.Parses()
-	res, err := Measure(context.Background(), tgt, tr, first, Options{Duration: time.Second, Depth: 1})
+	res, err := Run(context.Background(), tgt, tr, first, Options{Duration: time.Second, Depth: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package link
+package measure
 
 import (
 	"context"
@@ -121,14 +121,14 @@ const (
 	followTick        = 50 * time.Millisecond
 )
 
-// Measure traces, for o.Duration, the measured functions of the goroutines
+// Run traces, for o.Duration, the measured functions of the goroutines
 // of first (a snapshot of t) that o.Rows keeps, then takes a second
 // snapshot and relates the two. During the window it takes more snapshots
 // (see followMinInterval) and attaches the functions goroutines have moved
 // into since: requests served by fresh goroutines pass through functions
 // the first snapshot did not see. The probes are detached before the
 // second snapshot, and on every path.
-func Measure(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspect.Snapshot, o Options) (*Result, error) {
+func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspect.Snapshot, o Options) (*Result, error) {
 	if o.Depth < 1 {
 		return nil, errors.New("trace depth must be at least 1")
 	}

@@ -1,4 +1,4 @@
-package link
+package measure
 
 import (
 	"testing"
@@ -18,7 +18,7 @@ func snapshot(gs map[uint64]*inspect.Goroutine) *inspect.Snapshot {
 	return s
 }
 
-// TestRelate checks the link's rules on a window built by hand: statistics
+// TestRelate checks the measurement's rules on a window built by hand: statistics
 // of calls that began and ended in the window, the time in the current call
 // when its entry was seen, stuck for a goroutine that sat in one call of a
 // returning function the whole window, never for a worker loop.

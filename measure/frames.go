@@ -1,8 +1,8 @@
-// Package link relates a goroutine snapshot to a trace of the functions its
+// Package measure relates a goroutine snapshot to a trace of the functions its
 // goroutines are in: which frame of each goroutine is measured, so that the
 // latency printed beside a goroutine is always that of a function on its
 // stack, and the row names it.
-package link
+package measure
 
 import (
 	"fmt"
