@@ -110,7 +110,7 @@ func (s *Session) planArgs() error {
 	}
 	for _, w := range s.Opts.Where {
 		if byName[w.Func] == nil {
-			return fmt.Errorf("--where %s: the function is not traced (name it in the patterns)", w.Func)
+			return &FilterError{Func: w.Func, Err: errors.New("the function is not traced (name it in the patterns)")}
 		}
 	}
 	arch := binaryArch(s.Binary)
@@ -121,7 +121,7 @@ func (s *Session) planArgs() error {
 	r, err := open()
 	if err != nil {
 		if len(s.Opts.Where) > 0 {
-			return fmt.Errorf("--where: %w", err)
+			return &FilterError{Err: err}
 		}
 		if errors.Is(err, funcargs.ErrNoDWARF) {
 			s.Warnings = append(s.Warnings, "arguments need DWARF, and the binary has none (stripped): tracing without them")
@@ -157,7 +157,7 @@ func (s *Session) planArgs() error {
 		desc, err := r.Func(fn.Name, fn.EntrySite)
 		if err != nil {
 			if filtered {
-				return fmt.Errorf("--where %s: %w", fn.Name, err)
+				return &FilterError{Func: fn.Name, Err: err}
 			}
 			continue // assembly, or a function DWARF does not describe
 		}
@@ -172,7 +172,7 @@ func (s *Session) planArgs() error {
 		params, results, err := desc.Locate(fn.EntrySite, spd+r.Arch.CFAFromSP)
 		if err != nil {
 			if filtered {
-				return fmt.Errorf("--where %s: %w", fn.Name, err)
+				return &FilterError{Func: fn.Name, Err: err}
 			}
 			continue
 		}
@@ -344,7 +344,7 @@ func planOf(fn *Function, kind uint8, arch string) (bpf.ArgPlan, bool, error) {
 // compileWhere adds w's conditions to an entry plan.
 func compileWhere(plan *bpf.ArgPlan, w Where, c *funcargs.Capture) error {
 	if len(w.Conditions) > bpf.PlanFilters {
-		return fmt.Errorf("--where %s: at most %d conditions", w.Func, bpf.PlanFilters)
+		return &FilterError{Func: w.Func, Err: fmt.Errorf("at most %d conditions", bpf.PlanFilters)}
 	}
 	for i, cond := range w.Conditions {
 		cv := c.Lookup(cond.Arg)
@@ -353,22 +353,22 @@ func compileWhere(plan *bpf.ArgPlan, w Where, c *funcargs.Capture) error {
 			for _, v := range c.Values {
 				names = append(names, v.Var.Name)
 			}
-			return fmt.Errorf("--where %s: no argument %q (it has: %s)", w.Func, cond.Arg, strings.Join(names, ", "))
+			return &FilterError{Func: w.Func, Err: fmt.Errorf("no argument %q (it has: %s)", cond.Arg, strings.Join(names, ", "))}
 		}
 		if cv.Unknown != "" {
-			return fmt.Errorf("--where %s: argument %s: %s", w.Func, cond.Arg, cv.Unknown)
+			return &FilterError{Func: w.Func, Err: fmt.Errorf("argument %s: %s", cond.Arg, cv.Unknown)}
 		}
 		f := &plan.Filters[i]
 		if cond.IsString {
 			at, read, ok := cv.StringRead()
 			if !ok {
-				return fmt.Errorf("--where %s: %s has type %s, not string", w.Func, cond.Arg, cv.Var.TypeName())
+				return &FilterError{Func: w.Func, Err: fmt.Errorf("%s has type %s, not string", cond.Arg, cv.Var.TypeName())}
 			}
 			if len(cond.Str) > bpf.FilterString {
-				return fmt.Errorf("--where %s: string constants are compared up to %d bytes", w.Func, bpf.FilterString)
+				return &FilterError{Func: w.Func, Err: fmt.Errorf("string constants are compared up to %d bytes", bpf.FilterString)}
 			}
 			if len(cond.Str) >= read {
-				return fmt.Errorf("--where %s: %q is not shorter than the %d bytes read per string (--string-size)", w.Func, cond.Str, read)
+				return &FilterError{Func: w.Func, Err: fmt.Errorf("%q: %w (%d)", cond.Str, ErrStringSize, read)}
 			}
 			f.Cmp = map[string]uint8{"==": bpf.CmpStrEq, "!=": bpf.CmpStrNe, "=~": bpf.CmpStrPrefix}[cond.Op]
 			f.Size, f.At = uint8(len(cond.Str)), uint16(at)
@@ -377,7 +377,7 @@ func compileWhere(plan *bpf.ArgPlan, w Where, c *funcargs.Capture) error {
 		}
 		at, signed, ok := cv.Integer()
 		if !ok {
-			return fmt.Errorf("--where %s: %s has type %s: compare integers, bools and strings", w.Func, cond.Arg, cv.Var.TypeName())
+			return &FilterError{Func: w.Func, Err: fmt.Errorf("%s has type %s: compare integers, bools and strings", cond.Arg, cv.Var.TypeName())}
 		}
 		f.Cmp = map[string]uint8{"==": bpf.CmpEq, "!=": bpf.CmpNe, "<": bpf.CmpLt, ">": bpf.CmpGt}[cond.Op]
 		f.Size, f.At, f.Value = uint8(cv.Var.Type.Size()), uint16(at), cond.Int

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,25 +26,47 @@ type Condition struct {
 	IsString bool
 }
 
-// ParseWhere parses "main.query: id == 42 && key =~ \"user:*\"".
+// ParseWhere parses "main.query: id == 42 && key =~ \"user:*\"". Its
+// errors say what is wrong, not where the text came from.
 func ParseWhere(s string) (Where, error) {
 	fn, conds, ok := strings.Cut(s, ": ")
 	if !ok {
-		return Where{}, fmt.Errorf("--where %q: want FUNCTION: CONDITION [&& CONDITION]", s)
+		return Where{}, errors.New("want FUNCTION: CONDITION [&& CONDITION]")
 	}
 	w := Where{Func: strings.TrimSpace(fn)}
 	if w.Func == "" {
-		return Where{}, fmt.Errorf("--where %q: no function", s)
+		return Where{}, errors.New("no function")
 	}
 	for _, c := range splitAnd(conds) {
 		cond, err := parseCondition(strings.TrimSpace(c))
 		if err != nil {
-			return Where{}, fmt.Errorf("--where %q: %w", s, err)
+			return Where{}, err
 		}
 		w.Conditions = append(w.Conditions, cond)
 	}
 	return w, nil
 }
+
+// FilterError says why a filter on a function's arguments (Options.Where)
+// cannot be applied: Func is the function filtered ("" when no filter
+// can be), Err the reason.
+type FilterError struct {
+	Func string
+	Err  error
+}
+
+func (e *FilterError) Error() string {
+	if e.Func == "" {
+		return "filter on arguments: " + e.Err.Error()
+	}
+	return "filter on " + e.Func + ": " + e.Err.Error()
+}
+
+func (e *FilterError) Unwrap() error { return e.Err }
+
+// ErrStringSize is wrapped by a FilterError whose string constant does not
+// fit the bytes read per string (Options.StringSize).
+var ErrStringSize = errors.New("not shorter than the bytes read per string")
 
 // splitAnd splits on "&&" outside quoted strings.
 func splitAnd(s string) []string {

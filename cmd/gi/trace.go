@@ -146,7 +146,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	for _, w := range o.where {
 		pw, err := trace.ParseWhere(w)
 		if err != nil {
-			return err
+			return fmt.Errorf("--where %q: %w", w, err)
 		}
 		wheres = append(wheres, pw)
 	}
@@ -186,7 +186,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	s, err := trace.Open(opts)
 	if err != nil {
-		return err
+		return whereError(err)
 	}
 	// From here on a signal ends the trace instead of killing gi, so that
 	// the statistics are printed and the probes detached.
@@ -296,6 +296,23 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		return res.Err
 	}
 	return closeErr
+}
+
+// whereError names the --where flag in a filter's error, and
+// --string-size where raising it is the remedy.
+func whereError(err error) error {
+	var fe *trace.FilterError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	hint := ""
+	if errors.Is(err, trace.ErrStringSize) {
+		hint = " (--string-size)"
+	}
+	if fe.Func == "" {
+		return fmt.Errorf("--where: %w%s", fe.Err, hint)
+	}
+	return fmt.Errorf("--where %s: %w%s", fe.Func, fe.Err, hint)
 }
 
 // hasBPFCaps reports whether gi has the capabilities gi trace needs; true

@@ -696,9 +696,14 @@ func TestTraceWhereCLI(t *testing.T) {
 		_, stderr, code := runGi(t, "trace", "--where", bad.where, strconv.Itoa(p.Pid), "main.query")
 		checkOneLineError(t, stderr, code, regexp.QuoteMeta(bad.want))
 	}
+	// The flags are named by the command, not by the library.
+	_, stderr, code := runGi(t, "trace", "--string-size", "4", "--where", `main.query: key == "user:1"`, strconv.Itoa(p.Pid), "main.query")
+	checkOneLineError(t, stderr, code, `^gi: --where main\.query: "user:1": not shorter than the bytes read per string \(4\) \(--string-size\)\n$`)
+	_, stderr, code = runGi(t, "trace", "--where", `main.query id == 1`, strconv.Itoa(p.Pid), "main.query")
+	checkOneLineError(t, stderr, code, `^gi: --where "main\.query id == 1": want FUNCTION: CONDITION \[&& CONDITION\]\n$`)
 	stripped := targets.Start(t, targets.Build(t, "argfuncs", targets.BuildOptions{Stripped: true}), "-stdin")
-	_, stderr, code := runGi(t, "trace", "--where", "main.query: id == 1", strconv.Itoa(stripped.Pid), "main.query")
-	checkOneLineError(t, stderr, code, "arguments need DWARF")
+	_, stderr, code = runGi(t, "trace", "--where", "main.query: id == 1", strconv.Itoa(stripped.Pid), "main.query")
+	checkOneLineError(t, stderr, code, `^gi: --where: arguments need DWARF`)
 
 	// Without a filter, a stripped binary is traced without arguments,
 	// after one line that says why.
