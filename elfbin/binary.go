@@ -16,12 +16,14 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gi-debug/gi/bincache"
 	"github.com/gi-debug/gi/internal/dwarfload"
 	"github.com/gi-debug/gi/pclntab"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
+	"golang.org/x/sys/unix"
 )
 
 // Errors returned (wrapped) by Open.
@@ -63,15 +65,20 @@ type Binary struct {
 	// Lines is the decoded Go pc/line table.
 	Lines *pclntab.LineTable
 
-	f     io.ReaderAt // the file's contents
-	close func() error
-	loads []*elf.Prog // PT_LOAD segments, sorted by Vaddr
-	order binary.ByteOrder
+	f io.ReaderAt // the file's contents
+	// mapped is the file mapped into memory (Open), nil when it is read.
+	mapped []byte
+	close  func() error
+	loads  []*elf.Prog // PT_LOAD segments, sorted by Vaddr
+	order  binary.ByteOrder
 
 	symOnce sync.Once
 	// objects are the sized data symbols, by address (DataSymbol).
 	objects []Symbol
-	syms    map[string]Symbol
+	syms    map[string]Symbol // a read binary's symbols by name
+	// found are the names a mapped binary's symbols were looked for by.
+	symMu sync.Mutex
+	found map[string]Symbol
 
 	relOnce sync.Once
 	rel     map[uint64]uint64 // R_*_RELATIVE: link-time address -> addend
@@ -94,28 +101,55 @@ type Symbol struct {
 // Callers inspecting a process pass /proc/<pid>/exe. Errors carry the path;
 // os errors (permission, not found) stay matchable with errors.Is, as do
 // ErrNotELF, ErrNoPclntab and ErrUnsupportedArch.
+//
+// The file is mapped into memory, not read: the pc/line table and the other
+// big tables gi decodes are slices of the mapping, whose pages the kernel
+// shares with the page cache (caddy, 82 MB: a copy of its tables cost a
+// quarter of a second). The mapping outlives Close, as the line table does.
 func Open(path string) (*Binary, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err // *PathError already names the path
 	}
-	b, err := newBinary(f, path)
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	var r io.ReaderAt = f
+	mapped := mapFile(f, st.Size())
+	if mapped != nil {
+		r = bytes.NewReader(mapped)
+	}
+	b, err := newBinary(r, mapped, path)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	b.close = f.Close
-	if st, err := f.Stat(); err == nil {
-		b.layoutKey = bincache.KeyOf(b.File, st.Size(), "runtime-layout")
-	}
+	b.layoutKey = bincache.KeyOf(b.File, st.Size(), "runtime-layout")
 	return b, nil
+}
+
+// mapFile maps the file's size bytes privately (copy on write: a slice of
+// it may be written to without touching the file), or returns nil when it
+// cannot (an empty or special file): the file is then read.
+func mapFile(f *os.File, size int64) []byte {
+	if size <= 0 || size > 1<<40 {
+		return nil
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+	if err != nil {
+		return nil
+	}
+	return m
 }
 
 // OpenReader decodes the Go ELF executable whose contents r holds, as Open
 // does a file: for binaries that are not files (fuzzing, tests). path only
 // names it in errors.
 func OpenReader(r io.ReaderAt, path string) (*Binary, error) {
-	b, err := newBinary(r, path)
+	b, err := newBinary(r, nil, path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -131,7 +165,9 @@ var parses atomic.Int64
 // check that a command reads its target's binary once.
 func Parses() int64 { return parses.Load() }
 
-func newBinary(f io.ReaderAt, path string) (*Binary, error) {
+// newBinary decodes the executable f holds; mapped, if not nil, is the
+// same contents mapped into memory.
+func newBinary(f io.ReaderAt, mapped []byte, path string) (*Binary, error) {
 	parses.Add(1)
 	var magic [4]byte
 	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
@@ -150,6 +186,7 @@ func newBinary(f io.ReaderAt, path string) (*Binary, error) {
 		PIE:      ef.Type == elf.ET_DYN,
 		Stripped: ef.Section(".symtab") == nil,
 		f:        f,
+		mapped:   mapped,
 		order:    ef.ByteOrder,
 		dwarf:    dwarfload.NewLoader(ef),
 	}
@@ -193,15 +230,105 @@ func (b *Binary) Close() error {
 	return b.close()
 }
 
-// Symbol looks name up in .symtab. The table is indexed on first use; a
-// stripped binary has no symbols.
+// Symbol looks name up in .symtab; a stripped binary has no symbols. In a
+// mapped binary each name is looked for once, by a pass over the table that
+// copies nothing (caddy's 300k symbols: milliseconds, where indexing them
+// all took a tenth of a second); otherwise the table is indexed on first
+// use.
 func (b *Binary) Symbol(name string) (Symbol, bool) {
+	if tab, ok := b.mappedSymtab(); ok {
+		b.symMu.Lock()
+		defer b.symMu.Unlock()
+		if s, seen := b.found[name]; seen {
+			return s, s.Name != ""
+		}
+		s, _ := tab.lookup(name)
+		if b.found == nil {
+			b.found = map[string]Symbol{}
+		}
+		b.found[name] = s
+		return s, s.Name != ""
+	}
 	b.symOnce.Do(b.indexSymbols)
 	s, ok := b.syms[name]
 	return s, ok
 }
 
+// elfSymSize is the size of an Elf64_Sym.
+const elfSymSize = 24
+
+// rawSymtab is .symtab and its string table as the mapped file holds them.
+type rawSymtab struct {
+	syms, strs []byte
+	order      binary.ByteOrder
+}
+
+// mappedSymtab returns the symbol table of a mapped binary.
+func (b *Binary) mappedSymtab() (rawSymtab, bool) {
+	if b.mapped == nil {
+		return rawSymtab{}, false
+	}
+	st := b.File.Section(".symtab")
+	if st == nil || st.Type != elf.SHT_SYMTAB || int(st.Link) >= len(b.File.Sections) {
+		return rawSymtab{}, false
+	}
+	str := b.File.Sections[st.Link]
+	end, strEnd := st.Offset+st.Size, str.Offset+str.Size
+	if end < st.Offset || end > uint64(len(b.mapped)) || strEnd < str.Offset || strEnd > uint64(len(b.mapped)) {
+		return rawSymtab{}, false
+	}
+	return rawSymtab{syms: b.mapped[st.Offset:end], strs: b.mapped[str.Offset:strEnd], order: b.order}, true
+}
+
+// each calls fn with every named symbol but files and sections, in table
+// order, until fn returns false. name is a view of the string table.
+func (t rawSymtab) each(fn func(name []byte, info byte, value, size uint64) bool) {
+	for off := elfSymSize; off+elfSymSize <= len(t.syms); off += elfSymSize { // entry 0 is null
+		e := t.syms[off : off+elfSymSize]
+		info := e[4]
+		if typ := elf.SymType(info & 0xf); typ == elf.STT_FILE || typ == elf.STT_SECTION {
+			continue
+		}
+		at := int(t.order.Uint32(e[0:4]))
+		if at <= 0 || at >= len(t.strs) {
+			continue
+		}
+		n := bytes.IndexByte(t.strs[at:], 0)
+		if n <= 0 {
+			continue
+		}
+		if !fn(t.strs[at:at+n], info, t.order.Uint64(e[8:16]), t.order.Uint64(e[16:24])) {
+			return
+		}
+	}
+}
+
+// lookup finds the first symbol named name.
+func (t rawSymtab) lookup(name string) (Symbol, bool) {
+	var out Symbol
+	t.each(func(n []byte, _ byte, value, size uint64) bool {
+		if string(n) != name {
+			return true
+		}
+		out = Symbol{Name: name, Addr: value, Size: size}
+		return false
+	})
+	return out, out.Name != ""
+}
+
 func (b *Binary) indexSymbols() {
+	if tab, ok := b.mappedSymtab(); ok {
+		// Only the sized data symbols, for DataSymbol: their names are
+		// views of the mapping, which lives as long as gi.
+		tab.each(func(name []byte, info byte, value, size uint64) bool {
+			if elf.SymType(info&0xf) == elf.STT_OBJECT && size > 0 {
+				b.objects = append(b.objects, Symbol{Name: unsafe.String(&name[0], len(name)), Addr: value, Size: size})
+			}
+			return true
+		})
+		sort.Slice(b.objects, func(i, j int) bool { return b.objects[i].Addr < b.objects[j].Addr })
+		return
+	}
 	syms, err := b.File.Symbols()
 	b.syms = make(map[string]Symbol, len(syms))
 	if err != nil {
@@ -309,6 +436,9 @@ func (b *Binary) readSection(names ...string) (data []byte, addr uint64, err err
 		if s == nil || s.Type == elf.SHT_NOBITS || s.Flags&elf.SHF_ALLOC == 0 {
 			continue
 		}
+		if b.mapped != nil && s.Offset+s.Size <= uint64(len(b.mapped)) && s.Offset+s.Size >= s.Offset {
+			return b.mapped[s.Offset : s.Offset+s.Size : s.Offset+s.Size], s.Addr, nil
+		}
 		data, err := s.Data()
 		if err != nil {
 			return nil, 0, fmt.Errorf("read section %s: %w", name, err)
@@ -333,10 +463,17 @@ func (b *Binary) LoadBias(pid int) (uint64, error) {
 	return entry - b.File.Entry, nil
 }
 
-// read returns n bytes at vaddr.
+// read returns n bytes at vaddr: a slice of the mapped file when they are
+// all file-backed in one segment, else a copy.
 func (b *Binary) read(vaddr uint64, n uint64) ([]byte, error) {
 	if n > 1<<30 {
 		return nil, fmt.Errorf("read %#x: implausible size %d", vaddr, n)
+	}
+	if seg := b.segment(vaddr); b.mapped != nil && seg != nil && vaddr+n <= seg.Vaddr+seg.Filesz && vaddr+n >= vaddr {
+		off := seg.Off + vaddr - seg.Vaddr
+		if off+n <= uint64(len(b.mapped)) {
+			return b.mapped[off : off+n : off+n], nil
+		}
 	}
 	p := make([]byte, n)
 	if _, err := b.ReadAt(p, vaddr); err != nil {

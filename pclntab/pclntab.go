@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // pcHeader magics (internal/abi.PCLnTabMagic).
@@ -224,7 +225,9 @@ type Module struct {
 }
 
 // Decode decodes the pclntab in data, whose header h is, for a binary of
-// byte order order laid out as m says.
+// byte order order laid out as m says. The LineTable refers to data
+// instead of copying its tables (tens of MB in a big binary, usually a
+// mapping of the executable): data must not change afterwards.
 func Decode(data []byte, order binary.ByteOrder, h *Header, m Module) (*LineTable, error) {
 	t := &LineTable{order: order, magic: h.magic, quantum: uint64(h.quantum), textStart: m.TextStart, module: m.Addr,
 		gofunc: m.GoFunc, gofuncData: m.GoFuncData, gofuncErr: m.GoFuncErr}
@@ -283,10 +286,19 @@ func (h *Header) table(data []byte, i int) []byte {
 	return data[start:end]
 }
 
+// bytesString returns b as a string without copying it: b must not change
+// afterwards (see Decode).
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
 func (t *LineTable) parse(data []byte, h *Header) error {
-	t.funcnametab = string(h.table(data, 0))
+	t.funcnametab = bytesString(h.table(data, 0))
 	t.cutab = h.table(data, 1)
-	t.filetab = string(h.table(data, 2))
+	t.filetab = bytesString(h.table(data, 2))
 	t.pctab = h.table(data, 3)
 	t.pclntable = data[h.offs[4]:]
 	t.funcSize, t.inlSize = funcSize, inlSize
