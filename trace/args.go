@@ -113,6 +113,16 @@ func (s *Session) planArgs() error {
 			return &FilterError{Func: w.Func, Err: errors.New("the function is not traced (name it in the patterns)")}
 		}
 	}
+	capture := s.Opts.Args
+	if capture && len(s.Selection.Functions) > maxArgFunctions {
+		// Each function needs two plans in the kernel (712 bytes each).
+		capture = false
+		s.Warnings = append(s.Warnings, fmt.Sprintf("arguments are captured for at most %d functions, and %d are traced: tracing without them (narrow the patterns)",
+			maxArgFunctions, len(s.Selection.Functions)))
+		if len(s.Opts.Where) == 0 {
+			return nil // no DWARF to read (a big binary's takes a second)
+		}
+	}
 	arch := binaryArch(s.Binary)
 	open := s.argsReader
 	if open == nil {
@@ -140,13 +150,6 @@ func (s *Session) planArgs() error {
 	wheres := map[string]Where{}
 	for _, w := range s.Opts.Where {
 		wheres[w.Func] = w
-	}
-	capture := s.Opts.Args
-	if capture && len(s.Selection.Functions) > maxArgFunctions {
-		// Each function needs two plans in the kernel (712 bytes each).
-		capture = false
-		s.Warnings = append(s.Warnings, fmt.Sprintf("arguments are captured for at most %d functions, and %d are traced: tracing without them (narrow the patterns)",
-			maxArgFunctions, len(s.Selection.Functions)))
 	}
 	var unknown []string
 	for _, fn := range s.Selection.Functions {
