@@ -24,8 +24,22 @@ import (
 // (the OTLP receiver and the file exporter, from the collector's modules on
 // the module proxy) with the installed Go, cached like the targets.
 func BuildCollector(tb testing.TB) string {
+	return buildModule(tb, "otelcol", false)
+}
+
+// BuildCaddy builds the Caddy web server of testdata/caddy (v2.11.9 and its
+// standard modules, from the module proxy) with cgo and the installed Go,
+// cached like the targets: the big binary of gi's benchmarks.
+func BuildCaddy(tb testing.TB) string {
+	return buildModule(tb, "caddy", true)
+}
+
+// buildModule builds the program of the module in testdata/name (with cgo
+// if cgo), once per version of its sources and of Go, into the targets'
+// cache.
+func buildModule(tb testing.TB, name string, cgo bool) string {
 	tb.Helper()
-	src := filepath.Join(Dir(), "otelcol")
+	src := filepath.Join(Dir(), name)
 	sum, err := hashTree(src)
 	if err != nil {
 		tb.Fatal(err)
@@ -39,7 +53,7 @@ func BuildCollector(tb testing.TB) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	out := filepath.Join(dir, "otelcol-"+hex.EncodeToString(h[:])[:20])
+	out := filepath.Join(dir, name+"-"+hex.EncodeToString(h[:])[:20])
 	m := lockFor(out)
 	m.Lock()
 	defer m.Unlock()
@@ -50,9 +64,9 @@ func BuildCollector(tb testing.TB) string {
 	defer os.Remove(tmp)
 	cmd := exec.Command(goCommand(), "build", "-o", tmp, ".")
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false -mod=readonly", "GOWORK=off", "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false -mod=readonly", "GOWORK=off", "CGO_ENABLED="+map[bool]string{false: "0", true: "1"}[cgo])
 	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("build the OpenTelemetry Collector: %v\n%s", err, b)
+		tb.Fatalf("build testdata/%s: %v\n%s", name, err, b)
 	}
 	if err := os.Rename(tmp, out); err != nil {
 		tb.Fatal(err)
