@@ -30,6 +30,10 @@ type Snapshot struct {
 	// the stop and kept because the goroutine had not run since: the rest
 	// were copied while the process was stopped.
 	StacksBeforeStop int
+	// Phases are the snapshot's steps with their cost (wall and CPU
+	// time, page faults, reads of the target), before, in and after the
+	// stop; nil for a snapshot decoded from a memory image.
+	Phases Phases
 	// Goroutines lists every goroutine that is not dead, system ones
 	// included (see Goroutine.System), in allgs order.
 	Goroutines []*Goroutine

@@ -106,7 +106,7 @@ func (t *Target) readWord(addr uint64) (uint64, error) {
 // target's PID namespace to gi's (nil when they agree). pre is what was
 // copied before the stop (nil for nothing): the stacks of goroutines that
 // have not run since are taken from it instead of read again.
-func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]int, pre *preCopy) (*rawSnapshot, error) {
+func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]int, pre *preCopy, meter *phaseMeter) (*rawSnapshot, error) {
 	L := t.Layout
 	out := &rawSnapshot{}
 
@@ -125,10 +125,12 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	gsize := int(L.G.Size)
 	ranges, offs, gtotal := gRanges(ptrs, gsize, bufs)
 	gbuf := bufs.take(&bufs.g, gtotal)
+	meter.mark("allgs", true)
 	scan, err := t.scanGs(ranges, offs, gbuf, bufs, pre)
 	if err != nil {
 		return nil, fmt.Errorf("read %d g structures: %w", n, err)
 	}
+	meter.mark("scan", true)
 	if scan.failed > 0 {
 		out.warnings = append(out.warnings, fmt.Sprintf("%d of %d g structures unreadable", scan.failed, n))
 	}
@@ -208,6 +210,8 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 		}
 	}
 
+	meter.mark("ms", true)
+
 	// Stacks: the used part, from sp to the top.
 	stackRanges := make([]ptrace.Range, 0, len(scan.stackless))
 	var stackOwners []*rawG
@@ -244,15 +248,18 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 		off += stackRanges[i].Len
 	}
 
+	meter.mark("stacks", true)
 	if L.G.Labels != runtimelayout.Missing {
 		if err := t.copyLabels(scan.labelled); err != nil {
 			out.warnings = append(out.warnings, "labels: "+err.Error())
 		}
 	}
+	meter.mark("labels", true)
 	if t.SkipWaits {
 		return out, nil
 	}
 	out.waits = t.copyWaits(scan.waiters, len(scan.live), bufs.sudogs, bufs.waits, bufs.polls)
+	meter.mark("waits", true)
 	return out, nil
 }
 

@@ -126,7 +126,7 @@ func NewTarget(pid int, bin *elfbin.Binary, mem Memory, bias uint64) (*Target, e
 // change. threads are the process's threads with their registers as they
 // were; now is the target's CLOCK_MONOTONIC at that instant.
 func (t *Target) Decode(threads []ptrace.Thread, now int64) (*Snapshot, error) {
-	raw, err := t.copyRaw(threads, &buffers{}, nil, nil)
+	raw, err := t.copyRaw(threads, &buffers{}, nil, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
@@ -240,6 +240,7 @@ func (t *Target) readStringArray(addr uint64, n int64) ([]string, error) {
 // The process is resumed on every path, errors and panics included.
 func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	start := time.Now()
+	meter := newPhaseMeter(t.Mem)
 	bufs := &buffers{}
 	defer bufs.release()
 	// Thread ids as the target's namespace numbers them (m.procid) to gi's,
@@ -248,20 +249,33 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
+	meter.mark("tids", false)
 	bufs.polls = t.pollDescs()
+	meter.mark("polls", false)
 	var pre *preCopy
 	// Without g.trackingSeq (before Go 1.17) nothing tells a goroutine
 	// that ran and parked again at the same place from one that never ran.
 	if !t.StacksInStop && t.Layout.G.TrackingSeq != runtimelayout.Missing {
 		pre = t.preCopyStacks(bufs)
 	}
+	meter.mark("precopy", false)
 	t.prepareBuffers(bufs, pre)
 	if t.beforeStop != nil && pre != nil {
 		t.beforeStop(pre.kept)
 	}
+	meter.mark("buffers", false)
 	stopped, err := tr.Stop(t.PID)
 	if err != nil {
 		return nil, fmt.Errorf("stop process %d: %w", t.PID, err)
+	}
+	for _, mk := range stopped.Marks {
+		if mk.Name == "begin" {
+			// From here to the stop: the request reaching gi's ptrace
+			// thread, gi's garbage collector turned off.
+			meter.markAt("handoff", false, mk.Usage)
+			continue
+		}
+		meter.markAt(mk.Name, true, mk.Usage)
 	}
 	now := monotonicNow() + int64(t.clockOffset) // the target's clock
 	taken := time.Now()
@@ -271,9 +285,10 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 				err = fmt.Errorf("panic while copying target memory: %v", r)
 			}
 		}()
-		return t.copyRaw(stopped.Threads, bufs, nsTIDs, pre)
+		return t.copyRaw(stopped.Threads, bufs, nsTIDs, pre, meter)
 	}()
 	resumeErr := stopped.Resume()
+	meter.mark("resume", true)
 	pause := stopped.Pause()
 	if pre != nil {
 		pre.stamps = nil // needed only in the stop: the memory goes back while decoding
@@ -285,6 +300,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		t.gsAfterStop(raw)
 		bufs.unmap(gbuf)
 	}
+	meter.mark("gs", false)
 	if copyErr != nil {
 		if !ptrace.Alive(t.PID) {
 			return nil, fmt.Errorf("process %d: %w", t.PID, ptrace.ErrProcessExited)
@@ -299,7 +315,12 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	snap.Pause, snap.Taken = pause, taken
 	snap.StacksBeforeStop = raw.stacksBeforeStop
 	snap.TracebackLabels = t.tracebackLabels()
+	meter.mark("decode", false)
+	snap.Phases = meter.phases
 	snap.Total = time.Since(start)
+	if OnSnapshot != nil {
+		OnSnapshot(snap)
+	}
 	return snap, nil
 }
 

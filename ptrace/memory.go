@@ -23,6 +23,11 @@ type Memory struct {
 	// noVM is set once process_vm_readv proved unavailable (seccomp, old
 	// kernel): every read then goes through /proc/<pid>/mem.
 	noVM atomic.Bool
+
+	// What was read (Stats): process_vm_readv calls, their remote
+	// iovecs and bytes; preads and their bytes.
+	readvCalls, iovecs, readvBytes atomic.Int64
+	preads, preadBytes             atomic.Int64
 }
 
 // Range is a span of target memory.
@@ -69,6 +74,8 @@ func (m *Memory) ReadAt(p []byte, addr uint64) (int, error) {
 		return 0, fmt.Errorf("read %d bytes at %#x: address out of range", len(p), addr)
 	}
 	n, err := m.file.ReadAt(p, int64(addr))
+	m.preads.Add(1)
+	m.preadBytes.Add(int64(n))
 	if err != nil {
 		if n == 0 && errors.Is(err, unix.ESRCH) {
 			return n, fmt.Errorf("read %d bytes at %#x: %w", len(p), addr, ErrProcessExited)
@@ -226,6 +233,9 @@ func (m *Memory) readv(ranges []Range, i int, dst []byte) int {
 			off += r.Len
 		}
 		n, err := unix.ProcessVMReadv(m.pid, local, remote, 0)
+		m.readvCalls.Add(1)
+		m.iovecs.Add(int64(len(remote)))
+		m.readvBytes.Add(int64(max(n, 0)))
 		if err != nil {
 			if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
 				m.noVM.Store(true)

@@ -155,6 +155,12 @@ type Stopped struct {
 	resumed bool
 	resErr  error
 
+	// Marks end the steps of the stop, in order: "begin" (the stop
+	// begins: the pause is counted from here), "seize" (threads
+	// listed, seized and interrupted, until no new one appears), "wait"
+	// (until each reports its stop), "regs" (their registers read).
+	Marks []Mark
+
 	threadsState map[int]*seized
 	onResume     func() // from Tracer.WhileStopped
 	finishOnce   sync.Once
@@ -231,7 +237,8 @@ type seized struct {
 // stop runs on the tracer thread.
 func (s *Stopped) stop() error {
 	pid := s.Pid
-	s.begin = time.Now()
+	s.Marks = append(s.Marks, Mark{"begin", SampleUsage()})
+	s.begin = s.Marks[0].Usage.At
 	s.threadsState = map[int]*seized{}
 	var order []int
 	for round := 0; ; round++ {
@@ -284,9 +291,11 @@ func (s *Stopped) stop() error {
 			break
 		}
 	}
+	s.Marks = append(s.Marks, Mark{"seize", SampleUsage()})
 	if err := s.waitStops(order); err != nil {
 		return err
 	}
+	s.Marks = append(s.Marks, Mark{"wait", SampleUsage()})
 	for _, tid := range order {
 		st := s.threadsState[tid]
 		if st.gone {
@@ -296,6 +305,7 @@ func (s *Stopped) stop() error {
 		th.Regs, th.RegsErr = getRegs(tid)
 		s.Threads = append(s.Threads, th)
 	}
+	s.Marks = append(s.Marks, Mark{"regs", SampleUsage()})
 	if len(s.Threads) == 0 {
 		return fmt.Errorf("process %d: %w", pid, ErrProcessExited)
 	}

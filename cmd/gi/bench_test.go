@@ -28,6 +28,14 @@ import (
 // waits on one channel: one sudog each; in the cond case, 100k wait on
 // one sync.Cond, found through their sudogs since Go 1.26, and the pause
 // shows what following them costs).
+// Beside the pause, the pause felt inside the target: a goroutine of it
+// sleeping 200 µs at a time reports its longest gap between two wake-ups
+// that overlaps the stop (gi prints when the stop began and ended with
+// GI_PHASES=1), its longest gap over the whole gi run (gi competes with the
+// target for the CPUs before and after the stop), and as the baseline its
+// longest gap over as long a time without gi. Where the stop's time goes,
+// phase by phase (wall, gi's CPU time, page faults, process_vm_readv calls
+// and bytes), is printed as a table (GI_PHASES=1: inspect.Phases).
 // Goals at 100k (issue 16): pause ≤ 25 ms, every output ≤ 1 s, peak ≤ 200 MB.
 func BenchmarkPs(b *testing.B) {
 	requirePrivilege(b)
@@ -43,8 +51,10 @@ func BenchmarkPs(b *testing.B) {
 		}
 		n := c.n
 		b.Run(name, func(b *testing.B) {
-			p := targets.Start(b, bin, "-park", strconv.Itoa(n), "-depth", "50", "-park-on", c.on)
+			p := targets.Start(b, bin, "-park", strconv.Itoa(n), "-depth", "50", "-park-on", c.on, "-felt")
 			var pause, pauseNoWaits, pauseInStop time.Duration
+			var felt, feltRun, feltBaseline time.Duration
+			var phases phaseSums
 			formatTotal, formatPeak := map[string]time.Duration{}, map[string]int64{}
 			for i := 0; i < b.N; i++ {
 				// The JSON run reports the pause; the --stacks run is the
@@ -66,7 +76,18 @@ func BenchmarkPs(b *testing.B) {
 				}
 				pauseNoWaits += jsonPause("--waits=false")
 				pauseInStop += jsonPause("--copy-stacks-early=false")
-				pause += jsonPause()
+				// The pause with its phases, and as the target felt it.
+				gap(b, p, "gap")
+				start := time.Now()
+				ph := psPhases(b, gi, p.Pid)
+				took := time.Since(start)
+				g := gap(b, p, fmt.Sprintf("gap %d %d", ph.From, ph.To))
+				pause += time.Duration(ph.PauseNS)
+				phases.add(ph)
+				felt += time.Duration(g["in_ns"])
+				feltRun += time.Duration(g["max_ns"])
+				time.Sleep(took)
+				feltBaseline += time.Duration(gap(b, p, "gap")["max_ns"])
 
 				// Every output, whole (reading the binary, the snapshot,
 				// unwinding, printing), with gi's own peak memory: a
@@ -114,6 +135,14 @@ func BenchmarkPs(b *testing.B) {
 			if baseline > 0 {
 				b.ReportMetric(float64(avgPause)/float64(baseline), "pause/runtime.Stack")
 			}
+			feltAvg := felt / time.Duration(b.N)
+			b.ReportMetric(float64(feltAvg.Microseconds())/1000, "felt-pause-ms")
+			b.ReportMetric(float64(feltBaseline.Microseconds())/1000/float64(b.N), "felt-baseline-ms")
+			b.ReportMetric(float64(feltRun.Microseconds())/1000/float64(b.N), "longest-gap-in-run-ms")
+			// Printed, not logged: a benchmark's log is cut after ten lines.
+			fmt.Printf("%s: pause %v, felt inside the target %v (its longest gap over the whole gi run %v; without gi, over as long: %v); where the time went (mean of %d runs; CPU and faults are gi's, all threads):\n%s",
+				name, avgPause.Round(10*time.Microsecond), feltAvg.Round(10*time.Microsecond), (feltRun / time.Duration(b.N)).Round(10*time.Microsecond),
+				(feltBaseline / time.Duration(b.N)).Round(10*time.Microsecond), b.N, phases.table(b.N))
 			var lines []string
 			for _, f := range psFormats {
 				avg := formatTotal[f.name] / time.Duration(b.N)
@@ -125,6 +154,110 @@ func BenchmarkPs(b *testing.B) {
 				n, avgPause, inStop, noWaits, baseline, strings.Join(lines, "; "))
 		})
 	}
+}
+
+// psPhases runs gi ps --json on pid with GI_PHASES=1 and returns the
+// phases gi printed.
+func psPhases(b *testing.B, gi string, pid int) stopPhases {
+	cmd := exec.Command(gi, "ps", "--json", strconv.Itoa(pid))
+	cmd.Env = append(os.Environ(), "GI_PHASES=1")
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("gi ps --json: %v: %s", err, stderr.String())
+	}
+	_, line, ok := strings.Cut(stderr.String(), "gi: phases ")
+	if !ok {
+		b.Fatalf("no phases from gi: %q", stderr.String())
+	}
+	var ph stopPhases
+	if err := json.Unmarshal([]byte(strings.TrimSpace(line)), &ph); err != nil {
+		b.Fatalf("gi's phases: %v: %q", err, line)
+	}
+	return ph
+}
+
+// gap sends the gap command to a psstates -felt target and returns the
+// fields of its answer.
+func gap(b *testing.B, p *targets.Process, command string) map[string]int64 {
+	r, err := p.Do(command, time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]int64{}
+	for k, v := range r {
+		out[k], _ = strconv.ParseInt(v, 10, 64)
+	}
+	return out
+}
+
+// stopPhases is what gi prints with GI_PHASES=1 (inspect.Phases.JSON).
+type stopPhases struct {
+	PauseNS int64   `json:"pause_ns"`
+	From    int64   `json:"stop_from_unix_ns"`
+	To      int64   `json:"stop_to_unix_ns"`
+	Stop    phase   `json:"stop"`
+	Phases  []phase `json:"phases"`
+}
+
+type phase struct {
+	Name       string `json:"name"`
+	InStop     bool   `json:"in_stop"`
+	WallNS     int64  `json:"wall_ns"`
+	UserNS     int64  `json:"user_ns"`
+	SysNS      int64  `json:"sys_ns"`
+	MinFlt     int64  `json:"minflt"`
+	MajFlt     int64  `json:"majflt"`
+	Readv      int64
+	Iovecs     int64
+	ReadvBytes int64
+}
+
+// phaseSums adds up the phases of several runs, by name, in order.
+type phaseSums struct {
+	names []string
+	sums  map[string]*phase
+}
+
+func (s *phaseSums) add(ph stopPhases) {
+	if s.sums == nil {
+		s.sums = map[string]*phase{}
+	}
+	stop := ph.Stop
+	stop.Name = "= stop"
+	for _, p := range append(ph.Phases, stop) {
+		q := s.sums[p.Name]
+		if q == nil {
+			q = &phase{Name: p.Name, InStop: p.InStop}
+			s.sums[p.Name] = q
+			s.names = append(s.names, p.Name)
+		}
+		q.WallNS += p.WallNS
+		q.UserNS += p.UserNS
+		q.SysNS += p.SysNS
+		q.MinFlt += p.MinFlt
+		q.MajFlt += p.MajFlt
+		q.Readv += p.Readv
+		q.Iovecs += p.Iovecs
+		q.ReadvBytes += p.ReadvBytes
+	}
+}
+
+// table prints the mean of n runs, one phase a line.
+func (s *phaseSums) table(n int) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "%-9s %5s %9s %8s %8s %7s %6s %6s %7s %8s\n", "phase", "stop", "wall ms", "user ms", "sys ms", "minflt", "majflt", "readv", "iovecs", "MB read")
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 / float64(n) }
+	for _, name := range s.names {
+		p := s.sums[name]
+		in := ""
+		if p.InStop || name == "= stop" {
+			in = "yes"
+		}
+		fmt.Fprintf(&w, "%-9s %5s %9.2f %8.2f %8.2f %7d %6d %6d %7d %8.2f\n", name, in, ms(p.WallNS), ms(p.UserNS), ms(p.SysNS),
+			p.MinFlt/int64(n), p.MajFlt/int64(n), p.Readv/int64(n), p.Iovecs/int64(n), float64(p.ReadvBytes)/float64(n)/(1<<20))
+	}
+	return w.String()
 }
 
 // psFormats are the outputs of gi ps BenchmarkPs measures whole.

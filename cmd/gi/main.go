@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gi-debug/gi/bincache"
+	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/ptrace"
 )
 
@@ -43,6 +44,13 @@ func main() {
 			pprof.StopCPUProfile()
 			f.Close()
 			os.Exit(code)
+		}
+	}
+	// GI_PHASES=1 prints each snapshot's steps, measured, as one line
+	// of JSON on stderr (for make bench: where a stop's time goes).
+	if os.Getenv("GI_PHASES") == "1" {
+		inspect.OnSnapshot = func(s *inspect.Snapshot) {
+			fmt.Fprintf(os.Stderr, "gi: phases %s\n", s.Phases.JSON(s.Pause))
 		}
 	}
 	code := run(os.Args[1:])

@@ -4,9 +4,18 @@
 //
 // Lines printed on stdout, in order: "DUMPER <goid>", "DUMPDURATION <ns>",
 // "DUMP <path>", "READY".
+//
+// With -felt, a goroutine measures the pauses the process feels (the
+// longest gap between two of its 200 µs sleeps; see gapMeter) and
+// commands on stdin are answered by one "DONE" line:
+//
+//	gap [FROM TO]  the longest gap since the previous gap command (or the
+//	               start), and the longest overlapping [FROM, TO] (Unix ns):
+//	               "DONE gap max_ns=N in_ns=M"
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -21,6 +30,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 var (
@@ -29,6 +39,7 @@ var (
 	parkOn   = flag.String("park-on", "chan", `what the parked goroutines wait on: "chan" (main.parked) or "cond", one sync.Cond (main.parkedOnCond)`)
 	depth    = flag.Int("depth", 300, "recursion depth of main.recurse")
 	spinners = flag.Int("spin", 3, "goroutines spinning in main.spin (more than CPUs leaves some runnable)")
+	felt     = flag.Bool("felt", false, "measure the longest gap between 200 µs sleeps (main.gapMeter) and answer \"gap\" on stdin")
 )
 
 var (
@@ -190,6 +201,95 @@ func spin(i int) {
 	}
 }
 
+// gapSleep is the sleep of gapMeter.
+var gapSleep = syscall.Timespec{Nsec: 200_000}
+
+// gapRing holds the gaps gapMeter saw longer than minGap since the last
+// "gap" command (the latest maxGaps of them), as Unix nanoseconds: when
+// each began and ended.
+const (
+	minGap  = int64(time.Millisecond)
+	maxGaps = 4096
+)
+
+var gapRing struct {
+	sync.Mutex
+	gaps    [][2]int64
+	longest int64
+}
+
+// gapMeter measures the pauses the process feels: it sleeps 200 µs at a
+// time and records the time between two wake-ups. A stop of the whole
+// process (gi's) shows as one gap at least as long as the stop was for this
+// thread. It sleeps in the system call itself, on its own thread and
+// keeping its P (a raw nanosleep; main gives it a P of its own), so that
+// the Go scheduler, whose Ps the spinners keep busy, delays its wake-ups
+// only when it preempts it (every 10 ms); the kernel's scheduling latency
+// with the spinners on every CPU remains. The benchmark measures both as a
+// baseline: the longest gap in a window without gi.
+func gapMeter() {
+	runtime.LockOSThread()
+	last := time.Now()
+	for {
+		syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&gapSleep)), 0, 0)
+		now := time.Now()
+		gap := int64(now.Sub(last))
+		if gap >= minGap {
+			gapRing.Lock()
+			if len(gapRing.gaps) == maxGaps {
+				gapRing.gaps = append(gapRing.gaps[:0], gapRing.gaps[1:]...)
+			}
+			gapRing.gaps = append(gapRing.gaps, [2]int64{last.UnixNano(), now.UnixNano()})
+			gapRing.Unlock()
+		}
+		gapRing.Lock()
+		if gap > gapRing.longest {
+			gapRing.longest = gap
+		}
+		gapRing.Unlock()
+		last = now
+	}
+}
+
+// gapReport answers "gap [FROM TO]": the longest gap since the previous
+// command, and with FROM and TO (Unix ns) the longest that overlaps
+// [FROM, TO] (0 if none was 1 ms or more); then it forgets them.
+func gapReport(args []string) string {
+	gapRing.Lock()
+	defer gapRing.Unlock()
+	out := fmt.Sprintf("DONE gap max_ns=%d", gapRing.longest)
+	if len(args) == 2 {
+		from, _ := strconv.ParseInt(args[0], 10, 64)
+		to, _ := strconv.ParseInt(args[1], 10, 64)
+		var in int64
+		for _, g := range gapRing.gaps {
+			if g[0] <= to && g[1] >= from && g[1]-g[0] > in {
+				in = g[1] - g[0]
+			}
+		}
+		out += fmt.Sprintf(" in_ns=%d", in)
+	}
+	gapRing.gaps, gapRing.longest = gapRing.gaps[:0], 0
+	return out
+}
+
+// commands answers the commands on stdin (with -felt).
+func commands() {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "gap":
+			fmt.Println(gapReport(f[1:]))
+		default:
+			fmt.Println("DONE error unknown command", f[0])
+		}
+	}
+}
+
 // withTracebackLabels re-executes the program with GODEBUG
 // tracebacklabels=1, so that the runtime's own dump prints pprof labels
 // (Go 1.26+; older releases ignore the setting) and gi's --stacks can be
@@ -300,6 +400,13 @@ func dumper() {
 	fmt.Println("DUMPER " + strconv.FormatInt(goid(), 10))
 	fmt.Println("DUMPDURATION " + strconv.FormatInt(took.Nanoseconds(), 10))
 	fmt.Println("DUMP " + path)
+	if *felt {
+		// After the dump: the runtime's own stop is not a pause to report.
+		// A P for the meter, which keeps its own.
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+		go gapMeter()
+		go commands()
+	}
 	fmt.Println("READY")
 }
 

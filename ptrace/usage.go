@@ -1,0 +1,59 @@
+package ptrace
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Usage is gi's own resource use at an instant: the wall clock, and the
+// CPU time and page faults of all of gi's threads (getrusage
+// RUSAGE_SELF). The difference of two samples is what the work between
+// them cost; one sample costs a system call (about a microsecond).
+type Usage struct {
+	At             time.Time
+	User, Sys      time.Duration
+	MinFlt, MajFlt int64
+}
+
+// SampleUsage returns gi's resource use now (the CPU and fault fields are
+// zero if getrusage fails).
+func SampleUsage() Usage {
+	u := Usage{At: time.Now()}
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+		u.User = time.Duration(ru.Utime.Nano())
+		u.Sys = time.Duration(ru.Stime.Nano())
+		u.MinFlt, u.MajFlt = ru.Minflt, ru.Majflt
+	}
+	return u
+}
+
+// Mark names the end of one step of a stop, with gi's resource use at
+// that instant: the step is what happened since the previous mark.
+type Mark struct {
+	Name  string
+	Usage Usage
+}
+
+// ReadStats counts a Memory's reads of the target: process_vm_readv calls,
+// the remote iovecs they carried and the bytes they returned, and the
+// reads through /proc/<pid>/mem (pread) with their bytes.
+type ReadStats struct {
+	Readv, Iovecs, ReadvBytes int64
+	Preads, PreadBytes        int64
+}
+
+// Sub returns the reads counted in s and not in o (s taken after o).
+func (s ReadStats) Sub(o ReadStats) ReadStats {
+	return ReadStats{s.Readv - o.Readv, s.Iovecs - o.Iovecs, s.ReadvBytes - o.ReadvBytes, s.Preads - o.Preads, s.PreadBytes - o.PreadBytes}
+}
+
+// Stats returns the reads this Memory has made so far, from every
+// goroutine.
+func (m *Memory) Stats() ReadStats {
+	return ReadStats{
+		Readv: m.readvCalls.Load(), Iovecs: m.iovecs.Load(), ReadvBytes: m.readvBytes.Load(),
+		Preads: m.preads.Load(), PreadBytes: m.preadBytes.Load(),
+	}
+}
