@@ -677,14 +677,18 @@ type buffers struct {
 	// The stop's scan lists, one slot per allgs index: each chunk of
 	// g's fills its own part (gScan).
 	scanLists
-	mapped [][]byte
+	mapped []mapping
 }
 
-// hugeMin is the size from which byte buffers are mapped populated:
-// the kernel faults every page in within the mmap call, several times
-// faster than touching each (transparent huge pages were tried: their
-// faults ran into compaction stalls of up to 100 ms for 48 MB).
-const hugeMin = 4 << 20
+// hugeMin is the size from which byte buffers the stop reads into are
+// mapped populated, in huge pages where there are (mapPopulated): the
+// kernel faults every page in within the call, several times faster than
+// touching each, and on a machine with shadow page tables a small page
+// the kernel writes into for the first time costs microseconds in the
+// stop even when gi's code has touched it (allgs, 800 KB at 100k
+// goroutines: 2-7 ms read into touched small pages, 0.5 ms into a huge
+// page).
+const hugeMin = 64 << 10
 
 // huge returns a pre-faulted byte buffer of n bytes, outside the Go heap
 // from hugeMin bytes. Release frees it.
@@ -698,15 +702,49 @@ func (b *buffers) huge(n int) []byte {
 	return prefault(make([]byte, n))
 }
 
+// hugePage is the size of a transparent huge page (amd64 and arm64 with
+// 4 KiB pages).
+const hugePage = 2 << 20
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14+): fault the range
+// in for writing, within the call.
+const madvPopulateWrite = 23
+
 // mapPopulated maps n bytes, faulted in within the call, for release to
-// unmap; nil if the kernel refuses.
+// unmap; nil if the kernel refuses. The mapping is aligned to huge pages
+// and asks for them (MADV_HUGEPAGE; nothing where transparent huge pages
+// are off): on a machine with shadow page tables (a PVM guest) the first
+// access to each 4 KiB page costs 5-7 µs once from the kernel (what
+// process_vm_readv writes) and once more from gi's code, and again after
+// a few seconds unused, where a huge page costs 0.2 µs per 4 KiB
+// (figures in bench_test.go). Where huge pages are not to be had, the
+// buffer is populated with small pages as before.
 func (b *buffers) mapPopulated(n int) []byte {
-	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	size := (n + hugePage - 1) &^ (hugePage - 1)
+	m, err := unix.Mmap(-1, 0, size+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil
 	}
-	b.mapped = append(b.mapped, m)
-	return m
+	off := int((hugePage - uintptr(unsafe.Pointer(&m[0]))%hugePage) % hugePage)
+	out := m[off : off+size : off+size]
+	unix.Madvise(out, unix.MADV_HUGEPAGE)
+	if unix.Madvise(out, madvPopulateWrite) != nil {
+		// Before Linux 5.14: populated by the mapping itself.
+		unix.Munmap(m)
+		if m, err = unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE); err != nil {
+			return nil
+		}
+		out = m
+	}
+	b.mapped = append(b.mapped, mapping{whole: m, start: &out[0]})
+	return out[:n:n]
+}
+
+// mapping is one region mapped outside the heap: whole is what to unmap,
+// start where the buffer given out begins.
+type mapping struct {
+	whole []byte
+	start *byte
 }
 
 // preStackChunk is the size of the chunks stacks copied before the stop
@@ -736,8 +774,8 @@ func (b *buffers) unmap(buf []byte) {
 		return
 	}
 	for i, m := range b.mapped {
-		if &m[0] == &buf[0] {
-			unix.Munmap(m)
+		if m.start == &buf[0] {
+			unix.Munmap(m.whole)
 			b.mapped = append(b.mapped[:i], b.mapped[i+1:]...)
 			return
 		}
@@ -748,7 +786,7 @@ func (b *buffers) unmap(buf []byte) {
 // them afterwards: decoding copies what it keeps.
 func (b *buffers) release() {
 	for _, m := range b.mapped {
-		unix.Munmap(m)
+		unix.Munmap(m.whole)
 	}
 	b.mapped = nil
 }
@@ -796,7 +834,7 @@ func (t *Target) prepareBuffers(b *buffers, pre *preCopy) {
 	}
 	b.gs = prefaulted[rawG](int(n))
 	b.scanLists = newScanLists(int(n))
-	b.allgs = prefaulted[byte](int(n) * 8)
+	b.allgs = b.huge(int(n) * 8)
 	b.gRanges, b.gOffs = prefaulted[ptrace.Range](int(n)), prefaulted[int](int(n))
 }
 
