@@ -828,7 +828,7 @@ func (t *Target) prepareBuffers(b *buffers, pre *preCopy) {
 		// Sudogs are read merged with the holes between them (readAll):
 		// room for a hole after each, or the stop faults in the rest.
 		b.sudogs = b.huge(int(n)*int(w.Sudog.Size+maxMergeGap) + 1<<16)
-		ws := &waitScratch{reads: prefaulted[waitRead](int(n))[:0], bufs: prefaulted[[]byte](int(n)), member: prefaulted[int32](int(n)),
+		ws := &waitScratch{reads: prefaulted[waitRead](int(n))[:0], sorted: prefaulted[waitRead](int(n)), bufs: prefaulted[[]byte](int(n)), member: prefaulted[int32](int(n)),
 			ranges: prefaulted[ptrace.Range](int(n))[:0], offs: prefaulted[int](int(n))}
 		b.waits = ws
 	}

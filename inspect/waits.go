@@ -81,6 +81,7 @@ type waitRound struct {
 // waiting goroutine), faulted in before the stop.
 type waitScratch struct {
 	reads  []waitRead
+	sorted []waitRead // sortReads' room
 	bufs   [][]byte
 	member []int32
 	ranges []ptrace.Range
@@ -146,6 +147,16 @@ func (t *Target) copyWaits(waiters []waiter, live int, pool []byte, scratch *wai
 			}
 		}
 	}
+	// In address order, the first round's objects (one sudog per waiter,
+	// mostly) merge into a few ranges: 100k sudogs read in waiter order
+	// took 42k iovecs, in address order they take a few hundred.
+	var tmp []waitRead
+	if scratch != nil && len(scratch.sorted) >= len(next) {
+		tmp = scratch.sorted[:len(next)]
+	} else {
+		tmp = make([]waitRead, len(next))
+	}
+	next = sortReads(next, tmp)
 	maxSudogs := maxSudogsPerG*live + maxSudogsSlack
 	chanQueued := map[uint64]bool{}
 	lastChan := uint64(0)
@@ -324,6 +335,48 @@ func (t *Target) index(w *rawWaits, raws map[uint64]*rawG) {
 	}
 }
 
+// sortReads returns reads sorted by address: reads itself, or tmp (as
+// long as reads) holding them. A radix sort (11 bits a pass over the
+// span of the addresses): 100k reads in about a millisecond, in the stop.
+func sortReads(reads, tmp []waitRead) []waitRead {
+	if len(reads) < 2 {
+		return reads
+	}
+	lo, hi := reads[0].addr, reads[0].addr
+	sorted := true
+	for i, r := range reads {
+		lo, hi = min(lo, r.addr), max(hi, r.addr)
+		if i > 0 && r.addr < reads[i-1].addr {
+			sorted = false
+		}
+	}
+	if sorted {
+		return reads
+	}
+	const digit = 11
+	const mask = 1<<digit - 1
+	var count [1 << digit]int32
+	src, dst := reads, tmp[:len(reads)]
+	for shift := 0; shift < 64 && (hi-lo)>>shift != 0; shift += digit {
+		clear(count[:])
+		for _, r := range src {
+			count[((r.addr-lo)>>shift)&mask]++
+		}
+		sum := int32(0)
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for _, r := range src {
+			d := ((r.addr - lo) >> shift) & mask
+			dst[count[d]] = r
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	return src
+}
+
 // maxMergeGap is the largest hole between two objects read as one range.
 const maxMergeGap = 64
 
@@ -346,8 +399,10 @@ func (t *Target) readAll(reads []waitRead, pool []byte, scratch *waitScratch) (o
 		lo, hi := r.addr, r.addr+uint64(r.size)
 		if n := len(ranges); n > 0 {
 			last := &ranges[n-1]
-			if end := last.Addr + uint64(last.Len); lo >= end && lo-end <= maxMergeGap {
-				last.Len = int(hi - last.Addr)
+			if end := last.Addr + uint64(last.Len); lo >= last.Addr && (lo <= end || lo-end <= maxMergeGap) {
+				// Right after the range, or inside it (reads in address
+				// order may overlap: the same object twice).
+				last.Len = int(max(hi, end) - last.Addr)
 				member[i] = int32(n - 1)
 				continue
 			}
