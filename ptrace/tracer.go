@@ -237,6 +237,7 @@ type seized struct {
 // stop runs on the tracer thread.
 func (s *Stopped) stop() error {
 	pid := s.Pid
+	defer boost()()
 	s.Marks = append(s.Marks, Mark{"begin", SampleUsage()})
 	s.begin = s.Marks[0].Usage.At
 	s.threadsState = map[int]*seized{}
@@ -396,6 +397,7 @@ func (s *Stopped) detachAll() error {
 	if s.resumed {
 		return s.resErr
 	}
+	defer boost()()
 	var first error
 	for tid, st := range s.threadsState {
 		if st.gone {

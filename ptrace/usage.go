@@ -57,3 +57,23 @@ func (m *Memory) Stats() ReadStats {
 		Preads: m.preads.Load(), PreadBytes: m.preadBytes.Load(),
 	}
 }
+
+// boost raises the calling thread's scheduling priority to nice -20 for
+// the length of a stop's or a resume's ptrace requests, and returns what
+// puts it back; without CAP_SYS_NICE it does nothing. The target's threads
+// run until each is interrupted and again from the moment each is
+// detached: at the same priority the thread stopping or resuming them
+// takes turns with them for the CPUs, and the threads already stopped wait
+// meanwhile (2 vCPUs, 3 busy target threads: seize and resume took 0.2 to
+// 6 ms each, varying run to run).
+func boost() (restore func()) {
+	tid := unix.Gettid()
+	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid) // 20 - nice
+	if err != nil {
+		return func() {}
+	}
+	if unix.Setpriority(unix.PRIO_PROCESS, tid, -20) != nil {
+		return func() {}
+	}
+	return func() { unix.Setpriority(unix.PRIO_PROCESS, tid, 20-raw) }
+}
