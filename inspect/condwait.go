@@ -265,7 +265,7 @@ func (t *Target) condWaitFrameEnd(rg *rawG) uint64 {
 		if err != nil {
 			return 0
 		}
-		lr, callerSP, ok := callerFrame(rg.stack, rg.sp, sp, delta, n == 0, rg.lr)
+		lr, callerSP, ok := s.callerFrame(rg.stack, rg.sp, sp, delta, n == 0, rg.lr)
 		if !ok || callerSP-rg.sp > uint64(len(rg.stack)) {
 			return 0
 		}

@@ -28,6 +28,8 @@ type symbolizer struct {
 	frames    map[uint64][]pclntab.Frame
 	textLo    uint64
 	textHi    uint64
+	// callerFrame walks a frame as the target's architecture lays it out.
+	callerFrame callerFrameFunc
 }
 
 func newSymbolizer(bin *elfbin.Binary, bias uint64) *symbolizer {
@@ -42,6 +44,8 @@ func newSymbolizer(bin *elfbin.Binary, bias uint64) *symbolizer {
 		frames:    make(map[uint64][]pclntab.Frame),
 		textLo:    lo + bias,
 		textHi:    hi + bias,
+
+		callerFrame: callerFrameFor(bin.Arch),
 	}
 }
 
@@ -227,7 +231,7 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 			g.Truncated, g.Problem = true, fmt.Sprintf("frame size of %s at %#x: %v", f.Name, pc, err)
 			break
 		}
-		lr, fp, ok := callerFrame(rg.stack, base, sp, delta, n == 0, rg.lr)
+		lr, fp, ok := s.callerFrame(rg.stack, base, sp, delta, n == 0, rg.lr)
 		if !ok {
 			g.Truncated, g.Problem = true, fmt.Sprintf("frame of %s leaves the copied stack (sp %#x, size %d)", f.Name, sp, delta)
 			break

@@ -539,7 +539,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, rgs []*rawG, now int6
 	for i, g := range gs {
 		// A goroutine blocked in a system call on a descriptor.
 		if rg := rgs[i]; rg.inSyscall && g.StatusValue == inSyscall {
-			if sc, ok := fdSyscalls[rg.syscall]; ok && rg.syscallArg0 < 1<<31 {
+			if sc, ok := fdSyscallsFor(t.Binary.Arch)[rg.syscall]; ok && rg.syscallArg0 < 1<<31 {
 				d := describe(int(rg.syscallArg0))
 				g.WaitingOn = []WaitObject{{Kind: "fd", Dir: sc.dir, Syscall: sc.name, FD: d, Type: typeOr(d.Kind, "fd")}}
 			}
