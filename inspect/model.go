@@ -180,7 +180,7 @@ func (g *Goroutine) CodeFrames() []Frame {
 // isUserFunction reports whether a qualified function name belongs to
 // package main or to a module outside the standard library.
 func isUserFunction(name string) bool {
-	pkg := packageOf(name)
+	pkg := PackageOf(name)
 	if pkg == "main" {
 		return true
 	}
@@ -202,7 +202,7 @@ func isUserFunction(name string) bool {
 // isRuntimePlumbing reports whether a function is part of how the runtime
 // blocks or schedules rather than of what the goroutine is doing.
 func isRuntimePlumbing(name string) bool {
-	pkg := packageOf(name)
+	pkg := PackageOf(name)
 	switch {
 	case pkg == "runtime", pkg == "sync", pkg == "sync/atomic", pkg == "time" && strings.HasSuffix(name, ".Sleep"):
 		return true
@@ -212,9 +212,9 @@ func isRuntimePlumbing(name string) bool {
 	return strings.Contains(name[len(pkg):], "runtime_")
 }
 
-// packageOf returns the import path part of a qualified function name
+// PackageOf returns the import path part of a qualified function name
 // ("net/http.(*conn).serve" → "net/http").
-func packageOf(name string) string {
+func PackageOf(name string) string {
 	slash := 0
 	for i := len(name) - 1; i >= 0; i-- {
 		if name[i] == '/' {

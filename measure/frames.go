@@ -25,7 +25,7 @@ type Program struct {
 
 // Own reports whether function belongs to the program's main module.
 func (p Program) Own(function string) bool {
-	pkg := packageOf(function)
+	pkg := inspect.PackageOf(function)
 	if pkg == "main" {
 		return true
 	}
@@ -93,16 +93,6 @@ func (p Program) MeasuredFrames(g *inspect.Goroutine, depth int) []inspect.Frame
 		}
 	}
 	return out
-}
-
-// packageOf returns the import path of a qualified function name
-// ("net/http.(*conn).serve" → "net/http").
-func packageOf(name string) string {
-	slash := strings.LastIndexByte(name, '/')
-	if i := strings.IndexByte(name[slash+1:], '.'); i >= 0 {
-		return name[:slash+1+i]
-	}
-	return name
 }
 
 // Group is goroutines in the same state whose measured function (or, where
