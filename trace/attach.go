@@ -91,7 +91,7 @@ func (s *Session) Add(include []Pattern) ([]*Function, []Untraceable, error) {
 		traced[f.Name] = true
 	}
 	var matched []*pclntab.Func
-	for _, f := range matchFuncs(s.Binary, include, s.Opts.Exclude) {
+	for _, f := range s.sites.match(include, s.Opts.Exclude) {
 		if !traced[f.Name] {
 			matched = append(matched, f)
 		}

@@ -186,7 +186,7 @@ func (s *Session) open() error {
 		l, err := goroutineLayout(s.Binary)
 		layoutDone <- layoutResult{l, err}
 	}()
-	matched := matchFuncs(s.Binary, s.Opts.Include, s.Opts.Exclude)
+	matched := s.sites.match(s.Opts.Include, s.Opts.Exclude)
 	if s.Opts.Args && len(matched) <= maxArgFunctions || len(s.Opts.Where) > 0 {
 		// The DWARF the arguments need is decompressed while the probe
 		// sites are decoded: on a big binary each takes a few hundred

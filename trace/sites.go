@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"sort"
 	"sync"
 
 	"github.com/gi-debug/gi/elfbin"
@@ -19,6 +20,9 @@ type Sites struct {
 	mu      sync.Mutex
 	known   map[*pclntab.Func]siteOutcome
 	decoded int
+	// first is each name's first function in table order (what matchFuncs
+	// keeps of duplicates), made on the first selection by exact names.
+	first map[string]*pclntab.Func
 }
 
 // siteOutcome is a function's decoded probe sites, or why it cannot be
@@ -46,7 +50,39 @@ func (s *Sites) Decoded() int {
 // Select finds the functions matching any of include and none of exclude,
 // with their probe sites (see the package function Select).
 func (s *Sites) Select(include, exclude []Pattern) (*Selection, error) {
-	return s.selectMatched(matchFuncs(s.bin, include, exclude), include)
+	return s.selectMatched(s.match(include, exclude), include)
+}
+
+// match is matchFuncs on the binary, except that exact names (what gi ps
+// --trace and gi top select, a few at a time, at every snapshot) are
+// looked up instead of matched against every function of the binary.
+func (s *Sites) match(include, exclude []Pattern) []*pclntab.Func {
+	for _, p := range include {
+		if !p.exact {
+			return matchFuncs(s.bin, include, exclude)
+		}
+	}
+	s.mu.Lock()
+	if s.first == nil {
+		s.first = map[string]*pclntab.Func{}
+		for _, f := range s.bin.Lines.Funcs() {
+			if _, dup := s.first[f.Name]; !dup {
+				s.first[f.Name] = f
+			}
+		}
+	}
+	var out []*pclntab.Func
+	seen := map[string]bool{}
+	for _, p := range include {
+		if f := s.first[p.text]; f != nil && !seen[f.Name] && !matchAny(exclude, f.Name) {
+			seen[f.Name] = true
+			out = append(out, f)
+		}
+	}
+	s.mu.Unlock()
+	// In the function table's order, as matchFuncs returns them.
+	sort.Slice(out, func(i, j int) bool { return out[i].Entry < out[j].Entry })
+	return out
 }
 
 // outcomes returns the decoded outcome of each function of matched,

@@ -1,6 +1,7 @@
 package trace_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/gi-debug/gi/elfbin"
@@ -49,5 +50,23 @@ func TestSitesDecodeOnce(t *testing.T) {
 	}
 	if a.Functions[0] == all.Functions[0] {
 		t.Errorf("two selections share one *Function for main.chainA")
+	}
+	// Exact names are looked up, not matched: the same functions, in the
+	// same order, excluded alike.
+	exact, err := sites.Select([]trace.Pattern{trace.ExactName("main.chainC"), trace.ExactName("main.chainA"),
+		trace.ExactName("main.chainB"), trace.ExactName("main.chainA"), trace.ExactName("main.noSuchFunction")}, mustPatterns(t, "main.chainB"))
+	var want, got []string
+	for _, f := range fresh.Functions {
+		if f.Name != "main.chainB" {
+			want = append(want, f.Name)
+		}
+	}
+	if err == nil {
+		for _, f := range exact.Functions {
+			got = append(got, f.Name)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("exact names chainC, chainA, chainB (excluded), chainA again: %q, %v; want %q", got, err, want)
 	}
 }
