@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/gi-debug/gi/internal/dwarfload"
@@ -30,18 +29,20 @@ type variable struct {
 	typ  dwarf.Offset
 }
 
-// runtimeUnits are the compilation units LoadDebug indexes. The Go linker
-// puts every type entry in package runtime's unit (not in the unit of the
-// package that declares the type), and the runtime's own variables and
-// constants are its children, but for the few runtime/cgo defines under
-// the runtime's names (runtime.iscgo): all gi reads from DWARF.
-var runtimeUnits = []string{"runtime", "runtime/cgo"}
+// runtimeUnit is the name of the compilation units LoadDebug indexes: the
+// Go linker puts every type entry in a unit of package runtime of its own,
+// after the runtime's other units (not in the unit of the package that
+// declares the type), and the runtime's own variables and constants are
+// children of its first unit: all gi reads from DWARF.
+const runtimeUnit = "runtime"
 
 // LoadDebug reads and indexes the DWARF of f. Only the runtime's
-// compilation units are walked (runtimeUnits), and only its top-level entries (function
-// bodies are skipped): on a big binary the runtime unit is a small part of
-// the whole. If the runtime unit does not hold runtime.g, as a linker that
-// placed types elsewhere would leave it, every unit is indexed instead.
+// compilation units up to the one holding the types are read
+// (runtimeTypesUnit), and only their top-level entries (function bodies are
+// skipped): on a big binary they end in the first quarter of .debug_info,
+// and the rest is neither decompressed nor walked. If they do not hold
+// runtime.g and runtime.allgs, as a linker that placed them elsewhere would
+// leave it, every unit is indexed instead.
 func LoadDebug(f *elf.File) (*Debug, error) {
 	return LoadDebugFrom(dwarfload.NewLoader(f))
 }
@@ -55,18 +56,59 @@ func LoadDebugFrom(l *dwarfload.Loader) (*Debug, error) {
 	}
 	// Types and variables only: not the line and frame tables or the
 	// location lists, as large as the rest on a big binary.
+	data, err := l.OpenPrefix(runtimeTypesUnit)
+	if err != nil {
+		return nil, err
+	}
+	d := &Debug{data: data}
+	if err := d.index(func(unit string) bool { return unit == runtimeUnit }); err != nil {
+		return nil, err
+	}
+	_, types := d.types["runtime.g"]
+	_, variables := d.variables["runtime.allgs"]
+	if !types || !variables {
+		return loadEveryUnit(l)
+	}
+	return d, nil
+}
+
+// runtimeTypesUnit reports whether the unit r reads is the runtime's unit
+// of types: named runtime, with a named type among its first entries.
+func runtimeTypesUnit(r *dwarf.Reader) bool {
+	cu, err := r.Next()
+	if err != nil || cu == nil || cu.Tag != dwarf.TagCompileUnit || !cu.Children {
+		return false
+	}
+	if name, _ := cu.Val(dwarf.AttrName).(string); name != runtimeUnit {
+		return false
+	}
+	for range 16 {
+		e, err := r.Next()
+		if err != nil || e == nil || e.Tag == 0 {
+			return false
+		}
+		switch e.Tag {
+		case dwarf.TagStructType, dwarf.TagTypedef, dwarf.TagBaseType, dwarf.TagPointerType:
+			if _, ok := e.Val(dwarf.AttrName).(string); ok {
+				return true
+			}
+		}
+		if e.Children {
+			r.SkipChildren()
+		}
+	}
+	return false
+}
+
+// loadEveryUnit reads the whole of .debug_info and indexes every unit.
+func loadEveryUnit(l *dwarfload.Loader) (*Debug, error) {
 	data, _, err := l.Open()
 	if err != nil {
 		return nil, err
 	}
 	d := &Debug{data: data}
-	if err := d.index(func(unit string) bool { return slices.Contains(runtimeUnits, unit) }); err != nil {
+	if err := d.index(func(string) bool { return true }); err != nil {
 		return nil, err
-	}
-	if _, ok := d.types["runtime.g"]; !ok {
-		if err := d.index(func(string) bool { return true }); err != nil {
-			return nil, err
-		}
 	}
 	return d, nil
 }

@@ -2,7 +2,10 @@ package runtimelayout
 
 import (
 	"debug/dwarf"
+	"debug/elf"
 	"maps"
+
+	"github.com/gi-debug/gi/internal/dwarfload"
 )
 
 // DebugIndex is what a Debug indexed, for tests.
@@ -21,11 +24,52 @@ func IndexOf(d *Debug) DebugIndex {
 	return x
 }
 
-// IndexAllUnits re-indexes d from every compilation unit, as LoadDebug
-// does when the runtime's unit lacks the types.
-func IndexAllUnits(d *Debug) error {
-	return d.index(func(string) bool { return true })
+// LoadDebugEveryUnit reads the whole DWARF of f and indexes every unit,
+// as LoadDebug does when the runtime's unit lacks the types.
+func LoadDebugEveryUnit(f *elf.File) (*Debug, error) {
+	return loadEveryUnit(dwarfload.NewLoader(f))
 }
 
 // LeaTargets is leaTargets, for tests.
 var LeaTargets = leaTargets
+
+// InfoBytes returns how much of .debug_info d was built from.
+func InfoBytes(d *Debug) int {
+	n := 0
+	r := d.data.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			return n
+		}
+		n = int(e.Offset)
+		r.SkipChildren()
+	}
+}
+
+// DeclaredIn returns the names of the variables and constants that are
+// top-level entries of the units called unit.
+func DeclaredIn(d *Debug, unit string) map[string]bool {
+	out := map[string]bool{}
+	r := d.data.Reader()
+	in := false
+	for {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			return out
+		}
+		switch e.Tag {
+		case dwarf.TagCompileUnit:
+			name, _ := e.Val(dwarf.AttrName).(string)
+			in = name == unit
+			continue
+		case dwarf.TagVariable, dwarf.TagConstant:
+			if name, _ := e.Val(dwarf.AttrName).(string); in {
+				out[name] = true
+			}
+		}
+		if e.Children {
+			r.SkipChildren()
+		}
+	}
+}

@@ -2,6 +2,7 @@ package dwarfload_test
 
 import (
 	"bytes"
+	"debug/dwarf"
 	"debug/elf"
 	"reflect"
 	"sync"
@@ -101,5 +102,93 @@ func TestLoaderSharesSections(t *testing.T) {
 	}
 	if len(got[1]["loclists"]) == 0 {
 		t.Error("the reader that asked for the location lists got none")
+	}
+}
+
+// TestOpenPrefix cuts .debug_info after the unit the caller accepts, on
+// DWARF 4 (Go 1.20), DWARF 5 and an externally linked cgo build: the cut
+// DWARF holds exactly the units up to and including that one, each entry
+// equal to what the whole section holds at the same offset; accepting none
+// gives every unit; and once the whole section has been read, the prefix
+// is the whole.
+func TestOpenPrefix(t *testing.T) {
+	for _, opts := range []targets.BuildOptions{{Toolchain: "go1.20.14"}, {}, {CgoExternal: true}} {
+		t.Run(opts.String(), func(t *testing.T) {
+			f, err := elf.Open(targets.Build(t, "tracee", opts))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			whole, _, err := dwarfload.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			units := entries(t, whole)
+			if len(units) < 20 {
+				t.Fatalf("only %d units", len(units))
+			}
+			for _, cut := range []int{0, 7, len(units) / 2, len(units) - 1} {
+				seen := 0
+				d, err := dwarfload.NewLoader(f).OpenPrefix(func(r *dwarf.Reader) bool {
+					seen++
+					cu, err := r.Next()
+					if err != nil || cu.Tag != dwarf.TagCompileUnit {
+						t.Fatalf("unit %d: first entry %v, %v", seen-1, cu, err)
+					}
+					return seen-1 == cut
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := entries(t, d)
+				if len(got) != cut+1 || seen != cut+1 {
+					t.Fatalf("cut after unit %d: %d units in the prefix, %d offered", cut, len(got), seen)
+				}
+				for i := range got {
+					if !reflect.DeepEqual(got[i], units[i]) {
+						t.Fatalf("cut after unit %d: unit %d differs from the whole section's", cut, i)
+					}
+				}
+			}
+			l := dwarfload.NewLoader(f)
+			none, err := l.OpenPrefix(func(*dwarf.Reader) bool { return false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := entries(t, none); !reflect.DeepEqual(got, units) {
+				t.Errorf("accepting no unit: %d units, want all %d", len(got), len(units))
+			}
+			if _, err := l.Sections("info"); err != nil {
+				t.Fatal(err)
+			}
+			asked := false
+			after, err := l.OpenPrefix(func(*dwarf.Reader) bool { asked = true; return true })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := entries(t, after); asked || len(got) != len(units) {
+				t.Errorf("with .debug_info read whole: %d units (asked %v), want the whole %d", len(got), asked, len(units))
+			}
+		})
+	}
+}
+
+// entries returns every entry of d, unit by unit.
+func entries(t *testing.T, d *dwarf.Data) [][]*dwarf.Entry {
+	t.Helper()
+	var units [][]*dwarf.Entry
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e == nil {
+			return units
+		}
+		if e.Tag == dwarf.TagCompileUnit {
+			units = append(units, nil)
+		}
+		units[len(units)-1] = append(units[len(units)-1], e)
 	}
 }
