@@ -465,7 +465,7 @@ static __always_inline void output_held(struct held_calls *h)
 
 // release_held writes the calls held for thread ktid without their float
 // registers: a later probe on the thread, or a failed signal, comes first.
-static __always_inline void release_held(__u32 ktid)
+static __noinline void release_held(__u32 ktid)
 {
 	struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
 	if (!h)
@@ -561,43 +561,49 @@ static __always_inline __u64 return_address(struct gi_regs *regs)
 #define GI_SIGURG 23 // the same on amd64 and arm64
 #define GI_NO_PLAN 0xffffffff // held_calls.plan of a call held without one
 
-// hold captures a call whose plan reads float registers into the calls
-// held for thread ktid, then has the kernel send the thread SIGURG. The
-// signal is delivered as soon as the probed instruction has run, before
-// any other instruction of the thread: the kernel writes the float
-// registers into the signal frame, where gi_signal reads them. The Go
-// runtime sends SIGURG itself to preempt goroutines, and its handler
-// does nothing for one that asks nothing.
-static __always_inline int hold(struct gi_regs *regs, __u8 kind, __u64 cookie, struct arg_plan *plan, __u32 plan_id,
-				__u64 g, __u64 goid, __u64 stack_hi, __u32 ktid)
+// hold moves event e, just captured into the ring buffer, to the calls
+// held for thread ktid. One whose plan reads float registers has the
+// kernel send the thread SIGURG: the signal is delivered as soon as the
+// probed instruction has run, before any other instruction of the thread,
+// and the kernel writes the float registers into the signal frame, where
+// gi_signal reads them. The Go runtime sends SIGURG itself to preempt
+// goroutines, and its handler does nothing for one that asks nothing. A
+// call that reads none is held only behind its entry (the return of
+// gi_entry_return), which set where the thread resumes and sent the
+// signal. The caller discards e: a call is captured into the ring buffer
+// and copied from there, so that the capture, the bulk of what the
+// verifier walks, is walked once per program (capturing into the held
+// calls too walked it twice, and into a map value costs the verifier four
+// times as much: 494,554 instructions for gi_entry_return, half its limit).
+static __always_inline void hold(struct gi_regs *regs, struct event *e, struct arg_plan *plan, __u32 plan_id, __u32 ktid)
 {
 	struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
 	if (!h) {
 		__u32 zero = 0;
 		struct held_calls *t = bpf_map_lookup_elem(&held_template, &zero);
 		if (!t)
-			return 0;
+			return;
 		if (bpf_map_update_elem(&held, &ktid, t, BPF_ANY) != 0) {
 			count_lost(GI_LOST_EVENTS);
-			return 0;
+			return;
 		}
 		h = bpf_map_lookup_elem(&held, &ktid);
 		if (!h)
-			return 0;
+			return;
 		h->n = 0;
 	}
 	__u32 i = h->n;
 	if (i > 1)
-		return 0;
-	struct args_event *a = &h->rec[i];
-	if (plan && (!capture(regs, plan, a) || !keep_call(plan, kind, goid, stack_hi, GI_SP(regs)))) {
+		return;
+	__u32 size = e->args_len;
+	if (size > GI_ARG_BYTES)
+		size = GI_ARG_BYTES;
+	if (bpf_probe_read_kernel(&h->rec[i], sizeof(struct event) + size, e) != 0) {
 		if (i == 0)
 			bpf_map_delete_elem(&held, &ktid);
-		return 0;
+		count_lost(GI_LOST_EVENTS);
+		return;
 	}
-	fill_event(&a->ev, regs, kind, cookie, g, goid, stack_hi, plan);
-	// A call without float registers is held behind its entry only, which
-	// set where the thread resumes and sent the signal.
 	int reads = plan && plan->fregs;
 	h->plan[i] = reads ? plan_id : GI_NO_PLAN;
 	if (reads) {
@@ -607,7 +613,6 @@ static __always_inline int hold(struct gi_regs *regs, __u8 kind, __u64 cookie, s
 	h->n = i + 1;
 	if (reads && bpf_send_signal_thread(GI_SIGURG) != 0)
 		release_held(ktid);
-	return 0;
 }
 
 // emit reports one event of kind; with_args (a constant) says whether the
@@ -643,15 +648,6 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, i
 		plan_id--;
 		plan = bpf_map_lookup_elem(&plans, &plan_id);
 	}
-	if (plan && float_regs && plan->fregs)
-		return hold(regs, kind, cookie, plan, plan_id, g, goid, stack_hi, ktid);
-	if (second && float_regs) {
-		// The return of gi_entry_return whose entry was just held: held
-		// behind it, to keep the order.
-		struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
-		if (h && h->n == 1)
-			return hold(regs, kind, cookie, plan, plan_id, g, goid, stack_hi, ktid);
-	}
 	if (plan) {
 		a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
 		if (!a)
@@ -667,6 +663,22 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, i
 			goto lost;
 	}
 	fill_event(e, regs, kind, cookie, g, goid, stack_hi, plan);
+	// A call whose plan reads float registers is held (see hold); so is
+	// the return of gi_entry_return whose entry was just held, behind it,
+	// to keep the order. Decided after the capture: a branch before it
+	// would have the verifier walk the capture once for each side.
+	if (float_regs) {
+		int held_call = plan && plan->fregs;
+		if (!held_call && second) {
+			struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
+			held_call = h && h->n == 1;
+		}
+		if (held_call) {
+			hold(regs, e, plan, plan_id, ktid);
+			bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+			return 0;
+		}
+	}
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 lost:

@@ -65,7 +65,7 @@ func buildInitramfs(root, cache, out, arch string) (string, error) {
 		return "", err
 	}
 	for _, t := range []struct{ name, pkg string }{
-		{"inspect.test", "./inspect/"}, {"trace.test", "./trace/"}, {"gi.test", "./cmd/gi/"},
+		{"inspect.test", "./inspect/"}, {"trace.test", "./trace/"}, {"gi.test", "./cmd/gi/"}, {"bpf.test", "./bpf/"},
 	} {
 		if err := gobuild("/tests/"+t.name, "test", "-c", "-o", filepath.Join(bdir, t.name), t.pkg); err != nil {
 			return "", err

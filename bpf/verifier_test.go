@@ -1,0 +1,71 @@
+package bpf
+
+import (
+	"regexp"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/gi-debug/gi/internal/targets"
+)
+
+// verifierBudget is the most instructions the verifier may walk for one of
+// gi's programs: a quarter of the kernel's limit (1,000,000 since Linux
+// 5.2), leaving room for verifiers of other kernels that prune less. The
+// largest walks 126k on 6.18.
+const verifierBudget = 250_000
+
+// TestVerifierBudget loads every program in each variant gi loads it in
+// (float registers read through signals or not, cookies by address or
+// not) and reads the verifier's statistics: each must stay within
+// verifierBudget. Reading float registers once had the verifier walk the
+// capture of arguments several times a program, and gi_entry_return
+// 494,554 instructions.
+func TestVerifierBudget(t *testing.T) {
+	targets.RequirePrivilege(t, "loading BPF programs")
+	processed := regexp.MustCompile(`processed (\d+) insns`)
+	for _, floats := range []uint8{0, 1} {
+		for _, byIP := range []uint8{0, 1} {
+			spec, specs, err := LoadSpecs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := specs.FloatRegs.Set(floats); err != nil {
+				t.Fatal(err)
+			}
+			if err := specs.CookieByIp.Set(byIP); err != nil {
+				t.Fatal(err)
+			}
+			names := make([]string, 0, len(spec.Programs))
+			for name := range spec.Programs {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				one := spec.Copy()
+				for other := range one.Programs {
+					if other != name {
+						delete(one.Programs, other)
+					}
+				}
+				c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
+				if err != nil {
+					t.Fatalf("float_regs=%d cookie_by_ip=%d %s: %v", floats, byIP, name, err)
+				}
+				log := c.Programs[name].VerifierLog
+				c.Close()
+				m := processed.FindStringSubmatch(log)
+				if m == nil {
+					t.Fatalf("float_regs=%d cookie_by_ip=%d %s: no statistics in the verifier's log: %q", floats, byIP, name, log)
+				}
+				n, _ := strconv.Atoi(m[1])
+				t.Logf("float_regs=%d cookie_by_ip=%d %-16s %7d instructions walked", floats, byIP, name, n)
+				if n > verifierBudget {
+					t.Errorf("float_regs=%d cookie_by_ip=%d %s: the verifier walked %d instructions, more than gi's budget of %d", floats, byIP, name, n, verifierBudget)
+				}
+			}
+		}
+	}
+}
