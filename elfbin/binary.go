@@ -21,7 +21,6 @@ import (
 	"github.com/gi-debug/gi/bincache"
 	"github.com/gi-debug/gi/internal/dwarfload"
 	"github.com/gi-debug/gi/pclntab"
-	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
 	"golang.org/x/sys/unix"
 )
@@ -446,21 +445,6 @@ func (b *Binary) readSection(names ...string) (data []byte, addr uint64, err err
 		return data, s.Addr, nil
 	}
 	return nil, 0, nil
-}
-
-// LoadBias returns what to add to a link-time address of the binary to get
-// its address in process pid, which runs it: 0 unless the binary is a PIE,
-// else the entry point the kernel recorded in the process's auxiliary
-// vector minus the ELF header's. No stop is needed.
-func (b *Binary) LoadBias(pid int) (uint64, error) {
-	if !b.PIE {
-		return 0, nil
-	}
-	entry, err := ptrace.EntryPoint(pid)
-	if err != nil {
-		return 0, err
-	}
-	return entry - b.File.Entry, nil
 }
 
 // read returns n bytes at vaddr: a slice of the mapped file when they are

@@ -19,6 +19,7 @@ import (
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 )
 
@@ -45,7 +46,7 @@ func (m *memoryImage) ReadAt(p []byte, addr uint64) (int, error) {
 }
 
 // ReadBatch reads the ranges one by one, listing those it cannot.
-func (m *memoryImage) ReadBatch(ranges []ptrace.Range, dst []byte) error {
+func (m *memoryImage) ReadBatch(ranges []proc.Range, dst []byte) error {
 	var failed []int
 	off := 0
 	for i, r := range ranges {
@@ -58,7 +59,7 @@ func (m *memoryImage) ReadBatch(ranges []ptrace.Range, dst []byte) error {
 		off += r.Len
 	}
 	if failed != nil {
-		return &ptrace.BatchError{Failed: failed}
+		return &proc.BatchError{Failed: failed}
 	}
 	return nil
 }
@@ -77,9 +78,9 @@ func (r *recorder) ReadAt(p []byte, addr uint64) (int, error) {
 	return n, err
 }
 
-func (r *recorder) ReadBatch(ranges []ptrace.Range, dst []byte) error {
+func (r *recorder) ReadBatch(ranges []proc.Range, dst []byte) error {
 	err := r.Memory.ReadBatch(ranges, dst)
-	var be *ptrace.BatchError
+	var be *proc.BatchError
 	if err != nil && !errors.As(err, &be) {
 		return err
 	}
@@ -167,7 +168,7 @@ func captureImage(t *testing.T, p *targets.Process, bin string, opts targets.Bui
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	mem, err := ptrace.OpenMemory(p.Pid)
+	mem, err := proc.OpenMemory(p.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func captureImage(t *testing.T, p *targets.Process, bin string, opts targets.Bui
 	rec := &recorder{Memory: mem}
 	var bias uint64
 	if b.PIE {
-		entry, err := ptrace.EntryPoint(p.Pid)
+		entry, err := proc.EntryPoint(p.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 )
 
@@ -25,7 +26,7 @@ type Phase struct {
 	Sys    time.Duration `json:"sys_ns"`
 	MinFlt int64         `json:"minflt"`
 	MajFlt int64         `json:"majflt"`
-	ptrace.ReadStats
+	proc.ReadStats
 	// End is when the step ended.
 	End time.Time `json:"-"`
 }
@@ -81,12 +82,12 @@ var OnSnapshot func(*Snapshot)
 type phaseMeter struct {
 	mem    Memory
 	last   ptrace.Usage
-	reads  ptrace.ReadStats
+	reads  proc.ReadStats
 	phases Phases
 }
 
-// readStats is a Memory that counts its reads (*ptrace.Memory).
-type readStats interface{ Stats() ptrace.ReadStats }
+// readStats is a Memory that counts its reads (*proc.Memory).
+type readStats interface{ Stats() proc.ReadStats }
 
 func newPhaseMeter(mem Memory) *phaseMeter {
 	m := &phaseMeter{mem: mem, last: ptrace.SampleUsage()}
@@ -94,11 +95,11 @@ func newPhaseMeter(mem Memory) *phaseMeter {
 	return m
 }
 
-func (m *phaseMeter) stats() ptrace.ReadStats {
+func (m *phaseMeter) stats() proc.ReadStats {
 	if s, ok := m.mem.(readStats); ok {
 		return s.Stats()
 	}
-	return ptrace.ReadStats{}
+	return proc.ReadStats{}
 }
 
 // mark ends the step name, begun at the previous mark.

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
@@ -175,7 +175,7 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 	ranges, offs, total := gRanges(ptrs, gsize, &buffers{})
 	p := &preCopy{addrs: ptrs, stamps: make([]parkStamp, n), stacks: make([][]byte, n), gBytes: total}
 	var before, after []byte
-	var stackRanges []ptrace.Range
+	var stackRanges []proc.Range
 	var owners []int
 	copied := 0
 	for lo := 0; lo < n; lo += preCopyBatch {
@@ -207,7 +207,7 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 				continue
 			}
 			p.stamps[i] = s
-			stackRanges = append(stackRanges, ptrace.Range{Addr: s.sp, Len: int(s.hi - s.sp)})
+			stackRanges = append(stackRanges, proc.Range{Addr: s.sp, Len: int(s.hi - s.sp)})
 			owners = append(owners, i)
 			size += int(s.hi - s.sp)
 		}
@@ -220,7 +220,7 @@ func (t *Target) preCopyStacks(bufs *buffers) *preCopy {
 		sbuf := bufs.preCopyBytes(size)
 		var unread map[int]bool
 		if err := t.Mem.ReadBatch(stackRanges, sbuf); err != nil {
-			var be *ptrace.BatchError
+			var be *proc.BatchError
 			if !errors.As(err, &be) {
 				return p
 			}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
 )
@@ -67,7 +68,7 @@ type rawSnapshot struct {
 	// ranges[i], and the stacks copied before the stop.
 	live   []int32
 	pool   []rawG
-	ranges []ptrace.Range
+	ranges []proc.Range
 	offs   []int
 	gbuf   []byte
 	pre    *preCopy
@@ -141,9 +142,9 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	for _, th := range stopped {
 		threads[th.TID] = th.Regs
 	}
-	mRanges := make([]ptrace.Range, len(scan.onThread))
+	mRanges := make([]proc.Range, len(scan.onThread))
 	for i, rg := range scan.onThread {
-		mRanges[i] = ptrace.Range{Addr: rg.m, Len: int(L.M.Size)}
+		mRanges[i] = proc.Range{Addr: rg.m, Len: int(L.M.Size)}
 	}
 	mOwners := scan.onThread
 
@@ -153,7 +154,7 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 		mErr := t.Mem.ReadBatch(mRanges, mbuf)
 		var mFailed map[int]bool
 		if mErr != nil {
-			var be *ptrace.BatchError
+			var be *proc.BatchError
 			if !errors.As(mErr, &be) {
 				return nil, fmt.Errorf("read m structures: %w", mErr)
 			}
@@ -213,7 +214,7 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	meter.mark("ms", true)
 
 	// Stacks: the used part, from sp to the top.
-	stackRanges := make([]ptrace.Range, 0, len(scan.stackless))
+	stackRanges := make([]proc.Range, 0, len(scan.stackless))
 	var stackOwners []*rawG
 	total := 0
 	for _, rg := range scan.stackless {
@@ -228,13 +229,13 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 			l = maxStackCopy
 			rg.stackErr = fmt.Sprintf("stack larger than %d MiB: copied its innermost part", maxStackCopy>>20)
 		}
-		stackRanges = append(stackRanges, ptrace.Range{Addr: rg.sp, Len: int(l)})
+		stackRanges = append(stackRanges, proc.Range{Addr: rg.sp, Len: int(l)})
 		stackOwners = append(stackOwners, rg)
 		total += int(l)
 	}
 	sbuf := bufs.take(&bufs.stacks, total)
 	if err := t.Mem.ReadBatch(stackRanges, sbuf); err != nil {
-		var be *ptrace.BatchError
+		var be *proc.BatchError
 		if !errors.As(err, &be) {
 			return nil, fmt.Errorf("read goroutine stacks: %w", err)
 		}
@@ -338,7 +339,7 @@ const scanChunk = 1024
 // scanGs reads the g structs of ranges into gbuf (offs: where each starts)
 // and scans each while it is in the cache; their stacks are taken from pre
 // where unchanged. Chunks are read and scanned on every CPU.
-func (t *Target) scanGs(ranges []ptrace.Range, offs []int, gbuf []byte, bufs *buffers, pre *preCopy) (*gScan, error) {
+func (t *Target) scanGs(ranges []proc.Range, offs []int, gbuf []byte, bufs *buffers, pre *preCopy) (*gScan, error) {
 	n := len(ranges)
 	if len(bufs.gs) < n {
 		// More g's than reserved: one rawG per allgs index.
@@ -387,7 +388,7 @@ func (t *Target) scanGs(ranges []ptrace.Range, offs []int, gbuf []byte, bufs *bu
 // scanner scans one chunk of g structs.
 type scanner struct {
 	t           *Target
-	ranges      []ptrace.Range
+	ranges      []proc.Range
 	offs        []int
 	base        int    // offs[lo]: where dst starts in the whole buffer
 	dst         []byte // the chunk's g structs
@@ -582,15 +583,15 @@ func (t *Target) readAllgs(into []byte) (ptrs []byte, warning string, err error)
 // A g followed by the next one within its heap slot's size (slots of one
 // span) is read up to it: a run of them is one iovec, which halves the
 // time to copy 100k g structs.
-func gRanges(ptrs []byte, gsize int, b *buffers) (ranges []ptrace.Range, offs []int, total int) {
+func gRanges(ptrs []byte, gsize int, b *buffers) (ranges []proc.Range, offs []int, total int) {
 	n := len(ptrs) / 8
 	if len(b.gRanges) >= n && len(b.gOffs) >= n {
 		ranges, offs = b.gRanges[:n], b.gOffs[:n]
 	} else {
-		ranges, offs = make([]ptrace.Range, n), make([]int, n)
+		ranges, offs = make([]proc.Range, n), make([]int, n)
 	}
 	for i := 0; i < n; i++ {
-		r := ptrace.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize}
+		r := proc.Range{Addr: binary.LittleEndian.Uint64(ptrs[i*8:]), Len: gsize}
 		if i+1 < n {
 			if next := binary.LittleEndian.Uint64(ptrs[(i+1)*8:]); next > r.Addr && next-r.Addr > uint64(gsize) && next-r.Addr <= uint64(gSlot(gsize)) {
 				r.Len = int(next - r.Addr)
@@ -606,13 +607,13 @@ func gRanges(ptrs []byte, gsize int, b *buffers) (ranges []ptrace.Range, offs []
 // readGs reads the g structs of ranges into dst, each at its offset in
 // offs less base, and returns the indexes (in ranges) of those that could
 // not be read; an error means none could.
-func (t *Target) readGs(ranges []ptrace.Range, offs []int, base, gsize int, dst []byte) (map[int]bool, error) {
+func (t *Target) readGs(ranges []proc.Range, offs []int, base, gsize int, dst []byte) (map[int]bool, error) {
 	failed := map[int]bool{}
 	err := t.Mem.ReadBatch(ranges, dst)
 	if err == nil {
 		return failed, nil
 	}
-	var be *ptrace.BatchError
+	var be *proc.BatchError
 	if !errors.As(err, &be) {
 		return nil, err
 	}
@@ -646,7 +647,7 @@ func (t *Target) mapNewThreads(stopped []ptrace.Thread, nsTIDs map[int]int) {
 	if len(missing) == 0 {
 		return
 	}
-	more, _ := ptrace.NamespaceTIDs(t.PID, missing)
+	more, _ := proc.NamespaceTIDs(t.PID, missing)
 	for ns, host := range more {
 		nsTIDs[ns] = host
 	}
@@ -668,7 +669,7 @@ type buffers struct {
 	// allgs and the g structs' ranges and offsets in the stop
 	// (readAllgs, gRanges).
 	allgs   []byte
-	gRanges []ptrace.Range
+	gRanges []proc.Range
 	gOffs   []int
 	sudogs  []byte // what goroutines wait on: one sudog each, mostly
 	waits   *waitScratch
@@ -834,13 +835,13 @@ func (t *Target) prepareBuffers(b *buffers, pre *preCopy) {
 		// room for a hole after each, or the stop faults in the rest.
 		b.sudogs = b.huge(int(n)*int(w.Sudog.Size+maxMergeGap) + 1<<16)
 		ws := &waitScratch{reads: prefaulted[waitRead](int(n))[:0], sorted: prefaulted[waitRead](int(n)), bufs: prefaulted[[]byte](int(n)), member: prefaulted[int32](int(n)),
-			ranges: prefaulted[ptrace.Range](int(n))[:0], offs: prefaulted[int](int(n))}
+			ranges: prefaulted[proc.Range](int(n))[:0], offs: prefaulted[int](int(n))}
 		b.waits = ws
 	}
 	b.gs = prefaulted[rawG](int(n))
 	b.scanLists = newScanLists(int(n))
 	b.allgs = b.huge(int(n) * 8)
-	b.gRanges, b.gOffs = prefaulted[ptrace.Range](int(n)), prefaulted[int](int(n))
+	b.gRanges, b.gOffs = prefaulted[proc.Range](int(n)), prefaulted[int](int(n))
 }
 
 // prefaulted returns a slice of n zero Ts whose pages are faulted in.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
 )
@@ -32,14 +33,14 @@ const (
 )
 
 // Memory is the target's address space as a snapshot reads it: a live
-// process (*ptrace.Memory) or, in tests, a captured image of one. Its
+// process (*proc.Memory) or, in tests, a captured image of one. Its
 // ReadAt is the address-reader seam a binary's contents share
 // (elfbin.Binary satisfies runtimelayout.AddressReader too).
 type Memory interface {
 	runtimelayout.AddressReader
 	// ReadBatch reads every range into dst, back to back; a
-	// *ptrace.BatchError lists the ranges that could not be read.
-	ReadBatch(ranges []ptrace.Range, dst []byte) error
+	// *proc.BatchError lists the ranges that could not be read.
+	ReadBatch(ranges []proc.Range, dst []byte) error
 }
 
 // ErrNotGo is returned for processes whose executable is not a Go binary.
@@ -83,16 +84,16 @@ type Target struct {
 // /proc/<pid>/exe, so it works across mount namespaces and for deleted binaries.
 func Open(pid int) (*Target, error) {
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, ptrace.ErrNoSuchProcess)
+		return nil, fmt.Errorf("process %d: %w", pid, proc.ErrNoSuchProcess)
 	}
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
 	bin, err := elfbin.Open(exe)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("process %d: open executable: %w", pid, ptrace.ErrPermission)
+			return nil, fmt.Errorf("process %d: open executable: %w", pid, proc.ErrPermission)
 		}
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("process %d: %w", pid, ptrace.ErrNoSuchProcess)
+			return nil, fmt.Errorf("process %d: %w", pid, proc.ErrNoSuchProcess)
 		}
 		return nil, fmt.Errorf("process %d (%s): %w: %v", pid, comm(pid), ErrNotGo, err)
 	}
@@ -143,13 +144,13 @@ func (t *Target) init() error {
 	if err != nil {
 		return fmt.Errorf("process %d: runtime layout: %w", t.PID, err)
 	}
-	if t.Bias, err = t.Binary.LoadBias(t.PID); err != nil {
+	if t.Bias, err = proc.LoadBias(t.PID, t.Binary); err != nil {
 		return fmt.Errorf("process %d: %w", t.PID, err)
 	}
 	if t.clockOffset, err = clockOffset(t.PID); err != nil {
 		return fmt.Errorf("process %d: %w", t.PID, err)
 	}
-	mem, err := ptrace.OpenMemory(t.PID)
+	mem, err := proc.OpenMemory(t.PID)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", t.PID, err)
 	}
@@ -245,7 +246,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	defer bufs.release()
 	// Thread ids as the target's namespace numbers them (m.procid) to gi's,
 	// mapped before the stop: only for a target in another PID namespace.
-	nsTIDs, err := ptrace.NamespaceTIDs(t.PID, nil)
+	nsTIDs, err := proc.NamespaceTIDs(t.PID, nil)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
@@ -302,8 +303,8 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	}
 	meter.mark("gs", false)
 	if copyErr != nil {
-		if !ptrace.Alive(t.PID) {
-			return nil, fmt.Errorf("process %d: %w", t.PID, ptrace.ErrProcessExited)
+		if !proc.Alive(t.PID) {
+			return nil, fmt.Errorf("process %d: %w", t.PID, proc.ErrProcessExited)
 		}
 		return nil, fmt.Errorf("process %d: %w", t.PID, copyErr)
 	}
@@ -311,7 +312,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		return nil, fmt.Errorf("resume process %d: %w", t.PID, resumeErr)
 	}
 	snap := t.newSnapshot(raw, now)
-	snap.NSPid, _ = ptrace.NamespacePID(t.PID)
+	snap.NSPid, _ = proc.NamespacePID(t.PID)
 	snap.Pause, snap.Taken = pause, taken
 	snap.StacksBeforeStop = raw.stacksBeforeStop
 	snap.TracebackLabels = t.tracebackLabels()
@@ -397,11 +398,11 @@ func tracebackLabelsAtStart(minor int, defaultGODEBUG string, environ []byte) bo
 
 // clockOffset returns how far the target's monotonic clock is ahead of gi's.
 func clockOffset(pid int) (time.Duration, error) {
-	theirs, err := ptrace.MonotonicOffset(pid)
+	theirs, err := proc.MonotonicOffset(pid)
 	if err != nil {
 		return 0, err
 	}
-	ours, err := ptrace.MonotonicOffset(0)
+	ours, err := proc.MonotonicOffset(0)
 	if err != nil {
 		return 0, err
 	}

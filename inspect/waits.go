@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
@@ -84,7 +84,7 @@ type waitScratch struct {
 	sorted []waitRead // sortReads' room
 	bufs   [][]byte
 	member []int32
-	ranges []ptrace.Range
+	ranges []proc.Range
 	offs   []int
 }
 
@@ -233,7 +233,7 @@ func (t *Target) pollDescs() map[uint64]int {
 	if !t.live || P.Size == 0 || t.SkipWaits || !t.Layout.Wait.Known {
 		return nil
 	}
-	regs, err := ptrace.EpollRegistrations(t.PID)
+	regs, err := proc.EpollRegistrations(t.PID)
 	if err != nil {
 		return nil
 	}
@@ -386,7 +386,7 @@ const maxMergeGap = 64
 // could not be done (nil if none); rest is what is left of pool.
 func (t *Target) readAll(reads []waitRead, pool []byte, scratch *waitScratch) (out [][]byte, failed map[int]bool, rest []byte) {
 	var member []int32 // the range each read is in
-	var ranges []ptrace.Range
+	var ranges []proc.Range
 	var offs []int // where each range starts in buf
 	if scratch != nil && len(scratch.member) >= len(reads) && len(scratch.bufs) >= len(reads) && len(scratch.offs) >= len(reads) {
 		member, out = scratch.member[:len(reads)], scratch.bufs[:len(reads)]
@@ -407,7 +407,7 @@ func (t *Target) readAll(reads []waitRead, pool []byte, scratch *waitScratch) (o
 				continue
 			}
 		}
-		ranges = append(ranges, ptrace.Range{Addr: lo, Len: int(hi - lo)})
+		ranges = append(ranges, proc.Range{Addr: lo, Len: int(hi - lo)})
 		member[i] = int32(len(ranges) - 1)
 	}
 	total := 0
@@ -424,7 +424,7 @@ func (t *Target) readAll(reads []waitRead, pool []byte, scratch *waitScratch) (o
 	var rangeFailed map[int]bool
 	if err := t.Mem.ReadBatch(ranges, buf); err != nil {
 		rangeFailed = map[int]bool{}
-		var be *ptrace.BatchError
+		var be *proc.BatchError
 		if errors.As(err, &be) {
 			for _, i := range be.Failed {
 				rangeFailed[i] = true
@@ -473,7 +473,7 @@ type WaitObject struct {
 	Sync *SyncState
 	// FD is set for a descriptor (Addr is then its pollDesc, 0 for a
 	// blocking system call).
-	FD *ptrace.FD
+	FD *proc.FD
 	// Syscall names the system call a goroutine is blocked in on FD
 	// ("read", "accept4"), "" for the netpoller's IO wait.
 	Syscall string
@@ -521,13 +521,13 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, rgs []*rawG, now int6
 	chanDir, queues := t.walkChanQueues(w)
 	io := t.ioWaiters(w, raws)
 	waiting, inSyscall := t.mustStatus("_Gwaiting"), t.mustStatus("_Gsyscall")
-	fds := map[int]*ptrace.FD{}
-	describe := func(fd int) *ptrace.FD {
+	fds := map[int]*proc.FD{}
+	describe := func(fd int) *proc.FD {
 		d := fds[fd]
 		if d == nil {
-			desc := ptrace.FD{FD: fd}
+			desc := proc.FD{FD: fd}
 			if t.live {
-				if got, err := ptrace.DescribeFD(t.PID, fd); err == nil {
+				if got, err := proc.DescribeFD(t.PID, fd); err == nil {
 					desc = got
 				}
 			}

@@ -1,5 +1,5 @@
-// Package ptrace stops and resumes whole Linux processes and reads their
-// memory.
+// Package ptrace stops and resumes whole Linux processes, and reads the
+// registers of their stopped threads.
 //
 // Every ptrace request is issued from one goroutine locked to one OS thread
 // (the kernel ties a tracee to the thread that attached it), served through a
@@ -9,6 +9,6 @@
 // If the tracing process dies, the kernel detaches its tracees itself, so a
 // killed gi never leaves its target stopped.
 //
-// Memory is read with process_vm_readv in batches, falling back to pread on
-// /proc/<pid>/mem where the former is unavailable or a range fails.
+// What needs no stop (memory, threads, namespaces, clocks, descriptors) is
+// read by package proc.
 package ptrace

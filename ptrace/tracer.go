@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gi-debug/gi/proc"
 )
 
 // Limits that keep Stop bounded whatever the target does.
@@ -174,7 +175,7 @@ func (s *Stopped) Pause() time.Duration { return s.pause }
 // The caller must call Resume on the result, on every path.
 func (t *Tracer) Stop(pid int) (*Stopped, error) {
 	if pid <= 0 {
-		return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+		return nil, fmt.Errorf("process %d: %w", pid, proc.ErrNoSuchProcess)
 	}
 	s := &Stopped{Pid: pid, t: t}
 	if t.WhileStopped != nil {
@@ -246,12 +247,12 @@ func (s *Stopped) stop() error {
 		if round >= maxListRounds {
 			return fmt.Errorf("process %d: thread list never settled after %d rounds", pid, round)
 		}
-		tids, err := listThreads(pid)
+		tids, err := proc.Threads(pid)
 		if err != nil {
 			if len(s.threadsState) == 0 {
 				return err
 			}
-			return fmt.Errorf("process %d: %w", pid, ErrProcessExited)
+			return fmt.Errorf("process %d: %w", pid, proc.ErrProcessExited)
 		}
 		fresh := 0
 		for _, tid := range tids {
@@ -269,7 +270,7 @@ func (s *Stopped) stop() error {
 					st.gone = true
 					s.threadsState[tid] = st
 					if tid == pid {
-						return fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+						return fmt.Errorf("process %d: %w", pid, proc.ErrNoSuchProcess)
 					}
 					continue
 				case errors.Is(err, unix.EPERM):
@@ -308,7 +309,7 @@ func (s *Stopped) stop() error {
 	}
 	s.Marks = append(s.Marks, Mark{"regs", SampleUsage()})
 	if len(s.Threads) == 0 {
-		return fmt.Errorf("process %d: %w", pid, ErrProcessExited)
+		return fmt.Errorf("process %d: %w", pid, proc.ErrProcessExited)
 	}
 	return nil
 }
@@ -385,7 +386,7 @@ func (s *Stopped) waitStops(order []int) error {
 		}
 	}
 	if _, err := os.Stat("/proc/" + strconv.Itoa(s.Pid)); err != nil {
-		return fmt.Errorf("process %d: %w", s.Pid, ErrProcessExited)
+		return fmt.Errorf("process %d: %w", s.Pid, proc.ErrProcessExited)
 	}
 	return nil
 }
@@ -440,34 +441,4 @@ func (s *Stopped) detachAll() error {
 		s.pause = time.Since(s.begin)
 	}
 	return first
-}
-
-// listThreads returns the thread ids of process pid, sorted.
-func listThreads(pid int) ([]int, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task")
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
-		}
-		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("process %d: %w", pid, ErrPermission)
-		}
-		return nil, fmt.Errorf("process %d: list threads: %w", pid, err)
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("process %d: list threads: %w", pid, err)
-	}
-	tids := make([]int, 0, len(names))
-	for _, n := range names {
-		if tid, err := strconv.Atoi(n); err == nil {
-			tids = append(tids, tid)
-		}
-	}
-	if len(tids) == 0 {
-		return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
-	}
-	sort.Ints(tids)
-	return tids, nil
 }

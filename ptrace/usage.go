@@ -36,28 +36,6 @@ type Mark struct {
 	Usage Usage
 }
 
-// ReadStats counts a Memory's reads of the target: process_vm_readv calls,
-// the remote iovecs they carried and the bytes they returned, and the
-// reads through /proc/<pid>/mem (pread) with their bytes.
-type ReadStats struct {
-	Readv, Iovecs, ReadvBytes int64
-	Preads, PreadBytes        int64
-}
-
-// Sub returns the reads counted in s and not in o (s taken after o).
-func (s ReadStats) Sub(o ReadStats) ReadStats {
-	return ReadStats{s.Readv - o.Readv, s.Iovecs - o.Iovecs, s.ReadvBytes - o.ReadvBytes, s.Preads - o.Preads, s.PreadBytes - o.PreadBytes}
-}
-
-// Stats returns the reads this Memory has made so far, from every
-// goroutine.
-func (m *Memory) Stats() ReadStats {
-	return ReadStats{
-		Readv: m.readvCalls.Load(), Iovecs: m.iovecs.Load(), ReadvBytes: m.readvBytes.Load(),
-		Preads: m.preads.Load(), PreadBytes: m.preadBytes.Load(),
-	}
-}
-
 // boost raises the calling thread's scheduling priority to nice -20 for
 // the length of a stop's or a resume's ptrace requests, and returns what
 // puts it back; without CAP_SYS_NICE it does nothing. The target's threads

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/measure"
-	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/proc"
 )
 
 // TestPsDocument checks the gi ps --json document built from a snapshot and
@@ -91,7 +91,7 @@ func TestWritePsStreams(t *testing.T) {
 				{Kind: "mutex", Addr: 0x7f0000, Name: "main.mu", Sync: &inspect.SyncState{Locked: true, Waiters: 3}},
 				{Kind: "rwmutex", Dir: "read", Sync: &inspect.SyncState{Readers: -2}},
 				{Kind: "waitgroup", Sync: &inspect.SyncState{Counter: 4}},
-				{Kind: "fd", FD: &ptrace.FD{FD: 7, Local: "127.0.0.1:80", Remote: "10.0.0.1:5", Path: "/x"}, Syscall: "read"},
+				{Kind: "fd", FD: &proc.FD{FD: 7, Local: "127.0.0.1:80", Remote: "10.0.0.1:5", Path: "/x"}, Syscall: "read"},
 				{Kind: "timer", WakeIn: 5},
 				{Kind: "cond", Unknown: "no layout"},
 			}}

@@ -102,7 +102,7 @@ func LayoutOfProbe(bin Source, toolchain string) (*VersionLayout, error) {
 }
 
 // AddressReader reads an address space: a binary's file-backed contents
-// (Binary.ReadAt) or a live process's memory (ptrace.Memory.ReadAt).
+// (Binary.ReadAt) or a live process's memory (proc.Memory.ReadAt).
 type AddressReader interface {
 	ReadAt(p []byte, addr uint64) (int, error)
 }

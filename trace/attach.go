@@ -9,6 +9,7 @@ import (
 
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/pclntab"
+	"github.com/gi-debug/gi/proc"
 )
 
 // probeGroup is the probes of the table one program serves.
@@ -185,7 +186,7 @@ func (s *Session) probeBias() (uint64, error) {
 	if s.Binary.PIE && s.Opts.PID <= 0 {
 		return 0, errors.New("kernel lacks BPF attach cookies (5.15+): probes are found by address, so tracing a PIE binary needs the pid of the process to trace")
 	}
-	bias, err := s.Binary.LoadBias(s.Opts.PID)
+	bias, err := proc.LoadBias(s.Opts.PID, s.Binary)
 	if err != nil {
 		return 0, fmt.Errorf("load address: %w", err)
 	}

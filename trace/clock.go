@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/proc"
 )
 
 // Clock maps CLOCK_MONOTONIC nanoseconds to wall-clock time.
@@ -47,7 +47,7 @@ func MonotonicNow() int64 { return monotonicNow() }
 
 // selfClockOffset is gi's own time-namespace offset, read once.
 var selfClockOffset = sync.OnceValue(func() int64 {
-	off, _ := ptrace.MonotonicOffset(0)
+	off, _ := proc.MonotonicOffset(0)
 	return int64(off)
 })
 

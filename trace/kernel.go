@@ -12,7 +12,7 @@ import (
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 
-	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/proc"
 )
 
 // Errors naming what the machine lacks.
@@ -81,11 +81,11 @@ func (s *Session) checkKernel() error {
 // CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN; ok is false when it cannot
 // tell.
 func HasBPFCapabilities() (has, ok bool) {
-	admin, ok := ptrace.HasCapabilities(unix.CAP_SYS_ADMIN)
+	admin, ok := proc.HasCapabilities(unix.CAP_SYS_ADMIN)
 	if !ok {
 		return false, false
 	}
-	bpfCaps, _ := ptrace.HasCapabilities(unix.CAP_BPF, unix.CAP_PERFMON)
+	bpfCaps, _ := proc.HasCapabilities(unix.CAP_BPF, unix.CAP_PERFMON)
 	return admin || bpfCaps, true
 }
 

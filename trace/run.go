@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/bpf"
-	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/proc"
 )
 
 // DrainInterval is how often the ring buffer is emptied.
@@ -112,7 +112,7 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		defer t.Stop()
 		interval = t.C
 	}
-	alive := func() bool { return s.Opts.PID <= 0 || ptrace.Alive(s.Opts.PID) }
+	alive := func() bool { return s.Opts.PID <= 0 || proc.Alive(s.Opts.PID) }
 	checks := 0
 loop:
 	for {

@@ -11,6 +11,7 @@ import (
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/pclntab"
+	"github.com/gi-debug/gi/proc"
 )
 
 // Symbols resolves addresses of the traced process(es) to functions and lines.
@@ -26,7 +27,7 @@ type Symbols struct {
 
 // NewSymbols returns a resolver for processes running bin.
 func NewSymbols(bin *elfbin.Binary) *Symbols {
-	return &Symbols{Lines: bin.Lines, loadBias: bin.LoadBias, bias: map[uint32]uint64{}}
+	return &Symbols{Lines: bin.Lines, loadBias: func(pid int) (uint64, error) { return proc.LoadBias(pid, bin) }, bias: map[uint32]uint64{}}
 }
 
 // Bias returns the load bias of process pid (0 unless PIE), read once.

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/internal/targets"
-	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -610,7 +610,7 @@ func TestMemlockLimit(t *testing.T) {
 }
 
 func memlockChild(t *testing.T, pid int) {
-	if has, _ := ptrace.HasCapabilities(unix.CAP_SYS_RESOURCE); has {
+	if has, _ := proc.HasCapabilities(unix.CAP_SYS_RESOURCE); has {
 		t.Fatal("the child still has CAP_SYS_RESOURCE")
 	}
 	limit := unix.Rlimit{Cur: 64 << 10, Max: 64 << 10}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gi-debug/gi/bincache"
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 )
 
@@ -57,7 +58,7 @@ func main() {
 	// GI_PEAK_RSS=1 reports gi's own peak memory (for make bench: the
 	// rusage of a child counts its parent's memory at fork time).
 	if os.Getenv("GI_PEAK_RSS") == "1" {
-		if v, err := ptrace.StatusField(0, 0, "VmHWM"); err == nil && v != "" {
+		if v, err := proc.StatusField(0, 0, "VmHWM"); err == nil && v != "" {
 			fmt.Fprintf(os.Stderr, "gi: peak RSS %s\n", v)
 		}
 	}

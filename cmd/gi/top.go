@@ -13,7 +13,7 @@ import (
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/measure"
-	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -165,7 +165,7 @@ func runTop(a *app, target string, tf targetFlags) error {
 		case <-tick.C:
 			s, err := t.Snapshot(a.tracer)
 			if err != nil {
-				if !ptrace.Alive(pid) {
+				if !proc.Alive(pid) {
 					restore()
 					return fmt.Errorf("process %d exited", pid)
 				}

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gi-debug/gi/inspect"
-	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/report"
 	"github.com/gi-debug/gi/trace"
 )
@@ -197,7 +197,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	for _, w := range s.Warnings {
 		fmt.Fprintf(stderr, "gi: warning: %s\n", w)
 	}
-	nsPid, _ := ptrace.NamespacePID(pid)
+	nsPid, _ := proc.NamespacePID(pid)
 	what := "pid " + pidText(pid, nsPid)
 	if pid == 0 {
 		what = "every process running " + path

@@ -1,4 +1,4 @@
-package ptrace
+package proc
 
 import (
 	"os"
@@ -15,18 +15,18 @@ func TestExiting(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if exiting(cmd.Process.Pid, 20*time.Millisecond) {
+	if Exiting(cmd.Process.Pid, 20*time.Millisecond) {
 		t.Error("a sleeping process is said exiting")
 	}
 	cmd.Process.Kill()
-	if !exiting(cmd.Process.Pid, time.Second) {
+	if !Exiting(cmd.Process.Pid, time.Second) {
 		t.Error("a killed, unreaped process is not said exiting")
 	}
 	cmd.Wait()
-	if !exiting(cmd.Process.Pid, 0) {
+	if !Exiting(cmd.Process.Pid, 0) {
 		t.Error("a reaped process is not said exiting")
 	}
-	if exiting(os.Getpid(), 0) {
+	if Exiting(os.Getpid(), 0) {
 		t.Error("this process is said exiting")
 	}
 }

@@ -1,4 +1,4 @@
-package ptrace
+package proc
 
 import (
 	"bufio"

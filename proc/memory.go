@@ -1,4 +1,4 @@
-package ptrace
+package proc
 
 import (
 	"errors"
@@ -55,8 +55,8 @@ func OpenMemory(pid int) (*Memory, error) {
 		case errors.Is(err, os.ErrNotExist):
 			return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
 		case errors.Is(err, os.ErrPermission):
-			if tr := tracerOf(pid, pid); tr != 0 && tr != os.Getpid() {
-				return nil, alreadyTraced(pid, tr)
+			if tr := TracerOf(pid, pid); tr != 0 && tr != os.Getpid() {
+				return nil, AlreadyTraced(pid, tr)
 			}
 			return nil, fmt.Errorf("process %d: open memory: %w", pid, ErrPermission)
 		}
@@ -279,4 +279,26 @@ func checkBatch(ranges []Range, dst []byte) error {
 		return fmt.Errorf("batch of %d bytes into a %d-byte buffer", total, len(dst))
 	}
 	return nil
+}
+
+// ReadStats counts a Memory's reads of the target: process_vm_readv calls,
+// the remote iovecs they carried and the bytes they returned, and the
+// reads through /proc/<pid>/mem (pread) with their bytes.
+type ReadStats struct {
+	Readv, Iovecs, ReadvBytes int64
+	Preads, PreadBytes        int64
+}
+
+// Sub returns the reads counted in s and not in o (s taken after o).
+func (s ReadStats) Sub(o ReadStats) ReadStats {
+	return ReadStats{s.Readv - o.Readv, s.Iovecs - o.Iovecs, s.ReadvBytes - o.ReadvBytes, s.Preads - o.Preads, s.PreadBytes - o.PreadBytes}
+}
+
+// Stats returns the reads this Memory has made so far, from every
+// goroutine.
+func (m *Memory) Stats() ReadStats {
+	return ReadStats{
+		Readv: m.readvCalls.Load(), Iovecs: m.iovecs.Load(), ReadvBytes: m.readvBytes.Load(),
+		Preads: m.preads.Load(), PreadBytes: m.preadBytes.Load(),
+	}
 }

@@ -1,9 +1,10 @@
-package ptrace
+package proc
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -87,7 +88,7 @@ func NamespaceTIDs(pid int, tids []int) (map[int]int, error) {
 		return nil, err
 	}
 	if tids == nil {
-		if tids, err = listThreads(pid); err != nil {
+		if tids, err = Threads(pid); err != nil {
 			return nil, err
 		}
 	}
@@ -118,4 +119,34 @@ func samePIDNamespace(pid int) (bool, error) {
 		return false, fmt.Errorf("own PID namespace: %w", err)
 	}
 	return theirs == ours, nil
+}
+
+// Threads returns the thread ids of process pid, sorted.
+func Threads(pid int) ([]int, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("process %d: %w", pid, ErrPermission)
+		}
+		return nil, fmt.Errorf("process %d: list threads: %w", pid, err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: list threads: %w", pid, err)
+	}
+	tids := make([]int, 0, len(names))
+	for _, n := range names {
+		if tid, err := strconv.Atoi(n); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	if len(tids) == 0 {
+		return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+	}
+	sort.Ints(tids)
+	return tids, nil
 }

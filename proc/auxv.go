@@ -1,4 +1,4 @@
-package ptrace
+package proc
 
 import (
 	"encoding/binary"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gi-debug/gi/elfbin"
 )
 
 // atEntry is the auxiliary vector tag of the program entry point.
@@ -78,4 +80,19 @@ func Alive(pid int) bool {
 		return false
 	}
 	return s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// LoadBias returns what to add to a link-time address of exe to get its
+// address in process pid, which runs it: 0 unless exe is a PIE, else the
+// entry point the kernel recorded in the process's auxiliary vector minus
+// the ELF header's. No stop is needed.
+func LoadBias(pid int, exe *elfbin.Binary) (uint64, error) {
+	if !exe.PIE {
+		return 0, nil
+	}
+	entry, err := EntryPoint(pid)
+	if err != nil {
+		return 0, err
+	}
+	return entry - exe.File.Entry, nil
 }
