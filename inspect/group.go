@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,4 +68,62 @@ func GroupGoroutines(gs []*Goroutine, allFrames bool) []*Group {
 		return groups[i].Representative().ID < groups[j].Representative().ID
 	})
 	return groups
+}
+
+// GroupWaitingOn says what the goroutines of gs, folded into one row,
+// wait on. When every one waits on the same objects (the same addresses;
+// sleeps and objects without an address compared by what is known of
+// them, not by their text, which differs from sleeper to sleeper), it is
+// those objects as a goroutine's WAITING ON says them, a sleep with the
+// soonest wake-up, and shared is true; "" when none waits on anything
+// known. Else it is how many objects they wait on ("2 objects").
+func GroupWaitingOn(gs []*Goroutine) (text string, shared bool) {
+	if len(gs) == 0 {
+		return "", true
+	}
+	first := waitKey(gs[0])
+	for _, g := range gs[1:] {
+		if waitKey(g) != first {
+			n := len(WaitedObjects(gs))
+			if n == 1 {
+				return "1 object", false
+			}
+			return fmt.Sprintf("%d objects", n), false
+		}
+	}
+	objs := append([]WaitObject(nil), gs[0].WaitingOn...)
+	for i := range objs {
+		if objs[i].Kind != "timer" {
+			continue
+		}
+		for _, g := range gs[1:] {
+			objs[i].WakeIn = min(objs[i].WakeIn, g.WaitingOn[i].WakeIn)
+		}
+	}
+	parts := make([]string, len(objs))
+	for i, o := range objs {
+		parts[i] = o.String()
+	}
+	return strings.Join(parts, "; "), true
+}
+
+// waitKey identifies the objects g waits on, in order: by kind and
+// address, or for an object without an address by what is known of it.
+func waitKey(g *Goroutine) string {
+	var b strings.Builder
+	for _, o := range g.WaitingOn {
+		b.WriteString(objectKey(o))
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// objectKey identifies one object goroutines wait on: its kind and
+// address, or for one without an address (a sleep, an object gi could not
+// read) its kind and what is known of it.
+func objectKey(o WaitObject) string {
+	if o.Addr == 0 {
+		return o.Kind + "/" + o.Type + "/" + o.Unknown
+	}
+	return fmt.Sprintf("%s/%#x", o.Kind, o.Addr)
 }

@@ -109,9 +109,8 @@ type Group struct {
 	// MaxWait is the longest known wait among the members.
 	MaxWait time.Duration
 	// WaitingOn is what the members wait on when they all wait on the
-	// same (inspect.Goroutine.WaitingOnText), else how many objects.
+	// same, else how many objects (inspect.GroupWaitingOn).
 	WaitingOn string
-	mixed     bool
 }
 
 // Group folds the non-system goroutines of gs by state and measured
@@ -147,11 +146,9 @@ func (p Program) group(gs []*inspect.Goroutine, byObject bool) []*Group {
 		}
 		gr := index[key]
 		if gr == nil {
-			gr = &Group{State: g.State, Function: fn, At: at, WaitingOn: g.WaitingOnText()}
+			gr = &Group{State: g.State, Function: fn, At: at}
 			index[key] = gr
 			out = append(out, gr)
-		} else if gr.WaitingOn != g.WaitingOnText() {
-			gr.mixed = true
 		}
 		gr.Goroutines = append(gr.Goroutines, g)
 		if g.WaitKnown && g.Wait > gr.MaxWait {
@@ -159,10 +156,7 @@ func (p Program) group(gs []*inspect.Goroutine, byObject bool) []*Group {
 		}
 	}
 	for _, gr := range out {
-		if gr.mixed {
-			// Members wait on different objects: say how many.
-			gr.WaitingOn = fmt.Sprintf("%d objects", len(inspect.WaitedObjects(gr.Goroutines)))
-		}
+		gr.WaitingOn, _ = inspect.GroupWaitingOn(gr.Goroutines)
 	}
 	return out
 }

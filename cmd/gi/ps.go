@@ -336,14 +336,11 @@ func hasWaits(gs []*inspect.Goroutine) bool {
 // groupWaitingOn is a group's WAITING ON cell: the object when every member
 // waits on the same, else how many objects.
 func groupWaitingOn(gr *inspect.Group) string {
-	objs := inspect.WaitedObjects(gr.Goroutines)
-	switch len(objs) {
-	case 0:
-		return ""
-	case 1:
-		return gr.Representative().WaitingOnText()
+	text, shared := inspect.GroupWaitingOn(gr.Goroutines)
+	if !shared {
+		text += " (gi ps --objects)"
 	}
-	return fmt.Sprintf("%d objects (gi ps --objects)", len(objs))
+	return text
 }
 
 // writeObjects lists the objects goroutines wait on, most waiters first,
