@@ -308,14 +308,16 @@ func planOf(fn *Function, kind uint8, arch string) (bpf.ArgPlan, bool, error) {
 		}
 		for i, op := range c.Ops {
 			o := &plan.Ops[i]
-			o.Kind, o.Out, o.Size = op.Kind, uint16(op.Out), uint16(op.Size)
+			o.Out, o.Size = uint16(op.Out), uint16(op.Size)
+			// funcargs' operations in the probe program's terms: the two
+			// number them each their own way.
 			switch op.Kind {
 			case funcargs.OpReg:
 				w, ok := bpf.RegisterWord(arch, op.Reg)
 				if !ok {
 					return plan, false, fmt.Errorf("%s: register %d not in a uprobe's registers", fn.Name, op.Reg)
 				}
-				o.Reg = uint8(w)
+				o.Kind, o.Reg = bpf.OpReg, uint8(w)
 			case funcargs.OpFloatReg:
 				r, ok := bpf.FloatRegisterIndex(arch, op.Reg)
 				if !ok {
@@ -323,13 +325,15 @@ func planOf(fn *Function, kind uint8, arch string) (bpf.ArgPlan, bool, error) {
 				}
 				o.Kind, o.Reg = bpf.OpFreg, uint8(r)
 			case funcargs.OpStack:
-				o.Off = int32(op.SPOffset)
+				o.Kind, o.Off = bpf.OpStack, int32(op.SPOffset)
 			case funcargs.OpDeref:
-				o.Ptr, o.Elem, o.Off = uint16(op.Ptr), uint16(op.Elem), int32(op.Add)
+				o.Kind, o.Ptr, o.Elem, o.Off = bpf.OpDeref, uint16(op.Ptr), uint16(op.Elem), int32(op.Add)
 				o.Len = bpf.NoLength
 				if op.Len >= 0 {
 					o.Len = uint16(op.Len)
 				}
+			default:
+				return plan, false, fmt.Errorf("%s: capture operation %d unknown to the probes", fn.Name, op.Kind)
 			}
 		}
 	}
