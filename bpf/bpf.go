@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"github.com/go-delve/delve/pkg/dwarf/regnum"
 )
 
 // Event is one probe hit as the programs write it to the ring buffer: the
@@ -215,9 +216,9 @@ const CookiePlanShift = 33
 // arm64), as the signal frame the probe programs read them from orders
 // them; false for any other register.
 func FloatRegisterIndex(arch string, reg uint64) (int, bool) {
-	first := uint64(17) // DWARF xmm0
+	first := uint64(regnum.AMD64_XMM0)
 	if arch == "arm64" {
-		first = 64 // DWARF v0
+		first = regnum.ARM64_V0
 	} else if arch != "amd64" {
 		return 0, false
 	}
