@@ -90,18 +90,18 @@ func (t *Target) readLabelList(p uint64) (map[string]string, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	buf := make([]byte, n*32)
+	buf := make([]byte, n*runtimelayout.PprofLabelSize)
 	if _, err := t.Mem.ReadAt(buf, data); err != nil {
 		return nil, fmt.Errorf("read labels at %#x: %w", data, err)
 	}
 	out := make(map[string]string, n)
 	for i := uint64(0); i < n; i++ {
-		e := buf[i*32:]
-		k, err := t.readStringData(binary.LittleEndian.Uint64(e[0:]), binary.LittleEndian.Uint64(e[8:]))
+		e := buf[i*runtimelayout.PprofLabelSize:]
+		k, err := t.readStringData(binary.LittleEndian.Uint64(e[runtimelayout.PprofLabelKey:]), binary.LittleEndian.Uint64(e[runtimelayout.PprofLabelKey+8:]))
 		if err != nil {
 			return nil, err
 		}
-		v, err := t.readStringData(binary.LittleEndian.Uint64(e[16:]), binary.LittleEndian.Uint64(e[24:]))
+		v, err := t.readStringData(binary.LittleEndian.Uint64(e[runtimelayout.PprofLabelValue:]), binary.LittleEndian.Uint64(e[runtimelayout.PprofLabelValue+8:]))
 		if err != nil {
 			return nil, err
 		}
@@ -134,10 +134,6 @@ func (t *Target) readLabelMap(p uint64) (map[string]string, error) {
 	if b > 16 {
 		return nil, fmt.Errorf("hmap at %#x has implausible B %d", hmap, b)
 	}
-	const (
-		bucketCnt  = 8
-		minTopHash = 5 // values below mark empty or evacuated slots
-	)
 	buf := make([]byte, h.BucketSize)
 	visited := 0
 	readBuckets := func(base uint64, nb uint64) error {
@@ -150,15 +146,15 @@ func (t *Target) readLabelMap(p uint64) (map[string]string, error) {
 				if _, err := t.Mem.ReadAt(buf, addr); err != nil {
 					return fmt.Errorf("read bucket at %#x: %w", addr, err)
 				}
-				for s := 0; s < bucketCnt; s++ {
-					if buf[h.TopHash+int64(s)] < minTopHash {
+				for s := 0; s < runtimelayout.HmapBucketCount; s++ {
+					if buf[h.TopHash+int64(s)] < runtimelayout.HmapMinTopHash { // empty or evacuated
 						continue
 					}
-					k, err := t.readStringData(t.u64(buf, h.Keys+int64(s)*16), t.u64(buf, h.Keys+int64(s)*16+8))
+					k, err := t.readStringData(t.u64(buf, h.Keys+int64(s)*runtimelayout.StringSize), t.u64(buf, h.Keys+int64(s)*runtimelayout.StringSize+8))
 					if err != nil {
 						return err
 					}
-					v, err := t.readStringData(t.u64(buf, h.Elems+int64(s)*16), t.u64(buf, h.Elems+int64(s)*16+8))
+					v, err := t.readStringData(t.u64(buf, h.Elems+int64(s)*runtimelayout.StringSize), t.u64(buf, h.Elems+int64(s)*runtimelayout.StringSize+8))
 					if err != nil {
 						return err
 					}

@@ -864,7 +864,7 @@ func (t *Target) syncState(w *rawWaits, kind string, base, sema uint64) *WaitObj
 		}
 	case "waitgroup":
 		if s, ok := at(W.WaitGroupState, 8); ok {
-			obj.Sync.Counter, known = int32(s>>32), true
+			obj.Sync.Counter, known = int32(s>>runtimelayout.WaitGroupCounterShift), true
 		}
 	case "sema":
 		known = true
@@ -916,8 +916,7 @@ func (t *Target) typeName(typ uint64) string {
 		return ""
 	}
 	name := string(nb[1+k : 1+k+int(l)])
-	const tflagExtraStar = 1 << 1
-	if tflag&tflagExtraStar != 0 {
+	if tflag&runtimelayout.TFlagExtraStar != 0 {
 		name = strings.TrimPrefix(name, "*")
 	}
 	return name

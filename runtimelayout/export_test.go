@@ -30,6 +30,9 @@ func LoadDebugEveryUnit(f *elf.File) (*Debug, error) {
 	return loadEveryUnit(dwarfload.NewLoader(f))
 }
 
+// Resolve is resolve, for tests.
+var Resolve = resolve
+
 // LeaTargets is leaTargets, for tests.
 var LeaTargets = leaTargets
 
