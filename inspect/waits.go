@@ -851,14 +851,14 @@ func (t *Target) syncState(w *rawWaits, kind string, base, sema uint64) *WaitObj
 	switch kind {
 	case "mutex":
 		if s, ok := at(W.MutexState, 4); ok {
-			obj.Sync.Locked, obj.Sync.Starving, known = s&1 != 0, s&4 != 0, true
+			obj.Sync.Locked, obj.Sync.Starving, known = s&runtimelayout.MutexLocked != 0, s&runtimelayout.MutexStarving != 0, true
 		}
 	case "rwmutex":
 		if c, ok := at(W.RWMutexReaderCount, 4); ok {
 			n := int32(c)
 			if n < 0 { // a writer holds it or waits for readers to leave
 				obj.Sync.Locked = true
-				n += 1 << 30
+				n += runtimelayout.RWMutexMaxReaders
 			}
 			obj.Sync.Readers, known = n, true
 		}

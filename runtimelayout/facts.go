@@ -57,4 +57,14 @@ const (
 	PprofLabelSize  = 32
 	PprofLabelKey   = 0
 	PprofLabelValue = 16
+
+	// MutexLocked and MutexStarving are the bits of sync.Mutex's state
+	// saying it is held and in starvation mode: sync.mutexLocked and
+	// sync.mutexStarving, internal/sync's from Go 1.24.
+	MutexLocked   = 1
+	MutexStarving = 4
+	// RWMutexMaxReaders is what a writer subtracts from sync.RWMutex's
+	// readerCount, leaving it negative while it holds the lock or waits
+	// for readers to leave: sync.rwmutexMaxReaders.
+	RWMutexMaxReaders = 1 << 30
 )

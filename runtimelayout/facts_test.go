@@ -302,3 +302,32 @@ func checkString(t *testing.T, what string, typ dwarf.Type) {
 		}
 	}
 }
+
+// TestSyncFactsMatchDWARF checks the bits gi reads sync.Mutex's and
+// sync.RWMutex's state by against the DWARF constants of every release:
+// package sync's, or internal/sync's where Go 1.24 moved the Mutex.
+func TestSyncFactsMatchDWARF(t *testing.T) {
+	forEachReleaseEveryUnit(t, func(t *testing.T, d *runtimelayout.Debug) {
+		for _, c := range []struct {
+			names []string
+			fact  int64
+		}{
+			{[]string{"sync.mutexLocked", "internal/sync.mutexLocked"}, runtimelayout.MutexLocked},
+			{[]string{"sync.mutexStarving", "internal/sync.mutexStarving"}, runtimelayout.MutexStarving},
+			{[]string{"sync.rwmutexMaxReaders"}, runtimelayout.RWMutexMaxReaders},
+		} {
+			found := false
+			for _, name := range c.names {
+				if v, ok := d.Constant(name); ok {
+					found = true
+					if v != c.fact {
+						t.Errorf("%s = %#x, gi assumes %#x", name, v, c.fact)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("none of %v in DWARF", c.names)
+			}
+		}
+	})
+}
