@@ -5,6 +5,17 @@
 // structures, the used part of each goroutine stack, thread registers);
 // everything else (unwinding, symbolization) happens after the process has
 // been resumed.
+//
+// Which code runs while the target is stopped: snapshot.go's Snapshot
+// (the sequence), read.go (copying allgs, the g structs and the stacks
+// that changed, and scanning the g's as they arrive), labels.go (the pprof
+// labels), waits_stop.go (following what blocked goroutines wait on) and
+// the part of condwait.go that reads Cond waiters' frames. Before the
+// stop: precopy.go (parked goroutines' stacks) and the buffers the stop
+// reads into (read.go). After it: decoding (snapshot.go, unwind.go,
+// waits_decode.go, the rest of condwait.go), the model
+// (model.go, waits.go) and what is derived from it (group.go,
+// waits_objects.go, dump.go, pprof.go).
 package inspect
 
 import (
