@@ -1,6 +1,6 @@
 // Command pclntest reports what the Go runtime itself knows about its own
-// stacks, for elfbin's pclntab tests to compare against a static decoding of
-// the same binary.
+// stacks, for pclntab's tests (and elfbin's) to compare against a static
+// decoding of the same binary.
 //
 // Without arguments it prints, for a set of call sites (inlined calls, deep
 // nesting, closures, methods, wrappers, generics, panics, goroutines), the raw
