@@ -2,12 +2,10 @@ package inspect
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -43,8 +41,9 @@ type Memory interface {
 	ReadBatch(ranges []proc.Range, dst []byte) error
 }
 
-// ErrNotGo is returned for processes whose executable is not a Go binary.
-var ErrNotGo = errors.New("not a Go program")
+// ErrNotGo is returned for processes whose executable is not a Go binary
+// (proc.ErrNotGo).
+var ErrNotGo = proc.ErrNotGo
 
 // Target is an opened Go process: its binary, the runtime layout derived from
 // it, and its memory. Open once, take as many snapshots as needed.
@@ -75,35 +74,49 @@ type Target struct {
 	sym         *symbolizer
 	scratch     []Frame // reused while unwinding
 	live        bool    // a running process (Open), not a memory image (NewTarget)
+	// process is the live process (Open, New); owned says Close closes it.
+	process *proc.Process
+	owned   bool
 	// beforeStop, set by tests, runs between the copy made before the
 	// stop (given the number of stacks it holds) and the stop.
 	beforeStop func(stacksCopied int)
 }
 
-// Open opens process pid for inspection. It reads the executable through
-// /proc/<pid>/exe, so it works across mount namespaces and for deleted binaries.
+// Open opens process pid for inspection (proc.Open, then New); Close
+// closes the process too.
 func Open(pid int) (*Target, error) {
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, proc.ErrNoSuchProcess)
-	}
-	exe := fmt.Sprintf("/proc/%d/exe", pid)
-	bin, err := elfbin.Open(exe)
+	p, err := proc.Open(pid)
 	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("process %d: open executable: %w", pid, proc.ErrPermission)
-		}
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("process %d: %w", pid, proc.ErrNoSuchProcess)
-		}
-		return nil, fmt.Errorf("process %d (%s): %w: %v", pid, comm(pid), ErrNotGo, err)
+		return nil, err
 	}
-	t := &Target{PID: pid, Binary: bin, live: true}
-	if err := t.init(); err != nil {
-		bin.Close()
+	t, err := New(p)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	t.owned = true
+	return t, nil
+}
+
+// New makes the Target of a process the caller opened, and closes: its
+// executable, layout, bias, memory and clock are the process's, read once
+// for every user of it (inspect, trace, measure).
+func New(p *proc.Process) (*Target, error) {
+	t := &Target{PID: p.PID, Binary: p.Exe, Bias: p.Bias, Mem: p.Mem, clockOffset: p.ClockOffset, process: p, live: true}
+	layout, table, err := p.RuntimeLayout()
+	if err != nil {
+		return nil, err
+	}
+	t.Layout = layout
+	if err := t.loadStrings(table); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
+
+// Process returns the live process the Target reads, nil for a memory
+// image (NewTarget).
+func (t *Target) Process() *proc.Process { return t.process }
 
 // NewTarget makes a Target whose memory is mem instead of a live process's:
 // pid is the process the memory came from, bin its executable, bias its load
@@ -137,27 +150,6 @@ func (t *Target) Decode(threads []ptrace.Thread, now int64) (*Snapshot, error) {
 	return snap, nil
 }
 
-func (t *Target) init() error {
-	var table *runtimelayout.VersionLayout
-	var err error
-	t.Layout, table, err = t.Binary.RuntimeLayout()
-	if err != nil {
-		return fmt.Errorf("process %d: runtime layout: %w", t.PID, err)
-	}
-	if t.Bias, err = proc.LoadBias(t.PID, t.Binary); err != nil {
-		return fmt.Errorf("process %d: %w", t.PID, err)
-	}
-	if t.clockOffset, err = clockOffset(t.PID); err != nil {
-		return fmt.Errorf("process %d: %w", t.PID, err)
-	}
-	mem, err := proc.OpenMemory(t.PID)
-	if err != nil {
-		return fmt.Errorf("process %d: %w", t.PID, err)
-	}
-	t.Mem = mem
-	return t.loadStrings(table)
-}
-
 // loadStrings reads the runtime's wait-reason and status strings: from the
 // generated table for a stripped binary, else from the target's memory
 // (relocations applied), and makes the symbolizer.
@@ -173,12 +165,10 @@ func (t *Target) loadStrings(table *runtimelayout.VersionLayout) error {
 	}
 	// Static tables: read from the live process (relocations applied).
 	if t.waitReasons, err = t.readStringArray(t.Layout.WaitReasonStrings, t.Layout.WaitReasonCount); err != nil {
-		t.closeMem()
 		return fmt.Errorf("process %d: read runtime.waitReasonStrings: %w", t.PID, err)
 	}
 	if t.Layout.GStatusStrings != 0 {
 		if t.statusNames, err = t.readStringArray(t.Layout.GStatusStrings, t.Layout.GStatusCount); err != nil {
-			t.closeMem()
 			return fmt.Errorf("process %d: read runtime.gStatusStrings: %w", t.PID, err)
 		}
 	}
@@ -221,16 +211,20 @@ func (t *Target) States() []string {
 	return out
 }
 
-// Close releases the target's resources. The process itself is not touched.
+// Close releases what the Target opened: the process, if Open opened it
+// (a process given to New is its caller's to close), or a memory image's
+// memory and executable. The process itself is not touched.
 func (t *Target) Close() error {
-	t.closeMem()
-	return t.Binary.Close()
-}
-
-func (t *Target) closeMem() {
+	if t.process != nil {
+		if t.owned {
+			return t.process.Close()
+		}
+		return nil
+	}
 	if c, ok := t.Mem.(io.Closer); ok {
 		c.Close()
 	}
+	return t.Binary.Close()
 }
 
 func (t *Target) readStringArray(addr uint64, n int64) ([]string, error) {
@@ -312,7 +306,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		return nil, fmt.Errorf("resume process %d: %w", t.PID, resumeErr)
 	}
 	snap := t.newSnapshot(raw, now)
-	snap.NSPid, _ = proc.NamespacePID(t.PID)
+	snap.NSPid = t.process.NSPID
 	snap.Pause, snap.Taken = pause, taken
 	snap.StacksBeforeStop = raw.stacksBeforeStop
 	snap.TracebackLabels = t.tracebackLabels()
@@ -396,19 +390,6 @@ func tracebackLabelsAtStart(minor int, defaultGODEBUG string, environ []byte) bo
 	return on
 }
 
-// clockOffset returns how far the target's monotonic clock is ahead of gi's.
-func clockOffset(pid int) (time.Duration, error) {
-	theirs, err := proc.MonotonicOffset(pid)
-	if err != nil {
-		return 0, err
-	}
-	ours, err := proc.MonotonicOffset(0)
-	if err != nil {
-		return 0, err
-	}
-	return theirs - ours, nil
-}
-
 // monotonicNow returns CLOCK_MONOTONIC, the clock runtime.nanotime reads.
 func monotonicNow() int64 {
 	var ts unix.Timespec
@@ -416,13 +397,4 @@ func monotonicNow() int64 {
 		return 0
 	}
 	return ts.Nano()
-}
-
-// comm returns the process's command name, for error messages.
-func comm(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil {
-		return "pid " + strconv.Itoa(pid)
-	}
-	return strings.TrimSpace(string(b))
 }

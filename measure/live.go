@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gi-debug/gi/runtimelayout"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -16,9 +16,8 @@ import (
 // keys never waits for probes); later ones are added to the running trace
 // (trace.Session.Add), which reads the binary once and never detaches.
 type Live struct {
-	pid      int
+	process  *proc.Process
 	sites    *trace.Sites
-	layout   *runtimelayout.RuntimeLayout
 	reattach time.Duration
 
 	mu       sync.Mutex
@@ -38,12 +37,12 @@ type Live struct {
 // liveTick is how often the running trace takes the pending functions.
 const liveTick = 100 * time.Millisecond
 
-// NewLive returns a Live for process pid, whose executable's probe sites
-// are sites (shared with the caller's Program) and runtime layout layout,
+// NewLive returns a Live for process p (the caller's to close), whose
+// executable's probe sites are sites (shared with the caller's Program),
 // that attaches more functions, when the set grows, at most once per
 // reattach.
-func NewLive(pid int, sites *trace.Sites, layout *runtimelayout.RuntimeLayout, reattach time.Duration) *Live {
-	l := &Live{pid: pid, sites: sites, layout: layout, reattach: reattach, stats: map[string]*trace.Histogram{}, names: map[string]bool{}}
+func NewLive(p *proc.Process, sites *trace.Sites, reattach time.Duration) *Live {
+	l := &Live{process: p, sites: sites, reattach: reattach, stats: map[string]*trace.Histogram{}, names: map[string]bool{}}
 	l.idle = sync.NewCond(&l.mu)
 	return l
 }
@@ -109,7 +108,7 @@ func (l *Live) Ensure(names []string) {
 
 // open starts a trace on names.
 func (l *Live) open(names []string) {
-	s, err := trace.Open(trace.Options{PID: l.pid, Include: exactNames(names), Growable: true, Sites: l.sites, Layout: l.layout})
+	s, err := trace.Open(trace.Options{Process: l.process, Include: exactNames(names), Growable: true, Sites: l.sites})
 
 	l.mu.Lock()
 	defer l.mu.Unlock()

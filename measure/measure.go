@@ -132,6 +132,9 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 	if o.Depth < 1 {
 		return nil, errors.New("trace depth must be at least 1")
 	}
+	if t.Process() == nil {
+		return nil, errors.New("measuring latencies needs a live process, not a memory image")
+	}
 	// The binary inspect read, its probe sites decoded once for the
 	// traceability of frames, the trace and what it adds.
 	sites := trace.NewSites(t.Binary)
@@ -141,7 +144,7 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 	if len(names) == 0 {
 		return nil, errors.New("the goroutines are in no traceable function")
 	}
-	s, err := trace.Open(trace.Options{PID: t.PID, Include: exactNames(names), Growable: true, Sites: sites, Layout: t.Layout})
+	s, err := trace.Open(trace.Options{Process: t.Process(), Include: exactNames(names), Growable: true, Sites: sites})
 	if err != nil {
 		return nil, err
 	}

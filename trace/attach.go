@@ -186,6 +186,9 @@ func (s *Session) probeBias() (uint64, error) {
 	if s.Binary.PIE && s.Opts.PID <= 0 {
 		return 0, errors.New("kernel lacks BPF attach cookies (5.15+): probes are found by address, so tracing a PIE binary needs the pid of the process to trace")
 	}
+	if p := s.Opts.Process; p != nil {
+		return p.Bias, nil
+	}
 	bias, err := proc.LoadBias(s.Opts.PID, s.Binary)
 	if err != nil {
 		return 0, fmt.Errorf("load address: %w", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/funcargs"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
@@ -64,13 +65,16 @@ type Options struct {
 	// Where filters calls on their arguments in the kernel: a call that
 	// does not match produces no event, at entry or at return.
 	Where []Where
-	// Sites, if set, is the binary to trace, opened by the caller, with
-	// the probe sites its other selections decoded: the session reads
-	// neither the ELF nor a function's code again, and does not close the
-	// binary. Path (or /proc/<pid>/exe) is still what the probes attach to.
+	// Process, if set, is the process to trace, opened by the caller
+	// (proc.Open): its pid, executable, load bias and runtime layout are
+	// used, not read again, and the session does not close it.
+	Process *proc.Process
+	// Sites, if set, is the binary to trace (Process's executable, if
+	// that is set), opened by the caller, with the probe sites its other
+	// selections decoded: the session reads neither the ELF nor a
+	// function's code again, and does not close the binary. Path (or
+	// /proc/<pid>/exe) is still what the probes attach to.
 	Sites *Sites
-	// Layout, if set, is the binary's runtime layout, read by the caller.
-	Layout *runtimelayout.RuntimeLayout
 	// Growable lets Session.Add extend the trace while it runs: every
 	// program is loaded, whether the first functions need it or not, and
 	// where probes find their cookie by address the table has room for
@@ -144,6 +148,12 @@ type Session struct {
 
 // Open selects the functions, loads the programs and attaches the probes.
 func Open(opts Options) (*Session, error) {
+	if p := opts.Process; p != nil {
+		opts.PID = p.PID
+		if opts.Sites == nil {
+			opts.Sites = NewSites(p.Exe)
+		}
+	}
 	if opts.Path == "" {
 		if opts.PID <= 0 {
 			return nil, errors.New("trace: neither a pid nor a binary path given")
@@ -179,11 +189,7 @@ func (s *Session) open() error {
 	}
 	layoutDone := make(chan layoutResult, 1)
 	go func() {
-		if s.Opts.Layout != nil {
-			layoutDone <- layoutResult{s.Opts.Layout, nil}
-			return
-		}
-		l, err := goroutineLayout(s.Binary)
+		l, err := goroutineLayout(s.Binary, s.Opts.Process)
 		layoutDone <- layoutResult{l, err}
 	}()
 	matched := s.sites.match(s.Opts.Include, s.Opts.Exclude)
@@ -343,8 +349,16 @@ func (s *Session) open() error {
 // goroutineLayout returns the offsets the BPF programs need: g's fields
 // only. A stripped binary whose runtime.allgs gi cannot find (arm64) still
 // has them in the generated table, and tracing needs no allgs.
-func goroutineLayout(bin *elfbin.Binary) (*runtimelayout.RuntimeLayout, error) {
-	l, _, err := bin.RuntimeLayout()
+// The process's layout is derived once for all its users, where the
+// caller opened the process.
+func goroutineLayout(bin *elfbin.Binary, p *proc.Process) (*runtimelayout.RuntimeLayout, error) {
+	var l *runtimelayout.RuntimeLayout
+	var err error
+	if p != nil {
+		l, _, err = p.RuntimeLayout()
+	} else {
+		l, _, err = bin.RuntimeLayout()
+	}
 	if err == nil {
 		return l, nil
 	}

@@ -53,7 +53,7 @@ func TestGoroutineLayoutStrippedARM64(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer bin.Close()
-		l, err := goroutineLayout(bin)
+		l, err := goroutineLayout(bin, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", opts, err)
 		}

@@ -96,7 +96,7 @@ func runTop(a *app, target string, tf targetFlags) error {
 	// One reading of the binary's probe sites for the grouping and the
 	// trace.
 	sites := trace.NewSites(t.Binary)
-	tt := measure.NewLive(pid, sites, t.Layout, topReattach)
+	tt := measure.NewLive(t.Process(), sites, topReattach)
 	defer tt.Close()
 
 	input := make(chan []byte, 16)

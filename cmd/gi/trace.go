@@ -172,16 +172,18 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	defer files.close()
 	opts := trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents,
 		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres}
-	// A process is opened once: the trace reads the binary inspect read
-	// (labels are read from the live process, as gi ps reads them). Where
-	// inspect cannot open it, the trace opens the binary itself.
+	// A process is opened once: the trace and inspect (labels are read
+	// from the live process, as gi ps reads them) share its executable,
+	// layout and memory. Where it cannot be opened, the trace opens the
+	// binary itself.
 	var tgt *inspect.Target
 	if pid != 0 {
-		if tgt, err = inspect.Open(pid); err == nil {
-			defer tgt.Close()
-			opts.Sites, opts.Layout = trace.NewSites(tgt.Binary), tgt.Layout
-		} else {
-			tgt = nil
+		if p, err := proc.Open(pid); err == nil {
+			defer p.Close()
+			opts.Process = p
+			if tgt, err = inspect.New(p); err != nil {
+				tgt = nil
+			}
 		}
 	}
 	s, err := trace.Open(opts)

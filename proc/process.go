@@ -1,0 +1,131 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/runtimelayout"
+)
+
+// ErrNotGo means a process's executable is not a Go binary gi can read.
+var ErrNotGo = errors.New("not a Go program")
+
+// Process is a live process opened for reading, once: what a command
+// hands to inspect (snapshots), trace (probes) and measure (both), so
+// that none of them opens the executable, maps the memory or derives the
+// runtime's layout again. A core file will be another source of the same
+// facts.
+type Process struct {
+	PID int
+	// NSPID is the process's pid inside its own PID namespace (a
+	// container's view); PID where they are the same.
+	NSPID int
+	// Exe is its executable, read through /proc/<pid>/exe: across mount
+	// namespaces, and deleted binaries too.
+	Exe *elfbin.Binary
+	// Bias is the executable's load bias: runtime address minus
+	// link-time address (PIE), 0 for a fixed-address executable.
+	Bias uint64
+	// Mem reads its memory.
+	Mem *Memory
+	// ClockOffset is its CLOCK_MONOTONIC minus this process's (they
+	// differ across time namespaces): the runtime's timestamps, such as
+	// g.waitsince, are in its clock.
+	ClockOffset time.Duration
+
+	layoutOnce sync.Once
+	layout     *runtimelayout.RuntimeLayout
+	table      *runtimelayout.VersionLayout
+	layoutErr  error
+}
+
+// Open opens process pid: its executable, its memory, its load bias and
+// clock. An executable that is not a Go binary is ErrNotGo.
+func Open(pid int) (*Process, error) {
+	if !Exists(pid) {
+		return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+	}
+	exe, err := elfbin.Open("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		switch {
+		case errors.Is(err, os.ErrPermission):
+			return nil, fmt.Errorf("process %d: open executable: %w", pid, ErrPermission)
+		case errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+		}
+		return nil, fmt.Errorf("process %d (%s): %w: %v", pid, Comm(pid), ErrNotGo, err)
+	}
+	p := &Process{PID: pid, NSPID: pid, Exe: exe}
+	if err := p.open(); err != nil {
+		exe.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Process) open() error {
+	var err error
+	if p.Bias, err = LoadBias(p.PID, p.Exe); err != nil {
+		return fmt.Errorf("process %d: %w", p.PID, err)
+	}
+	if p.ClockOffset, err = clockOffset(p.PID); err != nil {
+		return fmt.Errorf("process %d: %w", p.PID, err)
+	}
+	if ns, err := NamespacePID(p.PID); err == nil && ns != 0 {
+		p.NSPID = ns
+	}
+	if p.Mem, err = OpenMemory(p.PID); err != nil {
+		return fmt.Errorf("process %d: %w", p.PID, err)
+	}
+	return nil
+}
+
+// RuntimeLayout returns the runtime's layout in the executable
+// (elfbin.Binary.RuntimeLayout), derived on the first call only; table is
+// the generated table's entry it came from for a stripped executable.
+func (p *Process) RuntimeLayout() (layout *runtimelayout.RuntimeLayout, table *runtimelayout.VersionLayout, err error) {
+	p.layoutOnce.Do(func() {
+		p.layout, p.table, p.layoutErr = p.Exe.RuntimeLayout()
+		if p.layoutErr != nil {
+			p.layoutErr = fmt.Errorf("process %d: runtime layout: %w", p.PID, p.layoutErr)
+		}
+	})
+	return p.layout, p.table, p.layoutErr
+}
+
+// Close releases the memory and the executable.
+func (p *Process) Close() error {
+	if p.Mem != nil {
+		p.Mem.Close()
+	}
+	return p.Exe.Close()
+}
+
+// Comm returns the command name of process pid, or "pid <pid>" where it
+// cannot be read.
+func Comm(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return "pid " + strconv.Itoa(pid)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// clockOffset returns process pid's CLOCK_MONOTONIC minus this process's.
+func clockOffset(pid int) (time.Duration, error) {
+	theirs, err := MonotonicOffset(pid)
+	if err != nil {
+		return 0, err
+	}
+	ours, err := MonotonicOffset(0)
+	if err != nil {
+		return 0, err
+	}
+	return theirs - ours, nil
+}
