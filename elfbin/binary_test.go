@@ -11,19 +11,21 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gi-debug/gi/internal/targets"
 )
 
 // TestBinary checks Open and the ELF-level accessors on the test program
 // built by several toolchains and link modes.
 func TestBinary(t *testing.T) {
-	pb := newPclnBuilder(t)
+	pb := targets.NewPclnBuilder(t)
 	t.Run("OpenErrors", func(t *testing.T) { testBinaryOpenErrors(t, pb) })
 	t.Run("Metadata", func(t *testing.T) { testBinaryMetadata(t, pb) })
 	t.Run("ReadAt", func(t *testing.T) { testBinaryReadAt(t, pb) })
 	t.Run("UsableAfterClose", func(t *testing.T) { testBinaryUsableAfterClose(t, pb) })
 }
 
-func testBinaryOpenErrors(t *testing.T, pb *pclnBuilder) {
+func testBinaryOpenErrors(t *testing.T, pb *targets.PclnBuilder) {
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
@@ -51,7 +53,7 @@ func testBinaryOpenErrors(t *testing.T, pb *pclnBuilder) {
 	check(write("text", []byte("#!/bin/sh\necho hello\n")), ErrNotELF)
 	check(write("empty", nil), ErrNotELF)
 
-	goBin := pb.build(t, pclnKey{toolchain: "local", mode: "exe"})
+	goBin := pb.Build(t, targets.PclnKey{Toolchain: "local", Mode: "exe"})
 	data, err := os.ReadFile(goBin)
 	if err != nil {
 		t.Fatal(err)
@@ -120,19 +122,19 @@ func goVersionOf(t *testing.T, toolchain string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func testBinaryMetadata(t *testing.T, pb *pclnBuilder) {
-	pb.forEach(t, pclnModes, func(t *testing.T, k pclnKey) {
-		b := pclnOpen(t, pb.build(t, k))
+func testBinaryMetadata(t *testing.T, pb *targets.PclnBuilder) {
+	pb.ForEach(t, targets.PclnModes, func(t *testing.T, k targets.PclnKey) {
+		b := pclnOpen(t, pb.Build(t, k))
 		if b.Arch != runtime.GOARCH {
 			t.Errorf("Arch = %q", b.Arch)
 		}
-		if want := goVersionOf(t, k.toolchain); b.GoVersion != want {
+		if want := goVersionOf(t, k.Toolchain); b.GoVersion != want {
 			t.Errorf("GoVersion = %q, want %q", b.GoVersion, want)
 		}
-		if want := strings.Contains(k.mode, "pie"); b.PIE != want {
+		if want := strings.Contains(k.Mode, "pie"); b.PIE != want {
 			t.Errorf("PIE = %v", b.PIE)
 		}
-		stripped := strings.Contains(k.mode, "strip")
+		stripped := strings.Contains(k.Mode, "strip")
 		if b.Stripped != stripped {
 			t.Errorf("Stripped = %v", b.Stripped)
 		}
@@ -162,12 +164,12 @@ func testBinaryMetadata(t *testing.T, pb *pclnBuilder) {
 	})
 }
 
-func testBinaryReadAt(t *testing.T, pb *pclnBuilder) {
+func testBinaryReadAt(t *testing.T, pb *targets.PclnBuilder) {
 	for _, mode := range []string{"exe", "pie"} {
-		k := pclnKey{toolchain: "local", mode: mode}
+		k := targets.PclnKey{Toolchain: "local", Mode: mode}
 		t.Run(k.String(), func(t *testing.T) {
 			t.Parallel()
-			path := pb.build(t, k)
+			path := pb.Build(t, k)
 			b := pclnOpen(t, path)
 			file, err := os.ReadFile(path)
 			if err != nil {
@@ -233,8 +235,8 @@ func testBinaryReadAt(t *testing.T, pb *pclnBuilder) {
 	}
 }
 
-func testBinaryUsableAfterClose(t *testing.T, pb *pclnBuilder) {
-	b, err := Open(pb.build(t, pclnKey{toolchain: "local", mode: "exe"}))
+func testBinaryUsableAfterClose(t *testing.T, pb *targets.PclnBuilder) {
+	b, err := Open(pb.Build(t, targets.PclnKey{Toolchain: "local", Mode: "exe"}))
 	if err != nil {
 		t.Fatal(err)
 	}

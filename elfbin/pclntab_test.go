@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/pclntab"
 )
 
@@ -18,118 +18,18 @@ import (
 // several Go toolchains and link modes, and check elfbin's part of reading
 // its pc/line table: finding moduledata (against the symbols, in stripped
 // binaries, through relocations the linker left zero) and opening a big
-// binary. TestBinary builds the program with the same builder. The decoding
-// itself (frames, lines and frame sizes against the runtime's own reports,
-// debug/gosym, FuncIDs, corrupt tables) is tested in package pclntab, whose
-// tests build the program with a copy of this builder.
-
-// pclnToolchains are the Go releases the test program is built with: "local" is
-// the installed go; the others are fetched by the go command (GOTOOLCHAIN)
-// into the module cache if missing. They span the FuncID enum changes
-// (1.22 added corostart, 1.25 replaced runfinq) and the pcHeader change of
-// 1.26 (no textStart) and the moduledata change of 1.27 (gofunc moved).
-// The same list is in pclntab/pclntab_test.go.
-var pclnToolchains = []string{"local", "go1.27.4", "go1.25.14", "go1.24.13", "go1.22.12", "go1.21.13", "go1.20.14"}
-
-// pclnModes are the ways the test program is linked. All use the Go linker.
-var pclnModes = []string{"exe", "pie", "strip", "pie-strip"}
-
-type pclnKey struct {
-	toolchain string
-	mode      string // one of modes, or ext-pie, ext-pie-strip (external linker)
-	goarch    string
-}
-
-func (k pclnKey) String() string {
-	s := k.toolchain + "/" + k.mode
-	if k.goarch != "" && k.goarch != runtime.GOARCH {
-		s += "/" + k.goarch
-	}
-	return s
-}
-
-type pclnBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// pclnBuilder builds the test program once per key into a directory that
-// lives as long as the test that made it.
-type pclnBuilder struct {
-	dir   string
-	mu    sync.Mutex
-	m     map[pclnKey]*pclnBuild
-	slots chan struct{}
-}
-
-func newPclnBuilder(t *testing.T) *pclnBuilder {
-	return &pclnBuilder{dir: t.TempDir(), m: map[pclnKey]*pclnBuild{}, slots: make(chan struct{}, 2)} // 2 cores
-}
-
-// build returns the path of the test program built as k.
-func (pb *pclnBuilder) build(t testing.TB, k pclnKey) string {
-	t.Helper()
-	if k.goarch == "" {
-		k.goarch = runtime.GOARCH
-	}
-	pb.mu.Lock()
-	r := pb.m[k]
-	if r == nil {
-		r = &pclnBuild{}
-		pb.m[k] = r
-	}
-	pb.mu.Unlock()
-	r.once.Do(func() {
-		pb.slots <- struct{}{}
-		defer func() { <-pb.slots }()
-		r.path, r.err = pb.doBuild(k)
-	})
-	if r.err != nil {
-		t.Fatalf("build %v: %v", k, r.err)
-	}
-	return r.path
-}
-
-func (pb *pclnBuilder) doBuild(k pclnKey) (string, error) {
-	out := filepath.Join(pb.dir, strings.NewReplacer("/", "-", ".", "_").Replace(k.String()))
-	args := []string{"build", "-o", out}
-	cgo := "0"
-	switch k.mode {
-	case "exe":
-	case "pie":
-		args = append(args, "-buildmode=pie")
-	case "strip":
-		args = append(args, "-ldflags=-s -w")
-	case "pie-strip":
-		args = append(args, "-buildmode=pie", "-ldflags=-s -w")
-	case "ext-pie":
-		args = append(args, "-buildmode=pie", "-ldflags=-linkmode=external")
-		cgo = "1"
-	case "ext-pie-strip":
-		args = append(args, "-buildmode=pie", "-ldflags=-linkmode=external -s -w")
-		cgo = "1"
-	default:
-		return "", fmt.Errorf("unknown mode %q", k.mode)
-	}
-	cmd := exec.Command("go", append(args, ".")...)
-	cmd.Dir = filepath.Join("..", "pclntab", "testdata", "pclntest")
-	cmd.Env = append(os.Environ(),
-		"GOTOOLCHAIN="+k.toolchain, "GOARCH="+k.goarch, "GOOS=linux", "CGO_ENABLED="+cgo,
-		"GOFLAGS=-buildvcs=false", "GOWORK=off", "GO111MODULE=on")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v: %v\n%s", cmd.Args, err, msg)
-	}
-	return out, nil
-}
+// binary. TestBinary builds the program with the same builder
+// (targets.PclnBuilder). The decoding itself (frames, lines and frame sizes
+// against the runtime's own reports, debug/gosym, FuncIDs, corrupt tables)
+// is tested in package pclntab, whose tests build it the same way.
 
 // TestPclntab builds the test program with every toolchain and link mode
 // once, then runs the checks on the builds, each in parallel subtests.
 func TestPclntab(t *testing.T) {
-	pb := newPclnBuilder(t)
+	pb := targets.NewPclnBuilder(t)
 	for _, c := range []struct {
 		name string
-		f    func(*testing.T, *pclnBuilder)
+		f    func(*testing.T, *targets.PclnBuilder)
 	}{
 		{"StrippedMatchesSymbols", testPclntabStrippedMatchesSymbols},
 		{"ZeroedRelocations", testPclntabZeroedRelocations},
@@ -147,19 +47,6 @@ func pclnOpen(t testing.TB, path string) *Binary {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
-}
-
-// forEach runs f in a parallel subtest per toolchain and mode.
-func (pb *pclnBuilder) forEach(t *testing.T, modes []string, f func(t *testing.T, k pclnKey)) {
-	for _, tc := range pclnToolchains {
-		for _, mode := range modes {
-			k := pclnKey{toolchain: tc, mode: mode, goarch: runtime.GOARCH}
-			t.Run(k.String(), func(t *testing.T) {
-				t.Parallel()
-				f(t, k)
-			})
-		}
-	}
 }
 
 // framesAt returns Frames at every pc of every function of package main,
@@ -196,22 +83,22 @@ func pclnFramesAt(t *testing.T, lt *pclntab.LineTable) map[string][]pclntab.Fram
 // the addresses of go:func.* and runtime.text come from moduledata, decode
 // exactly as the same program with its symbol table, and that moduledata agrees with the
 // symbols where both exist.
-func testPclntabStrippedMatchesSymbols(t *testing.T, pb *pclnBuilder) {
+func testPclntabStrippedMatchesSymbols(t *testing.T, pb *targets.PclnBuilder) {
 	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH]
-	type pair struct{ full, stripped pclnKey }
+	type pair struct{ full, stripped targets.PclnKey }
 	var pairs []pair
-	for _, tc := range pclnToolchains {
+	for _, tc := range targets.PclnToolchains {
 		pairs = append(pairs,
-			pair{pclnKey{tc, "exe", runtime.GOARCH}, pclnKey{tc, "strip", runtime.GOARCH}},
-			pair{pclnKey{tc, "pie", runtime.GOARCH}, pclnKey{tc, "pie-strip", runtime.GOARCH}})
+			pair{targets.PclnKey{Toolchain: tc, Mode: "exe", GOARCH: runtime.GOARCH}, targets.PclnKey{Toolchain: tc, Mode: "strip", GOARCH: runtime.GOARCH}},
+			pair{targets.PclnKey{Toolchain: tc, Mode: "pie", GOARCH: runtime.GOARCH}, targets.PclnKey{Toolchain: tc, Mode: "pie-strip", GOARCH: runtime.GOARCH}})
 	}
 	pairs = append(pairs,
-		pair{pclnKey{"local", "exe", other}, pclnKey{"local", "strip", other}},
-		pair{pclnKey{"go1.20.14", "pie", other}, pclnKey{"go1.20.14", "pie-strip", other}})
+		pair{targets.PclnKey{Toolchain: "local", Mode: "exe", GOARCH: other}, targets.PclnKey{Toolchain: "local", Mode: "strip", GOARCH: other}},
+		pair{targets.PclnKey{Toolchain: "go1.20.14", Mode: "pie", GOARCH: other}, targets.PclnKey{Toolchain: "go1.20.14", Mode: "pie-strip", GOARCH: other}})
 	for _, p := range pairs {
 		t.Run(p.stripped.String(), func(t *testing.T) {
 			t.Parallel()
-			full, stripped := pclnOpen(t, pb.build(t, p.full)), pclnOpen(t, pb.build(t, p.stripped))
+			full, stripped := pclnOpen(t, pb.Build(t, p.full)), pclnOpen(t, pb.Build(t, p.stripped))
 			if full.Stripped || !stripped.Stripped {
 				t.Fatalf("Stripped = %v, %v", full.Stripped, stripped.Stripped)
 			}
@@ -250,13 +137,13 @@ func testPclntabStrippedMatchesSymbols(t *testing.T, pb *pclnBuilder) {
 // testPclntabZeroedRelocations simulates linkers that leave relocated
 // pointers zero in the file (GNU ld on arm64, lld): moduledata must then be
 // found and read through the R_*_RELATIVE relocations.
-func testPclntabZeroedRelocations(t *testing.T, pb *pclnBuilder) {
+func testPclntabZeroedRelocations(t *testing.T, pb *targets.PclnBuilder) {
 	for _, tc := range []string{"local", "go1.20.14"} {
 		for _, mode := range []string{"pie", "pie-strip"} {
-			k := pclnKey{toolchain: tc, mode: mode, goarch: runtime.GOARCH}
+			k := targets.PclnKey{Toolchain: tc, Mode: mode, GOARCH: runtime.GOARCH}
 			t.Run(k.String(), func(t *testing.T) {
 				t.Parallel()
-				path := pb.build(t, k)
+				path := pb.Build(t, k)
 				orig := pclnOpen(t, path)
 				data, err := os.ReadFile(path)
 				if err != nil {
@@ -293,7 +180,7 @@ func testPclntabZeroedRelocations(t *testing.T, pb *pclnBuilder) {
 }
 
 // testPclntabOpenGoCommand opens the go command (15 MB) and reports the time.
-func testPclntabOpenGoCommand(t *testing.T, pb *pclnBuilder) {
+func testPclntabOpenGoCommand(t *testing.T, pb *targets.PclnBuilder) {
 	path := pclnGoCommand(t)
 	if _, err := Open(path); err != nil { // warm the page cache
 		t.Fatal(err)

@@ -14,11 +14,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/pclntab"
 )
 
@@ -28,116 +28,16 @@ import (
 // opened with elfbin, which finds the pclntab and moduledata in the ELF file
 // and hands them to Decode; elfbin's own part (moduledata against the
 // symbols, stripped binaries, relocations left zero) is tested in elfbin,
-// whose tests build the same program with a copy of this builder (an
-// external test package cannot share test code with another package).
-
-// pclnToolchains are the Go releases the test program is built with: "local" is
-// the installed go; the others are fetched by the go command (GOTOOLCHAIN)
-// into the module cache if missing. They span the FuncID enum changes
-// (1.22 added corostart, 1.25 replaced runfinq) and the pcHeader change of
-// 1.26 (no textStart) and the moduledata change of 1.27 (gofunc moved).
-// The same list is in elfbin/pclntab_test.go.
-var pclnToolchains = []string{"local", "go1.27.4", "go1.25.14", "go1.24.13", "go1.22.12", "go1.21.13", "go1.20.14"}
-
-// pclnModes are the ways the test program is linked. All use the Go linker.
-var pclnModes = []string{"exe", "pie", "strip", "pie-strip"}
-
-type pclnKey struct {
-	toolchain string
-	mode      string // one of modes, or ext-pie, ext-pie-strip (external linker)
-	goarch    string
-}
-
-func (k pclnKey) String() string {
-	s := k.toolchain + "/" + k.mode
-	if k.goarch != "" && k.goarch != runtime.GOARCH {
-		s += "/" + k.goarch
-	}
-	return s
-}
-
-type pclnBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// pclnBuilder builds the test program once per key into a directory that
-// lives as long as the test that made it.
-type pclnBuilder struct {
-	dir   string
-	mu    sync.Mutex
-	m     map[pclnKey]*pclnBuild
-	slots chan struct{}
-}
-
-func newPclnBuilder(t *testing.T) *pclnBuilder {
-	return &pclnBuilder{dir: t.TempDir(), m: map[pclnKey]*pclnBuild{}, slots: make(chan struct{}, 2)} // 2 cores
-}
-
-// build returns the path of the test program built as k.
-func (pb *pclnBuilder) build(t testing.TB, k pclnKey) string {
-	t.Helper()
-	if k.goarch == "" {
-		k.goarch = runtime.GOARCH
-	}
-	pb.mu.Lock()
-	r := pb.m[k]
-	if r == nil {
-		r = &pclnBuild{}
-		pb.m[k] = r
-	}
-	pb.mu.Unlock()
-	r.once.Do(func() {
-		pb.slots <- struct{}{}
-		defer func() { <-pb.slots }()
-		r.path, r.err = pb.doBuild(k)
-	})
-	if r.err != nil {
-		t.Fatalf("build %v: %v", k, r.err)
-	}
-	return r.path
-}
-
-func (pb *pclnBuilder) doBuild(k pclnKey) (string, error) {
-	out := filepath.Join(pb.dir, strings.NewReplacer("/", "-", ".", "_").Replace(k.String()))
-	args := []string{"build", "-o", out}
-	cgo := "0"
-	switch k.mode {
-	case "exe":
-	case "pie":
-		args = append(args, "-buildmode=pie")
-	case "strip":
-		args = append(args, "-ldflags=-s -w")
-	case "pie-strip":
-		args = append(args, "-buildmode=pie", "-ldflags=-s -w")
-	case "ext-pie":
-		args = append(args, "-buildmode=pie", "-ldflags=-linkmode=external")
-		cgo = "1"
-	case "ext-pie-strip":
-		args = append(args, "-buildmode=pie", "-ldflags=-linkmode=external -s -w")
-		cgo = "1"
-	default:
-		return "", fmt.Errorf("unknown mode %q", k.mode)
-	}
-	cmd := exec.Command("go", append(args, ".")...)
-	cmd.Dir = filepath.Join("testdata", "pclntest")
-	cmd.Env = append(os.Environ(),
-		"GOTOOLCHAIN="+k.toolchain, "GOARCH="+k.goarch, "GOOS=linux", "CGO_ENABLED="+cgo,
-		"GOFLAGS=-buildvcs=false", "GOWORK=off", "GO111MODULE=on")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v: %v\n%s", cmd.Args, err, msg)
-	}
-	return out, nil
-}
+// whose tests build the same program with the same builder
+// (targets.PclnBuilder).
 
 // TestPclntab builds the test program with every toolchain and link mode
 // once, then runs the checks on the builds, each in parallel subtests.
 func TestPclntab(t *testing.T) {
-	pb := newPclnBuilder(t)
+	pb := targets.NewPclnBuilder(t)
 	for _, c := range []struct {
 		name string
-		f    func(*testing.T, *pclnBuilder)
+		f    func(*testing.T, *targets.PclnBuilder)
 	}{
 		{"FramesMatchRuntime", testPclntabFramesMatchRuntime},
 		{"SPDeltaMatchesTraceback", testPclntabSPDeltaMatchesTraceback},
@@ -159,19 +59,6 @@ func pclnOpen(t testing.TB, path string) *elfbin.Binary {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
-}
-
-// forEach runs f in a parallel subtest per toolchain and mode.
-func (pb *pclnBuilder) forEach(t *testing.T, modes []string, f func(t *testing.T, k pclnKey)) {
-	for _, tc := range pclnToolchains {
-		for _, mode := range modes {
-			k := pclnKey{toolchain: tc, mode: mode, goarch: runtime.GOARCH}
-			t.Run(k.String(), func(t *testing.T) {
-				t.Parallel()
-				f(t, k)
-			})
-		}
-	}
 }
 
 // --- runtime reports ---
@@ -419,9 +306,9 @@ func pclnCheckStack(t *testing.T, b *elfbin.Binary, el pclnElider, bias uint64, 
 // testPclntabFramesMatchRuntime compares FuncForPC, Frames and FileLine with
 // runtime.Callers, runtime.FuncForPC and runtime.CallersFrames, frame by
 // frame, for every toolchain and link mode.
-func testPclntabFramesMatchRuntime(t *testing.T, pb *pclnBuilder) {
-	pb.forEach(t, pclnModes, func(t *testing.T, k pclnKey) {
-		path := pb.build(t, k)
+func testPclntabFramesMatchRuntime(t *testing.T, pb *targets.PclnBuilder) {
+	pb.ForEach(t, targets.PclnModes, func(t *testing.T, k targets.PclnKey) {
+		path := pb.Build(t, k)
 		rep := pclnReport(t, path)
 		b := pclnOpen(t, path)
 		mainFn, ok := rep.funcEntry("main.main")
@@ -514,9 +401,9 @@ func pclnTracebackName(name string) string {
 // same traceback also lists the inlined frames of each physical frame, which
 // must match Frames at the runtime's lookup pc (pc-1: no frame follows a
 // signal here).
-func testPclntabSPDeltaMatchesTraceback(t *testing.T, pb *pclnBuilder) {
-	pb.forEach(t, pclnModes, func(t *testing.T, k pclnKey) {
-		path := pb.build(t, k)
+func testPclntabSPDeltaMatchesTraceback(t *testing.T, pb *targets.PclnBuilder) {
+	pb.ForEach(t, targets.PclnModes, func(t *testing.T, k targets.PclnKey) {
+		path := pb.Build(t, k)
 		cmd := exec.Command(path, "-panic")
 		cmd.Env = append(os.Environ(), "GOTRACEBACK=system")
 		var stdout, stderr bytes.Buffer
@@ -669,17 +556,17 @@ func pclnCompareGosym(t *testing.T, b *elfbin.Binary) {
 // testPclntabMatchesGosym compares Funcs and FileLine with debug/gosym on
 // the test program (both architectures) and on the go command of every
 // toolchain at hand: big real-world binaries built by each release.
-func testPclntabMatchesGosym(t *testing.T, pb *pclnBuilder) {
-	pb.forEach(t, []string{"exe", "pie", "strip"}, func(t *testing.T, k pclnKey) {
-		pclnCompareGosym(t, pclnOpen(t, pb.build(t, k)))
+func testPclntabMatchesGosym(t *testing.T, pb *targets.PclnBuilder) {
+	pb.ForEach(t, []string{"exe", "pie", "strip"}, func(t *testing.T, k targets.PclnKey) {
+		pclnCompareGosym(t, pclnOpen(t, pb.Build(t, k)))
 	})
 	other := map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH]
 	for _, tc := range []string{"local", "go1.21.13", "go1.20.14"} {
 		for _, mode := range []string{"exe", "pie"} {
-			k := pclnKey{toolchain: tc, mode: mode, goarch: other}
+			k := targets.PclnKey{Toolchain: tc, Mode: mode, GOARCH: other}
 			t.Run(k.String(), func(t *testing.T) {
 				t.Parallel()
-				b := pclnOpen(t, pb.build(t, k))
+				b := pclnOpen(t, pb.Build(t, k))
 				if b.Arch != other {
 					t.Errorf("Arch = %q, want %q", b.Arch, other)
 				}
@@ -707,7 +594,7 @@ func pclnGoCommands(t testing.TB) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range pclnToolchains[1:] {
+	for _, tc := range targets.PclnToolchains[1:] {
 		p := filepath.Join(strings.TrimSpace(string(modcache)), "golang.org", "toolchain@v0.0.1-"+tc+".linux-"+runtime.GOARCH, "bin", "go")
 		if _, err := os.Stat(p); err == nil {
 			paths = append(paths, p)
@@ -733,9 +620,9 @@ func pclnWrapperFuncID(goVersion string) uint8 {
 // testPclntabWrapperFuncID checks WrapperFuncID against autogenerated code:
 // method-value (-fm) wrappers, pointer-receiver wrappers, type equality
 // functions, and the value of the release's enum.
-func testPclntabWrapperFuncID(t *testing.T, pb *pclnBuilder) {
-	pb.forEach(t, []string{"exe", "strip"}, func(t *testing.T, k pclnKey) {
-		b := pclnOpen(t, pb.build(t, k))
+func testPclntabWrapperFuncID(t *testing.T, pb *targets.PclnBuilder) {
+	pb.ForEach(t, []string{"exe", "strip"}, func(t *testing.T, k targets.PclnKey) {
+		b := pclnOpen(t, pb.Build(t, k))
 		lt := b.Lines
 		w := lt.WrapperFuncID()
 		if want := pclnWrapperFuncID(b.GoVersion); w != want {
@@ -780,7 +667,7 @@ func testPclntabWrapperFuncID(t *testing.T, pb *pclnBuilder) {
 // testPclntabExternalLinking checks PIEs linked by the system linker: the
 // pclntab is then merged into .data.rel.ro (found by its header when the
 // binary is stripped), and runtime.text is not the start of .text.
-func testPclntabExternalLinking(t *testing.T, pb *pclnBuilder) {
+func testPclntabExternalLinking(t *testing.T, pb *targets.PclnBuilder) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		if os.Getenv("GI_REQUIRE_PRIVILEGED") == "1" {
 			t.Fatal("no gcc for external linking (make deps installs it); GI_REQUIRE_PRIVILEGED=1 forbids skipping")
@@ -789,10 +676,10 @@ func testPclntabExternalLinking(t *testing.T, pb *pclnBuilder) {
 	}
 	for _, tc := range []string{"local", "go1.21.13"} {
 		for _, mode := range []string{"ext-pie", "ext-pie-strip"} {
-			k := pclnKey{toolchain: tc, mode: mode, goarch: runtime.GOARCH}
+			k := targets.PclnKey{Toolchain: tc, Mode: mode, GOARCH: runtime.GOARCH}
 			t.Run(k.String(), func(t *testing.T) {
 				t.Parallel()
-				path := pb.build(t, k)
+				path := pb.Build(t, k)
 				rep := pclnReport(t, path)
 				b := pclnOpen(t, path)
 				mainFn, _ := rep.funcEntry("main.main")
@@ -813,8 +700,8 @@ func testPclntabExternalLinking(t *testing.T, pb *pclnBuilder) {
 // binary at a time (functab and _func records, pcvalue tables, name and file
 // tables, inline trees, moduledata) or truncates the file inside the
 // pclntab: Open and every lookup must return errors, never panic or loop.
-func testPclntabCorrupt(t *testing.T, pb *pclnBuilder) {
-	path := pb.build(t, pclnKey{toolchain: "local", mode: "exe"})
+func testPclntabCorrupt(t *testing.T, pb *targets.PclnBuilder) {
+	path := pb.Build(t, targets.PclnKey{Toolchain: "local", Mode: "exe"})
 	orig := pclnOpen(t, path)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -914,8 +801,8 @@ func testPclntabCorrupt(t *testing.T, pb *pclnBuilder) {
 
 // testPclntabFuncForPC checks FuncForPC against a linear scan and
 // that it does not allocate.
-func testPclntabFuncForPC(t *testing.T, pb *pclnBuilder) {
-	b := pclnOpen(t, pb.build(t, pclnKey{toolchain: "local", mode: "exe"}))
+func testPclntabFuncForPC(t *testing.T, pb *targets.PclnBuilder) {
+	b := pclnOpen(t, pb.Build(t, targets.PclnKey{Toolchain: "local", Mode: "exe"}))
 	lt := b.Lines
 	fs := lt.Funcs()
 	for i, f := range fs {
