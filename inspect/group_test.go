@@ -28,7 +28,7 @@ func TestGroupWaitingOn(t *testing.T) {
 		text   string
 		shared bool
 	}{
-		{"sleepers", []*inspect.Goroutine{sleep(3 * time.Second), sleep(time.Second), sleep(2 * time.Second)}, "sleep, wakes in 1s", true},
+		{"sleepers", []*inspect.Goroutine{sleep(3 * time.Second), sleep(time.Second), sleep(2 * time.Second)}, "sleep, wakes in 1.0s", true},
 		{"one channel", []*inspect.Goroutine{chans(0xc000010000), chans(0xc000010000)}, "chan 0xc000010000 (unbuffered, 2 receivers, 0 senders)", true},
 		{"a select on two", []*inspect.Goroutine{chans(0xc000010000, 0xc000020000), chans(0xc000010000, 0xc000020000)},
 			"chan 0xc000010000 (unbuffered, 2 receivers, 0 senders); chan 0xc000020000 (unbuffered, 2 receivers, 0 senders)", true},

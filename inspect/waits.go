@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,13 +142,24 @@ func plural(n int, what string) string {
 
 func formatDuration(ns int64) string {
 	d := time.Duration(ns)
+	if d < 0 {
+		return "0s (overdue " + FormatWait(-d) + ")"
+	}
+	return FormatWait(d)
+}
+
+// FormatWait renders a wait, or a time left to wait, compactly, as every
+// column and cell of gi's tables does: 850ms, 12.3s, 4m05s, 2h03m.
+func FormatWait(d time.Duration) string {
 	switch {
-	case d < 0:
-		return "0s (overdue " + (-d).Round(time.Millisecond).String() + ")"
 	case d < time.Second:
-		return d.Round(time.Microsecond).String()
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	default:
-		return d.Round(time.Second).String()
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 }
 

@@ -124,7 +124,7 @@ func TestGroup(t *testing.T) {
 		mk(4, "chan receive", 0, "runtime.gopark elided", "runtime.chanrecv1", "runtime.bgsweep"),
 		{ID: 5, State: "running", System: true, Frames: stack("runtime.gcBgMarkWorker").Frames},
 	}
-	// Each sleeper's own text differs ("wakes in 3s", "wakes in 1s"): the
+	// Each sleeper's own text differs ("wakes in 3.0s", "wakes in 1.0s"): the
 	// group still shares the sleep, with the soonest wake-up.
 	gs[0].WaitingOn = []inspect.WaitObject{{Kind: "timer", WakeIn: int64(3 * time.Second)}}
 	gs[1].WaitingOn = []inspect.WaitObject{{Kind: "timer", WakeIn: int64(time.Second)}}
@@ -132,7 +132,7 @@ func TestGroup(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("%d groups, want 3 (sleep in main.traceC, Mutex in main.traceC, the untraceable one): %+v", len(got), got)
 	}
-	if g := got[0]; g.State != "sleep" || g.Function != "main.traceC" || len(g.Goroutines) != 2 || g.MaxWait != 5*time.Second || g.WaitingOn != "sleep, wakes in 1s" {
+	if g := got[0]; g.State != "sleep" || g.Function != "main.traceC" || len(g.Goroutines) != 2 || g.MaxWait != 5*time.Second || g.WaitingOn != "sleep, wakes in 1.0s" {
 		t.Errorf("first group: %+v", g)
 	}
 	if g := got[1]; g.State != "sync.Mutex.Lock" || g.Function != "main.traceC" || len(g.Goroutines) != 1 {

@@ -231,21 +231,13 @@ func matchesFrame(g *inspect.Goroutine, re *regexp.Regexp, allFrames bool) bool 
 	return false
 }
 
-// formatWait renders a wait duration compactly: 850ms, 12.3s, 4m05s, 2h03m.
+// formatWait renders a known wait duration compactly (inspect.FormatWait):
+// 850ms, 12.3s, 4m05s, 2h03m.
 func formatWait(d time.Duration, known bool) string {
 	if !known {
 		return ""
 	}
-	switch {
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	default:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
+	return inspect.FormatWait(d)
 }
 
 // newTable returns gi's borderless table on w, its columns left-aligned
