@@ -403,52 +403,53 @@ func stateText(g *inspect.Goroutine) string {
 	return s
 }
 
-func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, pt *psLatency) error {
-	labels := hasLabels(gs)
+// psColumns are the columns gi ps's table and its --group table add to
+// their own when any goroutine has something for them: labels, the
+// latency columns of --trace, and what blocked goroutines wait on.
+type psColumns struct {
+	labels, waits bool
+	pt            *psLatency
+}
+
+func columnsOf(gs []*inspect.Goroutine, pt *psLatency) psColumns {
+	return psColumns{labels: hasLabels(gs), waits: hasWaits(gs), pt: pt}
+}
+
+// header is first and the optional columns.
+func (c psColumns) header(first ...any) []any {
+	if c.labels {
+		first = append(first, "LABELS")
+	}
+	if c.pt != nil {
+		first = append(first, "CALLS", "P50", "P99", "MAX", "IN CALL")
+	}
+	if c.waits {
+		first = append(first, "WAITING ON")
+	}
+	return first
+}
+
+// row is first and the optional cells: g's labels, the latency cells and
+// what waitingOn says.
+func (c psColumns) row(first []string, g *inspect.Goroutine, latency func() []string, waitingOn func() string) []string {
+	if c.labels {
+		first = append(first, formatLabels(g.Labels))
+	}
+	if c.pt != nil {
+		first = append(first, latency()...)
+	}
+	if c.waits {
+		first = append(first, waitingOn())
+	}
+	return first
+}
+
+// writeRows renders header and the rows each appends, then the footer.
+func writeRows(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, header []any, each func(add func([]string) error) error) error {
 	tbl := newListing(out)
-	header := []any{"GOID", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY"}
-	if labels {
-		header = append(header, "LABELS")
-	}
-	if pt != nil {
-		header = append(header, "CALLS", "P50", "P99", "MAX", "IN CALL")
-	}
-	waits := hasWaits(gs)
-	if waits {
-		header = append(header, "WAITING ON")
-	}
 	tbl.Header(header...)
-	// Goroutines waiting on the same objects share one WaitingOn list:
-	// its text is made once.
-	type waitList struct {
-		first *inspect.WaitObject
-		n     int
-	}
-	waitTexts := map[waitList]string{}
-	for _, g := range gs {
-		fn, loc := pt.location(g)
-		row := []string{strconv.FormatUint(g.ID, 10), stateText(g), formatWait(g.Wait, g.WaitKnown), fn, loc, createdBy(g)}
-		if labels {
-			row = append(row, formatLabels(g.Labels))
-		}
-		if pt != nil {
-			row = append(row, pt.columns(pt.ByGoid[g.ID])...)
-		}
-		if waits {
-			text := ""
-			if len(g.WaitingOn) > 0 {
-				var ok bool
-				key := waitList{&g.WaitingOn[0], len(g.WaitingOn)}
-				if text, ok = waitTexts[key]; !ok {
-					text = g.WaitingOnText()
-					waitTexts[key] = text
-				}
-			}
-			row = append(row, text)
-		}
-		if err := tbl.Append(row); err != nil {
-			return err
-		}
+	if err := each(tbl.Append); err != nil {
+		return err
 	}
 	if err := tbl.Render(); err != nil {
 		return err
@@ -456,42 +457,55 @@ func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, 
 	return writeFooter(out, snap, gs)
 }
 
+func writeTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, pt *psLatency) error {
+	c := columnsOf(gs, pt)
+	// Goroutines waiting on the same objects share one WaitingOn list:
+	// its text is made once.
+	type waitList struct {
+		first *inspect.WaitObject
+		n     int
+	}
+	waitTexts := map[waitList]string{}
+	return writeRows(out, snap, gs, c.header("GOID", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY"), func(add func([]string) error) error {
+		for _, g := range gs {
+			fn, loc := pt.location(g)
+			row := c.row([]string{strconv.FormatUint(g.ID, 10), stateText(g), formatWait(g.Wait, g.WaitKnown), fn, loc, createdBy(g)}, g,
+				func() []string { return pt.columns(pt.ByGoid[g.ID]) },
+				func() string {
+					if len(g.WaitingOn) == 0 {
+						return ""
+					}
+					key := waitList{&g.WaitingOn[0], len(g.WaitingOn)}
+					text, ok := waitTexts[key]
+					if !ok {
+						text = g.WaitingOnText()
+						waitTexts[key] = text
+					}
+					return text
+				})
+			if err := add(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func writeGroupTable(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, groups []*inspect.Group, pt *psLatency) error {
-	labels := hasLabels(gs)
-	tbl := newListing(out)
-	header := []any{"COUNT", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY", "GOIDS"}
-	if labels {
-		header = append(header, "LABELS")
-	}
-	if pt != nil {
-		header = append(header, "CALLS", "P50", "P99", "MAX", "IN CALL")
-	}
-	waits := hasWaits(gs)
-	if waits {
-		header = append(header, "WAITING ON")
-	}
-	tbl.Header(header...)
-	for _, gr := range groups {
-		g := gr.Representative()
-		fn, loc := pt.location(g)
-		row := []string{strconv.Itoa(len(gr.Goroutines)), stateText(g), waitRange(gr), fn, loc, createdByFunction(g), goidList(gr, 5)}
-		if labels {
-			row = append(row, formatLabels(g.Labels))
+	c := columnsOf(gs, pt)
+	return writeRows(out, snap, gs, c.header("COUNT", "STATE", "WAIT", "FUNCTION", "LOCATION", "CREATED BY", "GOIDS"), func(add func([]string) error) error {
+		for _, gr := range groups {
+			g := gr.Representative()
+			fn, loc := pt.location(g)
+			row := c.row([]string{strconv.Itoa(len(gr.Goroutines)), stateText(g), waitRange(gr), fn, loc, createdByFunction(g), goidList(gr, 5)}, g,
+				func() []string { return pt.groupColumns(gr) },
+				func() string { return groupWaitingOn(gr) })
+			if err := add(row); err != nil {
+				return err
+			}
 		}
-		if pt != nil {
-			row = append(row, pt.groupColumns(gr)...)
-		}
-		if waits {
-			row = append(row, groupWaitingOn(gr))
-		}
-		if err := tbl.Append(row); err != nil {
-			return err
-		}
-	}
-	if err := tbl.Render(); err != nil {
-		return err
-	}
-	return writeFooter(out, snap, gs)
+		return nil
+	})
 }
 
 func createdByFunction(g *inspect.Goroutine) string {
