@@ -33,6 +33,9 @@ type Snapshot struct {
 	GoVersion string
 	// Pause is how long the target was stopped.
 	Pause time.Duration
+	// Origin says where a snapshot not taken by stopping a live process
+	// came from ("core core.1234 (server, SIGABRT)"); "" for a stop.
+	Origin string
 	// Total is how long the whole snapshot took, decoding included.
 	Total time.Duration
 	// Taken is the wall-clock time of the stop.

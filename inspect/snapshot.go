@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -102,7 +101,7 @@ func Open(pid int) (*Target, error) {
 // executable, layout, bias, memory and clock are the process's, read once
 // for every user of it (inspect, trace, measure).
 func New(p *proc.Process) (*Target, error) {
-	t := &Target{PID: p.PID, Binary: p.Exe, Bias: p.Bias, Mem: p.Mem, clockOffset: p.ClockOffset, process: p, live: true}
+	t := &Target{PID: p.PID, Binary: p.Exe, Bias: p.Bias, Mem: p.Mem, clockOffset: p.ClockOffset, process: p, live: p.Live}
 	layout, table, err := p.RuntimeLayout()
 	if err != nil {
 		return nil, err
@@ -138,7 +137,8 @@ func NewTarget(pid int, bin *elfbin.Binary, mem Memory, bias uint64) (*Target, e
 // Decode copies and decodes a snapshot from the target's memory without
 // stopping anything: for a Target made by NewTarget, whose memory does not
 // change. threads are the process's threads with their registers as they
-// were; now is the target's CLOCK_MONOTONIC at that instant.
+// were; now is the target's CLOCK_MONOTONIC at that instant, 0 if unknown
+// (waits and wake-ups are then unknown).
 func (t *Target) Decode(threads []ptrace.Thread, now int64) (*Snapshot, error) {
 	raw, err := t.copyRaw(threads, &buffers{}, nil, nil, nil)
 	if err != nil {
@@ -356,10 +356,10 @@ func (t *Target) tracebackLabels() bool {
 		}
 		return false
 	}
-	if !t.live {
+	if t.process == nil || t.process.Environ == nil {
 		return false // no environment to read
 	}
-	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", t.PID))
+	env, _ := t.process.Environ()
 	return tracebackLabelsAtStart(goMinor(t.Binary.GoVersion), t.Binary.DefaultGODEBUG, env)
 }
 

@@ -159,6 +159,10 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, rgs []*rawG, now int6
 				g.WaitingOn = []WaitObject{{Kind: "timer", Unknown: "its timer was not copied"}}
 				return
 			}
+			if now == 0 {
+				g.WaitingOn = []WaitObject{{Kind: "timer", Type: "time.Sleep", Unknown: "the time of the snapshot is unknown"}}
+				return
+			}
 			g.WaitingOn = []WaitObject{{Kind: "timer", Type: "time.Sleep", WakeIn: when - now}}
 		case reason == "IO wait":
 			iw, ok := io[g.Addr]

@@ -132,8 +132,8 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 	if o.Depth < 1 {
 		return nil, errors.New("trace depth must be at least 1")
 	}
-	if t.Process() == nil {
-		return nil, errors.New("measuring latencies needs a live process, not a memory image")
+	if t.Process() == nil || !t.Process().Live {
+		return nil, errors.New("measuring latencies needs a live process, not a memory image or a core")
 	}
 	// The binary inspect read, its probe sites decoded once for the
 	// traceability of frames, the trace and what it adds.

@@ -32,8 +32,15 @@ type Process struct {
 	// Bias is the executable's load bias: runtime address minus
 	// link-time address (PIE), 0 for a fixed-address executable.
 	Bias uint64
-	// Mem reads its memory.
-	Mem *Memory
+	// Mem reads its memory: a live process's (*Memory), or what a core
+	// file holds of it.
+	Mem MemoryReader
+	// Live is set for a running process, which can be stopped and
+	// traced; not for a core file.
+	Live bool
+	// Environ returns the process's initial environment as
+	// /proc/<pid>/environ has it: NUL-terminated NAME=value strings.
+	Environ func() ([]byte, error)
 	// ClockOffset is its CLOCK_MONOTONIC minus this process's (they
 	// differ across time namespaces): the runtime's timestamps, such as
 	// g.waitsince, are in its clock.
@@ -61,7 +68,8 @@ func Open(pid int) (*Process, error) {
 		}
 		return nil, fmt.Errorf("process %d (%s): %w: %v", pid, Comm(pid), ErrNotGo, err)
 	}
-	p := &Process{PID: pid, NSPID: pid, Exe: exe}
+	p := &Process{PID: pid, NSPID: pid, Exe: exe, Live: true}
+	p.Environ = func() ([]byte, error) { return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ") }
 	if err := p.open(); err != nil {
 		exe.Close()
 		return nil, err
@@ -71,6 +79,7 @@ func Open(pid int) (*Process, error) {
 
 func (p *Process) open() error {
 	var err error
+	var mem *Memory
 	if p.Bias, err = LoadBias(p.PID, p.Exe); err != nil {
 		return fmt.Errorf("process %d: %w", p.PID, err)
 	}
@@ -80,9 +89,10 @@ func (p *Process) open() error {
 	if ns, err := NamespacePID(p.PID); err == nil && ns != 0 {
 		p.NSPID = ns
 	}
-	if p.Mem, err = OpenMemory(p.PID); err != nil {
+	if mem, err = OpenMemory(p.PID); err != nil {
 		return fmt.Errorf("process %d: %w", p.PID, err)
 	}
+	p.Mem = mem
 	return nil
 }
 
@@ -105,6 +115,17 @@ func (p *Process) Close() error {
 		p.Mem.Close()
 	}
 	return p.Exe.Close()
+}
+
+// MemoryReader reads a process's memory at its addresses: a live
+// process's (Memory) or a core file's.
+type MemoryReader interface {
+	// ReadAt reads len(p) bytes at addr.
+	ReadAt(p []byte, addr uint64) (int, error)
+	// ReadBatch reads every range into dst, back to back; a *BatchError
+	// lists the ranges that could not be read.
+	ReadBatch(ranges []Range, dst []byte) error
+	Close() error
 }
 
 // Comm returns the command name of process pid, or "pid <pid>" where it

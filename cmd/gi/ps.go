@@ -8,13 +8,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
+	"github.com/gi-debug/gi/core"
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/report"
@@ -26,6 +29,7 @@ type psOptions struct {
 	waits                               bool
 	copyEarly                           bool
 	pprofFile                           string
+	binary                              string // with a core file: its executable
 	state                               string
 	match                               string
 	minWait                             time.Duration
@@ -37,15 +41,19 @@ type psOptions struct {
 func newPsCommand(a *app) *cobra.Command {
 	var o psOptions
 	cmd := &cobra.Command{
-		Use:   "ps <pid|name> | --ns-pid N --in PID",
-		Short: "List every goroutine of a live Go process",
+		Use:   "ps <pid|name|core-file> | --ns-pid N --in PID",
+		Short: "List every goroutine of a live Go process, or of a core file",
 		Long: `ps stops the process for a few milliseconds, copies its goroutines, resumes it,
-and lists them: id, state, how long each has waited, where it is and who created it.`,
+and lists them: id, state, how long each has waited, where it is and who created it.
+Given a core file (the kernel's, gcore's), it lists the goroutines of the process
+as the core holds them; the executable is found where the core says it was, or
+given with --binary.`,
 		Example: `  gi ps 4242                              # every goroutine of pid 4242
   gi ps --objects myserver                # by process name: the objects goroutines wait on, most waiters first
   gi ps --stacks --match 'main\.handle' 4242   # the runtime's dump format, one function's goroutines
   gi ps --trace 3s 4242                   # with the latency of the function each goroutine is in
   gi ps --ns-pid 1 --in 8406              # pid 1 of the container that host pid 8406 is in
+  gi ps --binary ./server core.4242       # post-mortem: a core file, its executable given
   kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi ps 1`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,8 +77,18 @@ and lists them: id, state, how long each has waited, where it is and who created
 	f.MarkHidden("waits")
 	f.BoolVar(&o.copyEarly, "copy-stacks-early", true, "copy parked goroutines' stacks before the stop (--copy-stacks-early=false: all in the stop, the benchmark's baseline)")
 	f.MarkHidden("copy-stacks-early")
+	f.StringVar(&o.binary, "binary", "", "with a core file: the executable of the process, when it is no longer where the core says")
 	addTargetFlags(f, &o.target)
 	return cmd
+}
+
+// coreOrigin names a core file, its process and the signal that ended it.
+func coreOrigin(c *core.Core) string {
+	s := "core " + c.Path + " (" + c.Command
+	if c.Signal != 0 {
+		s += ", " + unix.SignalName(syscall.Signal(c.Signal))
+	}
+	return s + ")"
 }
 
 func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
@@ -84,9 +102,19 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 			return fmt.Errorf("--match: %w", err)
 		}
 	}
-	pid, err := o.target.resolve(target)
-	if err != nil {
-		return err
+	fromCore := target != "" && core.IsCore(target)
+	if fromCore && o.trace > 0 {
+		return fmt.Errorf("--trace measures a live process; %s is a core file", target)
+	}
+	if o.binary != "" && !fromCore {
+		return fmt.Errorf("--binary goes with a core file, and %q is not one", target)
+	}
+	var pid int
+	var err error
+	if !fromCore {
+		if pid, err = o.target.resolve(target); err != nil {
+			return err
+		}
 	}
 	// An output file that cannot be written fails before the target is
 	// touched.
@@ -97,19 +125,39 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 		defer pprofOut.Close()
 	}
-	t, err := inspect.Open(pid)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	if err := checkState(t, o.state); err != nil {
-		return err
-	}
-	t.SkipWaits = !o.waits
-	t.StacksInStop = !o.copyEarly
-	snap, err := t.Snapshot(a.tracer)
-	if err != nil {
-		return err
+	var t *inspect.Target
+	var snap *inspect.Snapshot
+	if fromCore {
+		c, err := core.Open(target, o.binary)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if t, err = inspect.New(c.Process); err != nil {
+			return err
+		}
+		if err := checkState(t, o.state); err != nil {
+			return err
+		}
+		now, _ := c.Now() // 0: waits unknown
+		if snap, err = t.Decode(c.Threads, now); err != nil {
+			return err
+		}
+		snap.Origin = coreOrigin(c)
+		pid = c.Process.PID
+	} else {
+		if t, err = inspect.Open(pid); err != nil {
+			return err
+		}
+		defer t.Close()
+		if err := checkState(t, o.state); err != nil {
+			return err
+		}
+		t.SkipWaits = !o.waits
+		t.StacksInStop = !o.copyEarly
+		if snap, err = t.Snapshot(a.tracer); err != nil {
+			return err
+		}
 	}
 	gs := filterGoroutines(snap.Goroutines, o, re)
 	var res *measure.Result
@@ -579,7 +627,11 @@ func writeFooter(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine)
 		parts[i] = fmt.Sprintf("%d %s", counts[s], s)
 	}
 	fmt.Fprintf(out, "\n%d goroutines: %s\n", len(gs), strings.Join(parts, ", "))
-	fmt.Fprintf(out, "pid %s, %s, paused %s\n", pidText(snap.PID, snap.NSPid), snap.GoVersion, snap.Pause.Round(time.Microsecond))
+	if snap.Origin != "" {
+		fmt.Fprintf(out, "pid %s, %s, from %s\n", pidText(snap.PID, snap.NSPid), snap.GoVersion, snap.Origin)
+	} else {
+		fmt.Fprintf(out, "pid %s, %s, paused %s\n", pidText(snap.PID, snap.NSPid), snap.GoVersion, snap.Pause.Round(time.Microsecond))
+	}
 	return writeWarnings(out, snap)
 }
 

@@ -1,0 +1,116 @@
+package core
+
+import (
+	"debug/elf"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/proc"
+)
+
+// memory reads a process's memory from its core file: what a PT_LOAD
+// segment holds, and from the executable what the core left out of a
+// mapping of it (the kernel does not write file-backed pages nobody
+// wrote: code, read-only data).
+type memory struct {
+	f    *elf.File
+	path string
+	segs []*elf.Prog
+	exe  *elfbin.Binary
+	bias uint64
+	// exeMaps are the executable's mappings (NT_FILE), by address.
+	exeMaps []Mapping
+}
+
+func newMemory(f *elf.File, path string, exe *elfbin.Binary, bias uint64, exeMaps []Mapping) (*memory, error) {
+	m := &memory{f: f, path: path, segs: sortedSegments(f), exe: exe, bias: bias, exeMaps: exeMaps}
+	if len(m.segs) == 0 {
+		return nil, fmt.Errorf("no memory (PT_LOAD) in it")
+	}
+	return m, nil
+}
+
+// ReadAt reads len(p) bytes at addr, piece by piece across segments.
+func (m *memory) ReadAt(p []byte, addr uint64) (int, error) {
+	done := 0
+	for done < len(p) {
+		n, err := m.readSome(p[done:], addr+uint64(done))
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// readCore reads len(p) bytes at addr from the core's own segments only.
+func (m *memory) readCore(p []byte, addr uint64) error {
+	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].Vaddr+m.segs[i].Memsz > addr })
+	if i == len(m.segs) || m.segs[i].Vaddr > addr || addr-m.segs[i].Vaddr+uint64(len(p)) > m.segs[i].Filesz {
+		return fmt.Errorf("%#x not in the core", addr)
+	}
+	_, err := m.segs[i].ReadAt(p, int64(addr-m.segs[i].Vaddr))
+	return err
+}
+
+// readSome reads from the one segment or executable mapping holding addr.
+func (m *memory) readSome(p []byte, addr uint64) (int, error) {
+	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].Vaddr+m.segs[i].Memsz > addr })
+	if i < len(m.segs) && m.segs[i].Vaddr <= addr {
+		s := m.segs[i]
+		off := addr - s.Vaddr
+		if off < s.Filesz {
+			n := min(uint64(len(p)), s.Filesz-off)
+			k, err := s.ReadAt(p[:n], int64(off))
+			if err != nil && err != io.EOF {
+				return k, err
+			}
+			if uint64(k) < n {
+				return k, fmt.Errorf("read %#x: the core is truncated", addr+uint64(k))
+			}
+			return k, nil
+		}
+	}
+	for _, mp := range m.exeMaps {
+		if addr >= mp.Start && addr < mp.End {
+			n := min(uint64(len(p)), mp.End-addr)
+			k, err := m.exe.ReadAt(p[:n], addr-m.bias)
+			if err != nil {
+				return k, fmt.Errorf("read %#x from the executable: %w", addr, err)
+			}
+			return k, nil
+		}
+	}
+	if i < len(m.segs) && m.segs[i].Vaddr <= addr {
+		return 0, fmt.Errorf("read %#x: the core left the mapping at %#x out (coredump_filter)", addr, m.segs[i].Vaddr)
+	}
+	return 0, fmt.Errorf("read %#x: not mapped in the core", addr)
+}
+
+// ReadBatch reads every range into dst, back to back.
+func (m *memory) ReadBatch(ranges []proc.Range, dst []byte) error {
+	var failed []int
+	var first error
+	off := 0
+	for i, r := range ranges {
+		if off+r.Len > len(dst) {
+			return fmt.Errorf("read batch: %d bytes of room for %d", len(dst), off+r.Len)
+		}
+		if _, err := m.ReadAt(dst[off:off+r.Len], r.Addr); err != nil {
+			failed = append(failed, i)
+			if first == nil {
+				first = err
+			}
+		}
+		off += r.Len
+	}
+	if len(failed) > 0 {
+		return &proc.BatchError{Failed: failed, First: first}
+	}
+	return nil
+}
+
+// Close closes the core file.
+func (m *memory) Close() error { return m.f.Close() }

@@ -1,0 +1,69 @@
+package inspect_test
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/core"
+	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/internal/targets"
+)
+
+// TestCoreMatchesRuntimeDump has the kernel write a core of a target that
+// dies of SIGQUIT with GOTRACEBACK=crash, and compares gi's reading of
+// the core (core.Open, inspect.New, Decode) with the dump the target took
+// of itself, goroutine by goroutine, as TestSnapshotMatchesRuntimeDump
+// does for a live stop: default, PIE and stripped builds (the stripped
+// one's layout from the generated table, its allgs found in code) of each
+// Go release under test (the stripped one's environment, for GODEBUG's
+// tracebacklabels, read from its first stack in the core). The
+// waits come from the core's time (core.Now): plausible ones are required.
+// The test points the kernel's core_pattern at its own directory and
+// restores it; the target's RLIMIT_CORE is raised to its hard limit.
+func TestCoreMatchesRuntimeDump(t *testing.T) {
+	requirePrivilege(t)
+	var builds []targets.BuildOptions
+	for _, tc := range targets.Toolchains() {
+		builds = append(builds, targets.BuildOptions{Toolchain: tc}, targets.BuildOptions{Toolchain: tc, PIE: true}, targets.BuildOptions{Toolchain: tc, Stripped: true})
+	}
+	for _, opts := range builds {
+		t.Run(opts.String(), func(t *testing.T) {
+			p := targets.StartToCrash(t, targets.Build(t, "psstates", opts), "-park", "500", "-depth", "50")
+			path := p.Crash(t)
+			if !core.IsCore(path) {
+				t.Fatalf("%s is not a core file", path)
+			}
+			c, err := core.Open(path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if c.Process.PID != p.Pid || c.Signal != int(syscall.SIGABRT) || !strings.HasPrefix(c.Command, "psstates") || len(c.Threads) < 2 {
+				t.Errorf("core of pid %d (%q), signal %d, %d threads; want pid %d, psstates, SIGABRT, its threads",
+					c.Process.PID, c.Command, c.Signal, len(c.Threads), p.Pid)
+			}
+			tgt, err := inspect.New(c.Process)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now, ok := c.Now()
+			if !ok {
+				t.Fatal("the time of a core written just now is unknown")
+			}
+			start := time.Now()
+			snap, err := tgt.Decode(c.Threads, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("decoded %d goroutines of the core in %v", len(snap.Goroutines), time.Since(start))
+			raw, err := os.ReadFile(p.DumpPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareDump(t, snap, raw, p.DumperGoid, 500)
+		})
+	}
+}

@@ -1,0 +1,69 @@
+package targets
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// StartToCrash runs bin as Start does, with GOTRACEBACK=crash and its core
+// size limit raised to the hard limit; Crash then kills it with SIGQUIT
+// and returns the core the kernel wrote. The kernel's core_pattern points
+// at a directory of the test's while the test runs, and is restored after
+// it. The test must not be parallel (the environment and the pattern are
+// the machine's).
+func StartToCrash(t *testing.T, bin string, args ...string) *Crashing {
+	t.Helper()
+	dir := t.TempDir()
+	const file = "/proc/sys/kernel/core_pattern"
+	old, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(filepath.Join(dir, "core.%p")), 0); err != nil {
+		t.Fatalf("point the kernel's core_pattern at the test: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(file, old, 0); err != nil {
+			t.Errorf("restore the core pattern %q: %v", old, err)
+		}
+	})
+	t.Setenv("GOTRACEBACK", "crash")
+	p := Start(t, bin, args...)
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_CORE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Max == 0 {
+		t.Fatal("the hard RLIMIT_CORE is 0: no core can be written")
+	}
+	lim.Cur = lim.Max
+	if err := unix.Prlimit(p.Pid, unix.RLIMIT_CORE, &lim, nil); err != nil {
+		t.Fatalf("raise the target's RLIMIT_CORE: %v", err)
+	}
+	return &Crashing{Process: p, dir: dir}
+}
+
+// Crashing is a target started by StartToCrash.
+type Crashing struct {
+	*Process
+	dir string
+}
+
+// Crash kills the target with SIGQUIT (the runtime then dumps every
+// goroutine on stderr and aborts) and returns the path of its core.
+func (c *Crashing) Crash(t *testing.T) string {
+	t.Helper()
+	if err := syscall.Kill(c.Pid, syscall.SIGQUIT); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Cmd.Wait()
+	if ws, ok := c.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.CoreDump() {
+		t.Fatalf("the target did not dump core: %v", err)
+	}
+	return filepath.Join(c.dir, "core."+strconv.Itoa(c.Pid))
+}
