@@ -1,12 +1,16 @@
 package bpf
 
 import (
+	"errors"
 	"regexp"
 	"sort"
 	"strconv"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/gi-debug/gi/internal/targets"
 )
@@ -25,9 +29,20 @@ const verifierBudget = 250_000
 // 494,554 instructions.
 func TestVerifierBudget(t *testing.T) {
 	targets.RequirePrivilege(t, "loading BPF programs")
+	// As gi loads them: RLIMIT_MEMLOCK raised where it may be (kernels
+	// before 5.11 charge maps to it), uprobe_multi programs as plain ones
+	// where the kernel lacks it, and cookies by address where it lacks
+	// attach cookies.
+	rlimit.RemoveMemlock()
+	multi := features.HaveBPFLinkUprobeMulti() == nil
+	cookieVariants := []uint8{0, 1}
+	if errors.Is(features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie), ebpf.ErrNotSupported) {
+		cookieVariants = []uint8{1}
+	}
+	t.Logf("uprobe_multi %v, cookie_by_ip variants %v", multi, cookieVariants)
 	processed := regexp.MustCompile(`processed (\d+) insns`)
 	for _, floats := range []uint8{0, 1} {
-		for _, byIP := range []uint8{0, 1} {
+		for _, byIP := range cookieVariants {
 			spec, specs, err := LoadSpecs()
 			if err != nil {
 				t.Fatal(err)
@@ -45,9 +60,11 @@ func TestVerifierBudget(t *testing.T) {
 			sort.Strings(names)
 			for _, name := range names {
 				one := spec.Copy()
-				for other := range one.Programs {
+				for other, p := range one.Programs {
 					if other != name {
 						delete(one.Programs, other)
+					} else if !multi {
+						p.AttachType = ebpf.AttachNone
 					}
 				}
 				c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
