@@ -18,10 +18,12 @@ import (
 type Ps struct {
 	PID int `json:"pid"`
 	// NSPid is the pid inside the process's own PID namespace.
-	NSPid     int      `json:"ns_pid"`
-	GoVersion string   `json:"go_version"`
-	PauseNS   int64    `json:"pause_ns"`
-	Warnings  []string `json:"warnings,omitempty"`
+	NSPid     int    `json:"ns_pid"`
+	GoVersion string `json:"go_version"`
+	PauseNS   int64  `json:"pause_ns"`
+	// Origin names the core file a listing was read from (inspect.Snapshot.Origin).
+	Origin   string   `json:"origin,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 	// TraceWindow is set by `gi ps --trace`.
 	TraceWindow *measure.Window `json:"trace_window,omitempty"`
 	Goroutines  []*Goroutine    `json:"goroutines"`
@@ -137,6 +139,7 @@ type PsGroups struct {
 	PID         int             `json:"pid"`
 	GoVersion   string          `json:"go_version"`
 	PauseNS     int64           `json:"pause_ns"`
+	Origin      string          `json:"origin,omitempty"`
 	TraceWindow *measure.Window `json:"trace_window,omitempty"`
 	Groups      []*Group        `json:"groups"`
 }
@@ -163,6 +166,7 @@ func NewPs(snap *inspect.Snapshot, gs []*inspect.Goroutine, allFrames bool, res 
 		NSPid:      snap.NSPid,
 		GoVersion:  snap.GoVersion,
 		PauseNS:    snap.Pause.Nanoseconds(),
+		Origin:     snap.Origin,
 		Warnings:   snap.Warnings,
 		Goroutines: make([]*Goroutine, 0, len(gs)),
 	}
@@ -183,7 +187,7 @@ func NewPs(snap *inspect.Snapshot, gs []*inspect.Goroutine, allFrames bool, res 
 // NewPsGroups builds the document for groups of snap's goroutines, with the
 // group latencies of res when not nil.
 func NewPsGroups(snap *inspect.Snapshot, groups []*inspect.Group, allFrames bool, res *measure.Result) *PsGroups {
-	out := &PsGroups{PID: snap.PID, GoVersion: snap.GoVersion, PauseNS: snap.Pause.Nanoseconds()}
+	out := &PsGroups{PID: snap.PID, GoVersion: snap.GoVersion, PauseNS: snap.Pause.Nanoseconds(), Origin: snap.Origin}
 	if res != nil {
 		out.TraceWindow = &res.Window
 	}
@@ -341,6 +345,7 @@ func WritePs(w io.Writer, doc *Ps) error {
 type Objects struct {
 	PID     int             `json:"pid"`
 	PauseNS int64           `json:"pause_ns"`
+	Origin  string          `json:"origin,omitempty"`
 	Objects []*WaitedObject `json:"objects"`
 	// Blocked of Goroutines (system ones aside) are waiting: all of them
 	// when the program can make no progress on its own.
@@ -362,7 +367,7 @@ type WaitedObject struct {
 
 // NewObjects builds the document for goroutines gs of snap.
 func NewObjects(snap *inspect.Snapshot, gs []*inspect.Goroutine) *Objects {
-	out := &Objects{PID: snap.PID, PauseNS: snap.Pause.Nanoseconds(), Objects: []*WaitedObject{}, Warnings: snap.Warnings}
+	out := &Objects{PID: snap.PID, PauseNS: snap.Pause.Nanoseconds(), Origin: snap.Origin, Objects: []*WaitedObject{}, Warnings: snap.Warnings}
 	out.Blocked, out.Goroutines = inspect.AllBlocked(snap.Goroutines)
 	for _, wo := range inspect.WaitedObjects(gs) {
 		o := &WaitedObject{Object: NewWaitObject(wo.Object), Waiters: len(wo.Goroutines), BySide: map[string]int{},

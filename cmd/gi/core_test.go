@@ -31,7 +31,8 @@ func TestPsCore(t *testing.T) {
 	doc := giOK(t, "ps", "--json", path)
 	validate(t, compileSchema(t, "ps"), "gi ps --json <core>", doc)
 	var ps struct {
-		PID        int `json:"pid"`
+		PID        int    `json:"pid"`
+		Origin     string `json:"origin"`
 		Goroutines []struct {
 			Function string `json:"function"`
 			WaitNS   int64  `json:"wait_ns"`
@@ -46,8 +47,8 @@ func TestPsCore(t *testing.T) {
 			waited++
 		}
 	}
-	if ps.PID != p.Pid || waited < 90 {
-		t.Errorf("pid %d, %d parked goroutines with a wait; want pid %d, about 100", ps.PID, waited, p.Pid)
+	if ps.PID != p.Pid || waited < 90 || !strings.Contains(ps.Origin, path) {
+		t.Errorf("pid %d, origin %q, %d parked goroutines with a wait; want pid %d, the core, about 100", ps.PID, ps.Origin, waited, p.Pid)
 	}
 	if stacks := giOK(t, "ps", "--stacks", path); !strings.Contains(stacks, "goroutine 1 [select (no cases)]:\nmain.main(...)") {
 		t.Errorf("--stacks is not the runtime's format:\n%.600s", stacks)

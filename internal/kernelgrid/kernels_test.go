@@ -47,6 +47,7 @@ var checks = []struct{ name, column, command string }{
 	{"ps-runtime-dump", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^(TestSnapshotMatchesRuntimeDump|TestSnapshotStripped|TestStacksCopiedBeforeStop)$'"},
 	{"ps-waits", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^TestWaitingOn$/^local'"},
 	{"ps-cli", colPs, "/tests/gi.test -test.v -test.timeout 15m -test.run '^TestPsTable$'"},
+	{"ps-core", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^TestCoreMatchesRuntimeDump$/^local'"},
 	{"trace-trees", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestTraceWorkloads|TestTraceKernelFeatures|TestTraceCookieByIP|TestTracePerfEventFallback|TestTraceAdd|TestMemlockLimit)$'"},
 	{"trace-verifier", colTrace, "/tests/bpf.test -test.v -test.timeout 5m -test.run '^TestVerifierBudget$'"},
 	{"trace-args", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestArgsMatchTarget|TestFloatsSignalBlocked)$/^local$/^(pie)?$'"},
