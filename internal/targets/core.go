@@ -14,11 +14,13 @@ import (
 // size limit raised to the hard limit; Crash then kills it with SIGQUIT
 // and returns the core the kernel wrote. The kernel's core_pattern points
 // at a directory of the test's while the test runs, and is restored after
-// it. The test must not be parallel (the environment and the pattern are
-// the machine's).
+// it. The test must not be parallel (the environment is the test
+// process's); tests of other packages that crash targets, running at the
+// same time in other processes, wait for the pattern (lockCorePattern).
 func StartToCrash(t *testing.T, bin string, args ...string) *Crashing {
 	t.Helper()
 	dir := t.TempDir()
+	lockCorePattern(t)
 	const file = "/proc/sys/kernel/core_pattern"
 	old, err := os.ReadFile(file)
 	if err != nil {
@@ -66,4 +68,22 @@ func (c *Crashing) Crash(t *testing.T) string {
 		t.Fatalf("the target did not dump core: %v", err)
 	}
 	return filepath.Join(c.dir, "core."+strconv.Itoa(c.Pid))
+}
+
+// lockCorePattern holds a lock on the machine's core_pattern until t and
+// its cleanups end: go test runs packages side by side, and two tests
+// pointing the pattern at their own directories would each find the
+// other's cores. The lock is a file lock (flock), released by the kernel
+// if the test process dies.
+func lockCorePattern(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "gi-core-pattern.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("lock the core pattern: %v", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("lock the core pattern: %v", err)
+	}
+	t.Cleanup(func() { f.Close() }) // registered first: runs after the pattern is restored
 }
