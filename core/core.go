@@ -161,10 +161,11 @@ func (c *Core) Close() error { return c.Process.Close() }
 
 // notes is what the notes say beside the threads and mappings.
 type notes struct {
-	pid    int
-	entry  uint64 // AT_ENTRY
-	execfn uint64 // AT_EXECFN: the executable's name, atop the first stack
-	auxv   []byte // the auxiliary vector, as the first stack holds it
+	pid       int    // NT_PRPSINFO's
+	threadPid int    // the first NT_PRSTATUS's
+	entry     uint64 // AT_ENTRY
+	execfn    uint64 // AT_EXECFN: the executable's name, atop the first stack
+	auxv      []byte // the auxiliary vector, as the first stack holds it
 }
 
 // readNotes reads the PT_NOTE segments.
@@ -205,8 +206,8 @@ func (c *Core) readNotes(f *elf.File) (notes, error) {
 					return n, fmt.Errorf("more than %d threads", maxThreads)
 				}
 				if len(c.Threads) == 0 {
-					c.Signal = sig
-					n.pid = th.TID // the first thread is the one that took the signal; pr_pid of the process below
+					c.Signal = sig // the kernel writes the thread that took the signal first
+					n.threadPid = th.TID
 				}
 				c.Threads = append(c.Threads, th)
 			case ntPrpsinfo:
@@ -235,6 +236,9 @@ func (c *Core) readNotes(f *elf.File) (notes, error) {
 	}
 	if len(c.Threads) == 0 {
 		return n, errors.New("no thread (NT_PRSTATUS) in its notes")
+	}
+	if n.pid == 0 {
+		n.pid = n.threadPid // no NT_PRPSINFO: the first thread's id
 	}
 	return n, nil
 }
