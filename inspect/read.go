@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gi-debug/gi/internal/hugemem"
 	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
@@ -705,42 +706,18 @@ func (b *buffers) huge(n int) []byte {
 	return prefault(make([]byte, n))
 }
 
-// hugePage is the size of a transparent huge page (amd64 and arm64 with
-// 4 KiB pages).
-const hugePage = 2 << 20
-
-// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14+): fault the range
-// in for writing, within the call.
-const madvPopulateWrite = 23
-
-// mapPopulated maps n bytes, faulted in within the call, for release to
-// unmap; nil if the kernel refuses. The mapping is aligned to huge pages
-// and asks for them (MADV_HUGEPAGE; nothing where transparent huge pages
-// are off): on a machine with shadow page tables (a PVM guest) the first
-// access to each 4 KiB page costs 5-7 µs once from the kernel (what
-// process_vm_readv writes) and once more from gi's code, and again after
-// a few seconds unused, where a huge page costs 0.2 µs per 4 KiB
-// (figures in bench_test.go). Where huge pages are not to be had, the
-// buffer is populated with small pages as before.
+// mapPopulated maps n bytes outside the heap, faulted in within the call
+// in huge pages where there are (hugemem.Populated), for release to
+// unmap; nil if the kernel refuses. In a huge page, what process_vm_readv
+// writes in the stop costs 0.2 µs per 4 KiB instead of microseconds
+// (figures in bench_test.go).
 func (b *buffers) mapPopulated(n int) []byte {
-	size := (n + hugePage - 1) &^ (hugePage - 1)
-	m, err := unix.Mmap(-1, 0, size+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
+	out, whole, ok := hugemem.Populated(n)
+	if !ok {
 		return nil
 	}
-	off := int((hugePage - uintptr(unsafe.Pointer(&m[0]))%hugePage) % hugePage)
-	out := m[off : off+size : off+size]
-	unix.Madvise(out, unix.MADV_HUGEPAGE)
-	if unix.Madvise(out, madvPopulateWrite) != nil {
-		// Before Linux 5.14: populated by the mapping itself.
-		unix.Munmap(m)
-		if m, err = unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE); err != nil {
-			return nil
-		}
-		out = m
-	}
-	b.mapped = append(b.mapped, mapping{whole: m, start: &out[0]})
-	return out[:n:n]
+	b.mapped = append(b.mapped, mapping{whole: whole, start: &out[0]})
+	return out
 }
 
 // mapping is one region mapped outside the heap: whole is what to unmap,

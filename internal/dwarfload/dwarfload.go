@@ -12,8 +12,8 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
+	"github.com/gi-debug/gi/internal/hugemem"
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 	"golang.org/x/sys/unix"
 )
@@ -175,45 +175,30 @@ func readSection(f *elf.File, name string) ([]byte, error) {
 	return buf, nil
 }
 
-// hugePage is the size of a transparent huge page (amd64 and arm64 with
-// 4 KiB pages).
-const hugePage = 2 << 20
-
 // mapBuffer returns n zero bytes outside the Go heap, for the life of the
 // process: sections are shared by every reader of a binary, and the
 // entries and types read from them refer to their bytes. whole says all of
 // it will be written: it is then faulted in at once, in huge pages where
-// the kernel has them. On a machine with shadow page tables (a PVM guest)
-// the first write to each 4 KiB page costs microseconds: 40% of the time
-// of inflating a big binary's .debug_info into the Go heap, against a
-// tenth of that for a huge page. Where the kernel refuses a mapping, the
-// Go heap serves.
+// the kernel has them (hugemem.Populated): inflating a big binary's
+// .debug_info into the Go heap spent 40% of its time faulting 4 KiB pages
+// in on a PVM guest. Where the kernel refuses a mapping, the Go heap
+// serves.
 func mapBuffer(n int, whole bool) []byte {
 	if n == 0 {
 		return []byte{}
 	}
-	size := n
-	if whole && n >= hugePage/2 {
-		size = (n + hugePage - 1) &^ (hugePage - 1)
-		size += hugePage // room to align
+	if whole && n >= hugemem.PageSize/2 {
+		if buf, _, ok := hugemem.Populated(n); ok {
+			return buf
+		}
+		return make([]byte, n)
 	}
-	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return make([]byte, n)
 	}
-	if size == n {
-		return m[:n:n]
-	}
-	off := int((hugePage - uintptr(unsafe.Pointer(&m[0]))%hugePage) % hugePage)
-	out := m[off : off+size-hugePage]
-	unix.Madvise(out, unix.MADV_HUGEPAGE)
-	unix.Madvise(out, madvPopulateWrite) // before Linux 5.14: faulted in as written
-	return out[:n:n]
+	return m[:n:n]
 }
-
-// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14+): fault the range
-// in for writing, within the call.
-const madvPopulateWrite = 23
 
 // maxSection bounds the size of a section read in part: what its header
 // says is not trusted with an allocation beyond it.
