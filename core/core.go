@@ -308,13 +308,17 @@ func (c *Core) executable(entry uint64) (string, error) {
 	for _, m := range c.Mappings {
 		if entry >= m.Start && entry < m.End {
 			if _, err := os.Stat(m.Path); err != nil {
-				return "", fmt.Errorf("its executable %s: %w (give it: --binary)", m.Path, err)
+				return "", fmt.Errorf("its executable %s: %w: %w", m.Path, ErrNoExecutable, err)
 			}
 			return m.Path, nil
 		}
 	}
-	return "", errors.New("its notes name no executable (no NT_FILE mapping holds the entry point): give it (--binary)")
+	return "", fmt.Errorf("%w: no file mapping (NT_FILE) holds the entry point", ErrNoExecutable)
 }
+
+// ErrNoExecutable means the executable a core names cannot be found here:
+// the caller must give it.
+var ErrNoExecutable = errors.New("the process's executable is not where the core says")
 
 // ErrWrongBinary means the executable given for a core is not the one the
 // process ran: their build IDs differ.

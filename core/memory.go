@@ -45,33 +45,40 @@ func (m *memory) ReadAt(p []byte, addr uint64) (int, error) {
 	return done, nil
 }
 
+// segment returns the core's segment whose addresses hold addr, nil if
+// none does.
+func (m *memory) segment(addr uint64) *elf.Prog {
+	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].Vaddr+m.segs[i].Memsz > addr })
+	if i == len(m.segs) || m.segs[i].Vaddr > addr {
+		return nil
+	}
+	return m.segs[i]
+}
+
 // readCore reads len(p) bytes at addr from the core's own segments only.
 func (m *memory) readCore(p []byte, addr uint64) error {
-	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].Vaddr+m.segs[i].Memsz > addr })
-	if i == len(m.segs) || m.segs[i].Vaddr > addr || addr-m.segs[i].Vaddr+uint64(len(p)) > m.segs[i].Filesz {
+	s := m.segment(addr)
+	if s == nil || addr-s.Vaddr+uint64(len(p)) > s.Filesz {
 		return fmt.Errorf("%#x not in the core", addr)
 	}
-	_, err := m.segs[i].ReadAt(p, int64(addr-m.segs[i].Vaddr))
+	_, err := s.ReadAt(p, int64(addr-s.Vaddr))
 	return err
 }
 
 // readSome reads from the one segment or executable mapping holding addr.
 func (m *memory) readSome(p []byte, addr uint64) (int, error) {
-	i := sort.Search(len(m.segs), func(i int) bool { return m.segs[i].Vaddr+m.segs[i].Memsz > addr })
-	if i < len(m.segs) && m.segs[i].Vaddr <= addr {
-		s := m.segs[i]
+	s := m.segment(addr)
+	if s != nil && addr-s.Vaddr < s.Filesz {
 		off := addr - s.Vaddr
-		if off < s.Filesz {
-			n := min(uint64(len(p)), s.Filesz-off)
-			k, err := s.ReadAt(p[:n], int64(off))
-			if err != nil && err != io.EOF {
-				return k, err
-			}
-			if uint64(k) < n {
-				return k, fmt.Errorf("read %#x: the core is truncated", addr+uint64(k))
-			}
-			return k, nil
+		n := min(uint64(len(p)), s.Filesz-off)
+		k, err := s.ReadAt(p[:n], int64(off))
+		if err != nil && err != io.EOF {
+			return k, err
 		}
+		if uint64(k) < n {
+			return k, fmt.Errorf("read %#x: the core is truncated", addr+uint64(k))
+		}
+		return k, nil
 	}
 	for _, mp := range m.exeMaps {
 		if addr >= mp.Start && addr < mp.End {
@@ -83,8 +90,8 @@ func (m *memory) readSome(p []byte, addr uint64) (int, error) {
 			return k, nil
 		}
 	}
-	if i < len(m.segs) && m.segs[i].Vaddr <= addr {
-		return 0, fmt.Errorf("read %#x: the core left the mapping at %#x out (coredump_filter)", addr, m.segs[i].Vaddr)
+	if s != nil {
+		return 0, fmt.Errorf("read %#x: the core left the mapping at %#x out (coredump_filter)", addr, s.Vaddr)
 	}
 	return 0, fmt.Errorf("read %#x: not mapped in the core", addr)
 }

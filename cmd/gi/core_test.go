@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -60,4 +62,24 @@ func TestPsCore(t *testing.T) {
 	checkOneLineError(t, stderr, code, `not the executable the core's process ran`)
 	_, stderr, code = runGi(t, "ps", "--binary", bin, "1")
 	checkOneLineError(t, stderr, code, `--binary goes with a core file`)
+
+	// The executable moved: named, and given with --binary.
+	moved := filepath.Join(t.TempDir(), "server")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(moved, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	q := targets.StartToCrash(t, moved, "-park", "10", "-depth", "5")
+	movedCore := q.Crash(t)
+	if err := os.Remove(moved); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = runGi(t, "ps", movedCore)
+	checkOneLineError(t, stderr, code, `executable .*server.* is not where the core says.*give it: --binary PATH`)
+	if out := giOK(t, "ps", "--binary", bin, movedCore); strings.Count(out, "main.parked") != 10 {
+		t.Errorf("with --binary: %d rows in main.parked, want 10:\n%s", strings.Count(out, "main.parked"), out)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -129,6 +130,9 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	var snap *inspect.Snapshot
 	if fromCore {
 		c, err := core.Open(target, o.binary)
+		if errors.Is(err, core.ErrNoExecutable) {
+			return fmt.Errorf("%w (give it: --binary PATH)", err)
+		}
 		if err != nil {
 			return err
 		}

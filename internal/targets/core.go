@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -74,16 +75,39 @@ func (c *Crashing) Crash(t *testing.T) string {
 // its cleanups end: go test runs packages side by side, and two tests
 // pointing the pattern at their own directories would each find the
 // other's cores. The lock is a file lock (flock), released by the kernel
-// if the test process dies.
+// if the test process dies. Within one test process the tests that crash
+// targets run one after the other (they are not parallel), and a test may
+// crash several: the process takes the file lock once, and lets it go
+// when the last of its holders ends.
 func lockCorePattern(t *testing.T) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "gi-core-pattern.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatalf("lock the core pattern: %v", err)
+	coreLock.Lock()
+	defer coreLock.Unlock()
+	if coreLock.holders == 0 {
+		f, err := os.OpenFile(filepath.Join(os.TempDir(), "gi-core-pattern.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			t.Fatalf("lock the core pattern: %v", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			f.Close()
+			t.Fatalf("lock the core pattern: %v", err)
+		}
+		coreLock.file = f
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		t.Fatalf("lock the core pattern: %v", err)
-	}
-	t.Cleanup(func() { f.Close() }) // registered first: runs after the pattern is restored
+	coreLock.holders++
+	t.Cleanup(func() { // registered first: runs after the pattern is restored
+		coreLock.Lock()
+		defer coreLock.Unlock()
+		if coreLock.holders--; coreLock.holders == 0 {
+			coreLock.file.Close()
+			coreLock.file = nil
+		}
+	})
+}
+
+// coreLock is this process's hold on the core pattern's file lock.
+var coreLock struct {
+	sync.Mutex
+	holders int
+	file    *os.File
 }
