@@ -26,6 +26,13 @@ const (
 	ntFile     = 0x46494c45
 )
 
+// gi's own note in the cores it writes: name "GI", type 1, the process's
+// CLOCK_MONOTONIC (8 bytes) at the stop.
+const (
+	noteNameGI = "GI"
+	ntGITaken  = 1
+)
+
 // Bounds on what a core file's notes say, which gi does not trust.
 const (
 	maxThreads  = 1 << 16
@@ -49,6 +56,10 @@ type Core struct {
 	Signal        int
 	// Mappings are the files the process had mapped (NT_FILE).
 	Mappings []Mapping
+
+	// taken is the process's CLOCK_MONOTONIC at the stop in which gi
+	// wrote the core (its note NT_GI_TAKEN), 0 for another writer's.
+	taken int64
 }
 
 // Mapping is one file mapping of the process (NT_FILE).
@@ -136,11 +147,15 @@ func Open(path, exe string) (*Core, error) {
 }
 
 // Now returns the process's CLOCK_MONOTONIC when the core was written,
-// where the core can say it: its file's modification time is when it was
-// written, which this machine's clocks turn into CLOCK_MONOTONIC if it was
-// written since this machine booted (the same machine, and the same time
-// namespace, assumed). False for a core older than this boot.
+// where the core can say it: a core gi wrote holds it (taken in its stop);
+// another's file modification time is when it was written, which this
+// machine's clocks turn into CLOCK_MONOTONIC if it was written since this
+// machine booted (the same machine, and the same time namespace,
+// assumed). False for such a core older than this boot.
 func (c *Core) Now() (int64, bool) {
+	if c.taken != 0 {
+		return c.taken, true
+	}
 	st, err := os.Stat(c.Path)
 	if err != nil {
 		return 0, false
@@ -193,6 +208,10 @@ func (c *Core) readNotes(f *elf.File) (notes, error) {
 			name := strings.TrimRight(string(data[12:12+namesz]), "\x00")
 			desc := data[off : off+uint64(descsz)]
 			data = data[end:]
+			if name == noteNameGI && typ == ntGITaken && len(desc) == 8 {
+				c.taken = int64(order.Uint64(desc))
+				continue
+			}
 			if name != "CORE" && name != "LINUX" {
 				continue
 			}

@@ -68,7 +68,7 @@ func (o BuildOptions) toolchain() string {
 // DefaultToolchains are the toolchains tests build targets with unless
 // GI_TEST_TOOLCHAINS (comma-separated) says otherwise; there "newest" stands
 // for the newest Go release the module proxy serves (make test-newest).
-var DefaultToolchains = []string{"local", "go1.20.14", "go1.21.13", "go1.24.13", "go1.27.4"}
+var DefaultToolchains = []string{"local", "go1.20.14", "go1.22.12", "go1.24.13", "go1.27.4"}
 
 // Toolchains returns the toolchains under test.
 func Toolchains() []string {
