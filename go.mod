@@ -6,11 +6,14 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/go-delve/delve v1.27.2
 	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
+	github.com/klauspost/compress v1.20.4
 	github.com/mattn/go-runewidth v0.0.19
 	github.com/olekukonko/tablewriter v1.1.5
+	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
+	github.com/ulikunitz/xz v0.5.17
 	go.opentelemetry.io/proto/otlp v1.11.1
 	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0

@@ -69,27 +69,28 @@ type Mapping struct {
 	Path       string
 }
 
-// IsCore reports whether the file at path is an ELF core file.
+// IsCore reports whether the file at path is an ELF core file, itself or
+// compressed as systemd-coredump stores cores (zstd, lz4, xz).
 func IsCore(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	var h [18]byte
-	if _, err := f.ReadAt(h[:], 0); err != nil {
-		return false
-	}
-	return string(h[:4]) == elf.ELFMAG && binary.LittleEndian.Uint16(h[16:]) == uint16(elf.ET_CORE)
+	h, err := coreHeader(f)
+	return err == nil && isCoreHeader(h)
 }
 
 // Open opens the core file at path. exe is the executable of the process;
 // "" takes the one the core's own file mappings name (the path it had on
-// the machine that wrote the core).
+// the machine that wrote the core). A compressed core (zstd, lz4, xz:
+// systemd-coredump's) is decompressed into an unlinked temporary file
+// first, which costs its uncompressed size of temporary disk
+// (os.TempDir) while the core is open; Path stays path.
 func Open(path, exe string) (*Core, error) {
-	f, err := elf.Open(path)
+	f, err := openELF(path)
 	if err != nil {
-		return nil, fmt.Errorf("core %s: %w: %v", path, ErrNotCore, err)
+		return nil, fmt.Errorf("core %s: %w", path, err)
 	}
 	if f.Type != elf.ET_CORE {
 		f.Close()
