@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -26,11 +27,14 @@ const (
 	ntFile     = 0x46494c45
 )
 
-// gi's own note in the cores it writes: name "GI", type 1, the process's
-// CLOCK_MONOTONIC (8 bytes) at the stop.
+// gi's own notes in the cores it writes, named "GI": NT_GI_TAKEN, the
+// process's CLOCK_MONOTONIC (8 bytes) at the stop; NT_GI_FDS, its epoll
+// registrations and descriptors (fdNote, JSON). Their types are far from
+// the kernel's: gdb reads a note by its type whatever its name.
 const (
 	noteNameGI = "GI"
-	ntGITaken  = 1
+	ntGITaken  = 0x47490001
+	ntGIFDs    = 0x47490002
 )
 
 // Bounds on what a core file's notes say, which gi does not trust.
@@ -60,6 +64,9 @@ type Core struct {
 	// taken is the process's CLOCK_MONOTONIC at the stop in which gi
 	// wrote the core (its note NT_GI_TAKEN), 0 for another writer's.
 	taken int64
+	// fds is what gi recorded of the process's descriptors (NT_GI_FDS),
+	// nil for another writer's core.
+	fds *fdNote
 }
 
 // Mapping is one file mapping of the process (NT_FILE).
@@ -144,6 +151,9 @@ func Open(path, exe string) (*Core, error) {
 	}
 	c.Process = &proc.Process{PID: n.pid, NSPID: n.pid, Exe: bin, Bias: bias, Mem: mem}
 	c.Process.Environ = func() ([]byte, error) { return environ(mem, n.auxv, n.execfn) }
+	if c.fds != nil {
+		c.Process.EpollRegistrations, c.Process.DescribeFD = c.fds.epoll, c.fds.describe
+	}
 	return c, nil
 }
 
@@ -202,15 +212,25 @@ func (c *Core) readNotes(f *elf.File) (notes, error) {
 		for len(data) >= 12 {
 			namesz, descsz, typ := order.Uint32(data), order.Uint32(data[4:]), order.Uint32(data[8:])
 			off := 12 + align4(uint64(namesz))
-			end := off + align4(uint64(descsz))
-			if end > uint64(len(data)) || off+uint64(descsz) > uint64(len(data)) {
+			if off+uint64(descsz) > uint64(len(data)) {
 				return n, fmt.Errorf("a note runs past its segment")
 			}
+			// The last note's padding may be left out (Delve's writer).
+			end := min(off+align4(uint64(descsz)), uint64(len(data)))
 			name := strings.TrimRight(string(data[12:12+namesz]), "\x00")
 			desc := data[off : off+uint64(descsz)]
 			data = data[end:]
-			if name == noteNameGI && typ == ntGITaken && len(desc) == 8 {
-				c.taken = int64(order.Uint64(desc))
+			if name == noteNameGI {
+				switch {
+				case typ == ntGITaken && len(desc) == 8:
+					c.taken = int64(order.Uint64(desc))
+				case typ == ntGIFDs:
+					var fds fdNote
+					if err := json.Unmarshal(desc, &fds); err != nil {
+						return n, fmt.Errorf("gi's descriptor note: %w", err)
+					}
+					c.fds = &fds
+				}
 				continue
 			}
 			if name != "CORE" && name != "LINUX" {
@@ -289,6 +309,9 @@ func prstatus(f *elf.File, desc []byte) (ptrace.Thread, int, error) {
 	tid := int(order.Uint32(desc[32:]))
 	reg := func(i int) uint64 { return order.Uint64(desc[regsAt+8*i:]) }
 	th := ptrace.Thread{TID: tid}
+	for i := 0; i < words; i++ {
+		th.Regs.All[i] = reg(i)
+	}
 	if f.Machine == elf.EM_X86_64 {
 		// user_regs_struct: r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx
 		// rdx rsi rdi orig_rax rip cs eflags rsp ss fs_base ...
@@ -397,4 +420,23 @@ func sortedSegments(f *elf.File) []*elf.Prog {
 	}
 	sort.Slice(segs, func(i, j int) bool { return segs[i].Vaddr < segs[j].Vaddr })
 	return segs
+}
+
+// epoll returns the epoll registrations gi recorded.
+func (n *fdNote) epoll() (map[uint64]int, error) {
+	out := make(map[uint64]int, len(n.Epoll))
+	for _, e := range n.Epoll {
+		out[e[0]] = int(e[1])
+	}
+	return out, nil
+}
+
+// describe returns what gi recorded of descriptor fd.
+func (n *fdNote) describe(fd int) (proc.FD, error) {
+	for _, d := range n.FDs {
+		if d.FD == fd {
+			return d, nil
+		}
+	}
+	return proc.FD{FD: fd}, fmt.Errorf("fd %d: not recorded in the core", fd)
 }

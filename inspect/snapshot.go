@@ -76,9 +76,29 @@ type Target struct {
 	// process is the live process (Open, New); owned says Close closes it.
 	process *proc.Process
 	owned   bool
+	// Hooks, when set, run at the edges of Snapshot's stop.
+	Hooks *StopHooks
+
 	// beforeStop, set by tests, runs between the copy made before the
 	// stop (given the number of stacks it holds) and the stop.
 	beforeStop func(stacksCopied int)
+}
+
+// StopHooks let a caller that reads the target beside a snapshot (a core
+// file written in the same stop) act at the edges of Snapshot's stop.
+// Each may be nil.
+type StopHooks struct {
+	// Stopping runs when gi has copied what it copies before the stop,
+	// just before the process is stopped.
+	Stopping func()
+	// Stopped runs while the process is stopped, after gi's copy, with
+	// its threads and their registers, and the process's CLOCK_MONOTONIC
+	// the snapshot measures waits to; its error fails the snapshot (the
+	// process is resumed all the same).
+	Stopped func(threads []ptrace.Thread, now int64) error
+	// Resumed runs as soon as the process is resumed, before decoding:
+	// the buffers gi read into in the stop still hold what it read.
+	Resumed func()
 }
 
 // Open opens process pid for inspection (proc.Open, then New); Close
@@ -140,7 +160,7 @@ func NewTarget(pid int, bin *elfbin.Binary, mem Memory, bias uint64) (*Target, e
 // were; now is the target's CLOCK_MONOTONIC at that instant, 0 if unknown
 // (waits and wake-ups are then unknown).
 func (t *Target) Decode(threads []ptrace.Thread, now int64) (*Snapshot, error) {
-	raw, err := t.copyRaw(threads, &buffers{}, nil, nil, nil)
+	raw, err := t.copyRaw(threads, &buffers{polls: t.pollDescs()}, nil, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", t.PID, err)
 	}
@@ -259,6 +279,9 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		t.beforeStop(pre.kept)
 	}
 	meter.mark("buffers", false)
+	if t.Hooks != nil && t.Hooks.Stopping != nil {
+		t.Hooks.Stopping()
+	}
 	stopped, err := tr.Stop(t.PID)
 	if err != nil {
 		return nil, fmt.Errorf("stop process %d: %w", t.PID, err)
@@ -280,10 +303,17 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 				err = fmt.Errorf("panic while copying target memory: %v", r)
 			}
 		}()
-		return t.copyRaw(stopped.Threads, bufs, nsTIDs, pre, meter)
+		raw, err = t.copyRaw(stopped.Threads, bufs, nsTIDs, pre, meter)
+		if err == nil && t.Hooks != nil && t.Hooks.Stopped != nil {
+			err = t.Hooks.Stopped(stopped.Threads, now)
+		}
+		return raw, err
 	}()
 	resumeErr := stopped.Resume()
 	meter.mark("resume", true)
+	if t.Hooks != nil && t.Hooks.Resumed != nil {
+		t.Hooks.Resumed()
+	}
 	pause := stopped.Pause()
 	if pre != nil {
 		pre.stamps = nil // needed only in the stop: the memory goes back while decoding

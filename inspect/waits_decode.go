@@ -97,8 +97,8 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, rgs []*rawG, now int6
 		d := fds[fd]
 		if d == nil {
 			desc := proc.FD{FD: fd}
-			if t.live {
-				if got, err := proc.DescribeFD(t.PID, fd); err == nil {
+			if t.process != nil && t.process.DescribeFD != nil {
+				if got, err := t.process.DescribeFD(fd); err == nil {
 					desc = got
 				}
 			}

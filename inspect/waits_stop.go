@@ -222,13 +222,14 @@ func (t *Target) copyWaits(waiters []waiter, live int, pool []byte, scratch *wai
 // pollDescs finds, before the stop, the netpoller's pollDescs: the data
 // word of each epoll registration is a pollDesc's address (Go 1.21+: a
 // tagged pointer), confirmed by reading the descriptor number the pollDesc
-// holds. Only for a live process whose binary describes pollDesc.
+// holds. Only for a process whose epoll registrations are known (a live
+// one, a core gi wrote) and whose binary describes pollDesc.
 func (t *Target) pollDescs() map[uint64]int {
 	P := &t.Layout.Wait.PollDesc
-	if !t.live || P.Size == 0 || t.SkipWaits || !t.Layout.Wait.Known {
+	if t.process == nil || t.process.EpollRegistrations == nil || P.Size == 0 || t.SkipWaits || !t.Layout.Wait.Known {
 		return nil
 	}
-	regs, err := proc.EpollRegistrations(t.PID)
+	regs, err := t.process.EpollRegistrations()
 	if err != nil {
 		return nil
 	}

@@ -19,15 +19,9 @@ const atEntry = 9
 // /proc/<pid>/auxv; minus the ELF header's entry it gives the load bias of a
 // position-independent executable. No stop is needed.
 func EntryPoint(pid int) (uint64, error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/auxv")
+	raw, err := Auxv(pid)
 	if err != nil {
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			return 0, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
-		case errors.Is(err, os.ErrPermission):
-			return 0, fmt.Errorf("process %d: read auxv: %w", pid, ErrPermission)
-		}
-		return 0, fmt.Errorf("process %d: read auxv: %w", pid, err)
+		return 0, err
 	}
 	for i := 0; i+16 <= len(raw); i += 16 {
 		if binary.LittleEndian.Uint64(raw[i:]) == atEntry {
@@ -35,6 +29,22 @@ func EntryPoint(pid int) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("process %d: auxv has no AT_ENTRY", pid)
+}
+
+// Auxv returns the auxiliary vector of process pid, as /proc/<pid>/auxv
+// holds it: (tag, value) pairs of 64-bit words.
+func Auxv(pid int) ([]byte, error) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/auxv")
+	if err != nil {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
+		case errors.Is(err, os.ErrPermission):
+			return nil, fmt.Errorf("process %d: read auxv: %w", pid, ErrPermission)
+		}
+		return nil, fmt.Errorf("process %d: read auxv: %w", pid, err)
+	}
+	return raw, nil
 }
 
 // MonotonicOffset returns the CLOCK_MONOTONIC offset of the time namespace

@@ -41,6 +41,13 @@ type Process struct {
 	// Environ returns the process's initial environment as
 	// /proc/<pid>/environ has it: NUL-terminated NAME=value strings.
 	Environ func() ([]byte, error)
+	// EpollRegistrations returns the data word of each of the process's
+	// epoll registrations with its descriptor (EpollRegistrations), and
+	// DescribeFD what one of its descriptors is (DescribeFD): from /proc
+	// for a live process; for a core file, what gi recorded in the cores
+	// it writes; nil where nothing says it.
+	EpollRegistrations func() (map[uint64]int, error)
+	DescribeFD         func(fd int) (FD, error)
 	// ClockOffset is its CLOCK_MONOTONIC minus this process's (they
 	// differ across time namespaces): the runtime's timestamps, such as
 	// g.waitsince, are in its clock.
@@ -70,6 +77,8 @@ func Open(pid int) (*Process, error) {
 	}
 	p := &Process{PID: pid, NSPID: pid, Exe: exe, Live: true}
 	p.Environ = func() ([]byte, error) { return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ") }
+	p.EpollRegistrations = func() (map[uint64]int, error) { return EpollRegistrations(pid) }
+	p.DescribeFD = func(fd int) (FD, error) { return DescribeFD(pid, fd) }
 	if err := p.open(); err != nil {
 		exe.Close()
 		return nil, err
@@ -136,6 +145,16 @@ func Comm(pid int) string {
 		return "pid " + strconv.Itoa(pid)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// Cmdline returns the command line of process pid, its arguments joined
+// by spaces ("" if it cannot be read).
+func Cmdline(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }
 
 // clockOffset returns process pid's CLOCK_MONOTONIC minus this process's.

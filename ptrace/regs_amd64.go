@@ -1,6 +1,10 @@
 package ptrace
 
-import "golang.org/x/sys/unix"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // getRegs reads the registers of a stopped thread.
 func getRegs(tid int) (Regs, error) {
@@ -8,5 +12,8 @@ func getRegs(tid int) (Regs, error) {
 	if err := unix.PtraceGetRegs(tid, &r); err != nil {
 		return Regs{}, err
 	}
-	return Regs{PC: r.Rip, SP: r.Rsp, BP: r.Rbp, FSBase: r.Fs_base, G: r.R14, Syscall: int64(r.Orig_rax), Arg0: r.Rdi}, nil
+	out := Regs{PC: r.Rip, SP: r.Rsp, BP: r.Rbp, FSBase: r.Fs_base, G: r.R14, Syscall: int64(r.Orig_rax), Arg0: r.Rdi}
+	// unix.PtraceRegs is user_regs_struct: 27 words, in its order.
+	copy(out.All[:], (*[unsafe.Sizeof(r) / 8]uint64)(unsafe.Pointer(&r))[:])
+	return out, nil
 }

@@ -21,6 +21,8 @@ func getRegs(tid int) (Regs, error) {
 		return Regs{}, err
 	}
 	out := Regs{PC: r.Pc, SP: r.Sp, BP: r.Regs[29], LR: r.Regs[30], G: r.Regs[28], Syscall: -1}
+	// unix.PtraceRegsArm64 is user_pt_regs: 34 words, in its order.
+	copy(out.All[:], (*[unsafe.Sizeof(r) / 8]uint64)(unsafe.Pointer(&r))[:])
 	// TPIDR_EL0 lives in its own register set.
 	var tls uint64
 	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&tls)), Len: 8}

@@ -133,6 +133,10 @@ type Regs struct {
 	// in no register set, from /proc/<tid>/syscall).
 	Syscall int64
 	Arg0    uint64
+	// All is every general register as a core file's NT_PRSTATUS holds
+	// them (its pr_reg): amd64's user_regs_struct (27 words), arm64's
+	// user_pt_regs (34: x0–x30, sp, pc, pstate).
+	All [34]uint64
 }
 
 // Thread is one stopped thread of a process.

@@ -31,6 +31,8 @@ type psOptions struct {
 	copyEarly                           bool
 	pprofFile                           string
 	binary                              string // with a core file: its executable
+	coreFile                            string // write a core of the live process
+	coreAll                             bool
 	state                               string
 	match                               string
 	minWait                             time.Duration
@@ -55,6 +57,7 @@ given with --binary.`,
   gi ps --trace 3s 4242                   # with the latency of the function each goroutine is in
   gi ps --ns-pid 1 --in 8406              # pid 1 of the container that host pid 8406 is in
   gi ps --binary ./server core.4242       # post-mortem: a core file, its executable given
+  gi ps --core /tmp/core.4242 4242        # list, and write a core of what the listing read, in the same stop
   kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi ps 1`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -79,6 +82,8 @@ given with --binary.`,
 	f.BoolVar(&o.copyEarly, "copy-stacks-early", true, "copy parked goroutines' stacks before the stop (--copy-stacks-early=false: all in the stop, the benchmark's baseline)")
 	f.MarkHidden("copy-stacks-early")
 	f.StringVar(&o.binary, "binary", "", "with a core file: the executable of the process, when it is no longer where the core says")
+	f.StringVar(&o.coreFile, "core", "", "also write a core file of the process to `FILE`, from the same stop: the memory the listing read (readable by gi ps, gdb and Delve)")
+	f.BoolVar(&o.coreAll, "core-all", false, "with --core: copy every readable mapping into the core, in the stop (a whole core, as gcore writes; a longer stop)")
 	addTargetFlags(f, &o.target)
 	return cmd
 }
@@ -109,6 +114,12 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	}
 	if o.binary != "" && !fromCore {
 		return fmt.Errorf("--binary goes with a core file, and %q is not one", target)
+	}
+	if o.coreFile != "" && fromCore {
+		return fmt.Errorf("--core writes a core of a live process; %s is a core file already", target)
+	}
+	if o.coreAll && o.coreFile == "" {
+		return fmt.Errorf("--core-all goes with --core FILE")
 	}
 	var pid int
 	var err error
@@ -159,7 +170,14 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 		t.SkipWaits = !o.waits
 		t.StacksInStop = !o.copyEarly
-		if snap, err = t.Snapshot(a.tracer); err != nil {
+		if o.coreFile != "" {
+			var w *inspect.CoreWritten
+			if snap, w, err = t.SnapshotCore(a.tracer, o.coreFile, inspect.CoreOptions{All: o.coreAll}); err != nil {
+				return err
+			}
+			fmt.Fprintf(errOut, "gi: wrote core %s: %.1f MB of memory in %d segments (%.1f MB read after the stop), pause %v, written in %v\n",
+				w.Path, float64(w.Memory)/1e6, w.Segments, float64(w.AfterStop)/1e6, snap.Pause.Round(time.Microsecond), w.Write.Round(time.Millisecond))
+		} else if snap, err = t.Snapshot(a.tracer); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,214 @@
+package core
+
+import (
+	"bufio"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/go-delve/delve/pkg/elfwriter"
+
+	"github.com/gi-debug/gi/proc"
+	"github.com/gi-debug/gi/ptrace"
+)
+
+// Image is what a core file gi writes holds: the process, its threads'
+// registers, its auxiliary vector and file mappings, and memory.
+type Image struct {
+	Machine elf.Machine // elf.EM_X86_64 or elf.EM_AARCH64
+	// PID, PPID, PGID and SID identify the process (NT_PRPSINFO); Command
+	// is its name (comm, up to 15 bytes), Args its command line (up to 80).
+	PID, PPID, PGID, SID int
+	Command, Args        string
+	UID, GID             int
+	// Threads are the threads, the first one the core's current thread,
+	// with every general register (ptrace.Regs.All).
+	Threads []ptrace.Thread
+	// Auxv is the auxiliary vector, as /proc/<pid>/auxv holds it.
+	Auxv []byte
+	// Files are the file mappings (NT_FILE).
+	Files []Mapping
+	// Taken is the process's CLOCK_MONOTONIC at the stop, 0 if unknown
+	// (gi's note NT_GI_TAKEN: Core.Now reads it).
+	Taken int64
+	// Epoll are the data words of the process's epoll registrations with
+	// their descriptors, and FDs what descriptors are: what the core's
+	// reader cannot learn from memory (gi's note NT_GI_FDS).
+	Epoll map[uint64]int
+	FDs   []proc.FD
+	// Segments are the memory, by address, not overlapping.
+	Segments []Segment
+}
+
+// Segment is memory a core holds: Data at Addr.
+type Segment struct {
+	Addr uint64
+	Data []byte
+}
+
+// Write writes img as an ELF core file to path, created or truncated:
+// the notes the kernel writes (NT_PRSTATUS per thread, NT_PRPSINFO,
+// NT_AUXV, NT_FILE) for gi, gdb and Delve to read, and a PT_LOAD segment
+// per memory segment. Delve's elfwriter lays the file out.
+func Write(path string, img *Image) error {
+	if img.Machine != elf.EM_X86_64 && img.Machine != elf.EM_AARCH64 {
+		return fmt.Errorf("write core %s: machine %v: gi writes amd64 and arm64 cores", path, img.Machine)
+	}
+	if len(img.Threads) == 0 {
+		return fmt.Errorf("write core %s: no thread", path)
+	}
+	if len(img.Segments)+1 > maxSegments {
+		return fmt.Errorf("write core %s: %d segments, more than %d", path, len(img.Segments), maxSegments)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write core: %w", err)
+	}
+	bw := &bufferedFile{f: f, w: bufio.NewWriterSize(f, 1<<20)}
+	w := elfwriter.New(bw, &elf.FileHeader{Class: elf.ELFCLASS64, Data: elf.ELFDATA2LSB, Version: elf.EV_CURRENT,
+		OSABI: elf.ELFOSABI_NONE, Type: elf.ET_CORE, Machine: img.Machine})
+	w.Progs = append(w.Progs, w.WriteNotes(img.notes()))
+	for _, s := range img.Segments {
+		w.Align(pageSize)
+		off := w.Here()
+		w.Write(s.Data)
+		w.Progs = append(w.Progs, &elf.ProgHeader{Type: elf.PT_LOAD, Flags: elf.PF_R | elf.PF_W,
+			Off: uint64(off), Vaddr: s.Addr, Filesz: uint64(len(s.Data)), Memsz: uint64(len(s.Data)), Align: pageSize})
+	}
+	w.WriteProgramHeaders()
+	err = w.Err
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("write core %s: %w", path, err)
+	}
+	return nil
+}
+
+// The size of elf_prstatus's and elf_prpsinfo's fields gi writes.
+const (
+	prstatusRegsAt = 112 // pr_reg
+	prpsinfoSize   = 136
+)
+
+// notes returns the core's notes in the kernel's order: the first
+// thread's NT_PRSTATUS, the process's NT_PRPSINFO, NT_AUXV and NT_FILE,
+// the other threads', then gi's own.
+func (img *Image) notes() []elfwriter.Note {
+	const core = "CORE\x00"
+	words := 27
+	if img.Machine == elf.EM_AARCH64 {
+		words = 34
+	}
+	prstatus := func(th ptrace.Thread) elfwriter.Note {
+		d := make([]byte, prstatusRegsAt+8*words+8) // pr_fpvalid and padding last
+		le := binary.LittleEndian
+		le.PutUint32(d[32:], uint32(th.TID))
+		le.PutUint32(d[36:], uint32(img.PPID))
+		le.PutUint32(d[40:], uint32(img.PGID))
+		le.PutUint32(d[44:], uint32(img.SID))
+		for i := 0; i < words; i++ {
+			le.PutUint64(d[prstatusRegsAt+8*i:], th.Regs.All[i])
+		}
+		return elfwriter.Note{Type: elf.NT_PRSTATUS, Name: core, Data: d}
+	}
+	notes := []elfwriter.Note{prstatus(img.Threads[0]), {Type: elf.NT_PRPSINFO, Name: core, Data: img.prpsinfo()}}
+	if len(img.Auxv) > 0 {
+		notes = append(notes, elfwriter.Note{Type: elf.NType(ntAuxv), Name: core, Data: img.Auxv})
+	}
+	if len(img.Files) > 0 {
+		notes = append(notes, elfwriter.Note{Type: elf.NType(ntFile), Name: core, Data: fileNote(img.Files)})
+	}
+	for _, th := range img.Threads[1:] {
+		notes = append(notes, prstatus(th))
+	}
+	if img.Taken != 0 {
+		d := binary.LittleEndian.AppendUint64(nil, uint64(img.Taken))
+		notes = append(notes, elfwriter.Note{Type: ntGITaken, Name: noteNameGI + "\x00", Data: d})
+	}
+	if len(img.Epoll) > 0 || len(img.FDs) > 0 {
+		fds := fdNote{FDs: img.FDs}
+		for data, fd := range img.Epoll {
+			fds.Epoll = append(fds.Epoll, [2]uint64{data, uint64(fd)})
+		}
+		if d, err := json.Marshal(fds); err == nil {
+			for len(d)%4 != 0 {
+				d = append(d, ' ') // the kernel pads each note to 4 bytes
+			}
+			notes = append(notes, elfwriter.Note{Type: ntGIFDs, Name: noteNameGI + "\x00", Data: d})
+		}
+	}
+	return notes
+}
+
+// fdNote is gi's note NT_GI_FDS, in JSON: the process's epoll
+// registrations (data word, descriptor) and descriptors.
+type fdNote struct {
+	Epoll [][2]uint64 `json:"epoll"`
+	FDs   []proc.FD   `json:"fds"`
+}
+
+// prpsinfo returns the NT_PRPSINFO of the process: struct elf_prpsinfo.
+func (img *Image) prpsinfo() []byte {
+	d := make([]byte, prpsinfoSize)
+	le := binary.LittleEndian
+	d[0], d[1] = 0, 'R' // pr_state, pr_sname: running
+	le.PutUint32(d[16:], uint32(img.UID))
+	le.PutUint32(d[20:], uint32(img.GID))
+	le.PutUint32(d[24:], uint32(img.PID))
+	le.PutUint32(d[28:], uint32(img.PPID))
+	le.PutUint32(d[32:], uint32(img.PGID))
+	le.PutUint32(d[36:], uint32(img.SID))
+	copy(d[40:55], img.Command) // pr_fname[16], NUL-terminated
+	copy(d[56:135], img.Args)   // pr_psargs[80], NUL-terminated
+	return d
+}
+
+// fileNote returns the NT_FILE of the mappings: a count, the page size,
+// (start, end, offset in pages) per mapping, then their paths.
+func fileNote(files []Mapping) []byte {
+	le := binary.LittleEndian
+	d := le.AppendUint64(nil, uint64(len(files)))
+	d = le.AppendUint64(d, pageSize)
+	for _, m := range files {
+		d = le.AppendUint64(d, m.Start)
+		d = le.AppendUint64(d, m.End)
+		d = le.AppendUint64(d, m.Offset/pageSize)
+	}
+	for _, m := range files {
+		d = append(append(d, m.Path...), 0)
+	}
+	return d
+}
+
+// bufferedFile is an io.WriteSeeker that buffers writes (elfwriter
+// writes each header field on its own) and flushes before it seeks.
+type bufferedFile struct {
+	f *os.File
+	w *bufio.Writer
+}
+
+func (b *bufferedFile) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+func (b *bufferedFile) Seek(off int64, whence int) (int64, error) {
+	if whence == io.SeekCurrent && off == 0 {
+		pos, err := b.f.Seek(0, io.SeekCurrent)
+		return pos + int64(b.w.Buffered()), err
+	}
+	if err := b.w.Flush(); err != nil {
+		return 0, err
+	}
+	return b.f.Seek(off, whence)
+}
+
+func (b *bufferedFile) Flush() error { return b.w.Flush() }
+
+func (b *bufferedFile) Close() error { return b.w.Flush() }
