@@ -18,7 +18,7 @@ import (
 // it. The test must not be parallel (the environment is the test
 // process's); tests of other packages that crash targets, running at the
 // same time in other processes, wait for the pattern (lockCorePattern).
-func StartToCrash(t *testing.T, bin string, args ...string) *Crashing {
+func StartToCrash(t testing.TB, bin string, args ...string) *Crashing {
 	t.Helper()
 	dir := t.TempDir()
 	lockCorePattern(t)
@@ -59,7 +59,7 @@ type Crashing struct {
 
 // Crash kills the target with SIGQUIT (the runtime then dumps every
 // goroutine on stderr and aborts) and returns the path of its core.
-func (c *Crashing) Crash(t *testing.T) string {
+func (c *Crashing) Crash(t testing.TB) string {
 	t.Helper()
 	if err := syscall.Kill(c.Pid, syscall.SIGQUIT); err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func (c *Crashing) Crash(t *testing.T) string {
 // targets run one after the other (they are not parallel), and a test may
 // crash several: the process takes the file lock once, and lets it go
 // when the last of its holders ends.
-func lockCorePattern(t *testing.T) {
+func lockCorePattern(t testing.TB) {
 	t.Helper()
 	coreLock.Lock()
 	defer coreLock.Unlock()
