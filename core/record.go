@@ -6,6 +6,9 @@ import (
 	"sort"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/gi-debug/gi/internal/hugemem"
 	"github.com/gi-debug/gi/proc"
 )
 
@@ -30,7 +33,8 @@ type Reader interface {
 // of what the reader saw. A snapshot's reads fall in three stages:
 // before the stop (copies that the stop validates), in the stop, and after
 // it (decoding); a byte read in the stop outranks one read before it,
-// which outranks one read after. It is safe for concurrent reads.
+// which outranks one read after. It is safe for concurrent reads. Close
+// releases what it kept.
 type Recorder struct {
 	mem Reader
 
@@ -40,7 +44,10 @@ type Recorder struct {
 	// held in the reader's own buffer (held), copied once it is resumed.
 	pieces [3][]piece
 	held   []piece
-	bytes  int64
+	// kept holds the copies, outside the Go heap: no collection walks
+	// them, and no page of them faults one by one.
+	kept   arena
+	sorted bool
 }
 
 // The stages of a snapshot.
@@ -99,15 +106,11 @@ func (r *Recorder) ReadBatch(ranges []proc.Range, dst []byte) error {
 
 // keep records b, read at addr: copied, or held if copy is false.
 func (r *Recorder) keep(addr uint64, b []byte, copied bool) {
-	if copied {
-		b = append([]byte(nil), b...)
-	} else {
+	if !copied {
 		r.held = append(r.held, piece{addr, b})
+		return
 	}
-	r.bytes += int64(len(b))
-	if copied {
-		r.pieces[r.stage] = append(r.pieces[r.stage], piece{addr, b})
-	}
+	r.pieces[r.stage] = append(r.pieces[r.stage], piece{addr, r.kept.copy(b)})
 }
 
 // Stats forwards the statistics of the memory it reads through, if it
@@ -132,7 +135,7 @@ func (r *Recorder) Resumed() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.held {
-		r.pieces[stageIn] = append(r.pieces[stageIn], piece{p.addr, append([]byte(nil), p.data...)})
+		r.pieces[stageIn] = append(r.pieces[stageIn], piece{p.addr, r.kept.copy(p.data)})
 	}
 	r.held = nil
 	r.stage = stageAfter
@@ -146,25 +149,25 @@ func (r *Recorder) Keep(addr uint64, b []byte) {
 	r.mu.Unlock()
 }
 
-// Recorded returns the number of bytes recorded.
-func (r *Recorder) Recorded() int64 {
+// Close releases the recorded bytes.
+func (r *Recorder) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.bytes
+	r.pieces, r.held = [3][]piece{}, nil
+	r.kept.release()
 }
 
-// Segments returns the memory of a core: the pages holding every byte
-// recorded and the ranges extra, whole, each page as recorded — the
-// stop's bytes over those read before it, over those read after — and
-// where nothing recorded a byte of a page, as mem reads it now. filled
-// counts the bytes read now that no recorded byte outranks. Pages mem cannot read now keep only their
-// recorded bytes (zero elsewhere).
-func (r *Recorder) Segments(extra []proc.Range) (segs []Segment, filled int64, err error) {
+// Layout returns the memory of a core, as page-aligned ranges by address:
+// the pages holding every byte recorded and the ranges extra, whole.
+// afterStop is how many of their bytes no recorded byte covers: Fill
+// reads them from the process as it is now.
+func (r *Recorder) Layout(extra []proc.Range) (ranges []proc.Range, afterStop int64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stage == stageIn {
 		return nil, 0, fmt.Errorf("core memory: the process is still stopped")
 	}
+	r.sortPieces()
 	var spans []span
 	for _, ps := range r.pieces {
 		for _, p := range ps {
@@ -179,45 +182,62 @@ func (r *Recorder) Segments(extra []proc.Range) (segs []Segment, filled int64, e
 	if spans, err = mergeSpans(spans, maxSegments); err != nil {
 		return nil, 0, err
 	}
-	segs = make([]Segment, len(spans))
-	ranges := make([]proc.Range, len(spans))
-	total := 0
-	for i, s := range spans {
-		ranges[i] = proc.Range{Addr: s.lo, Len: int(s.hi - s.lo)}
-		total += ranges[i].Len
+	for _, s := range spans {
+		ranges = append(ranges, proc.Range{Addr: s.lo, Len: int(s.hi - s.lo)})
+		afterStop += int64(s.hi - s.lo)
 	}
-	buf := make([]byte, total)
-	readErr := r.mem.ReadBatch(ranges, buf)
-	var be *proc.BatchError
-	failed := map[int]bool{}
-	if errors.As(readErr, &be) {
-		for _, i := range be.Failed {
-			failed[i] = true
-		}
-	} else if readErr != nil {
-		return nil, 0, fmt.Errorf("core memory: %w", readErr)
+	return ranges, max(0, afterStop-r.recordedSpan()), nil
+}
+
+// Fill fills dst with the memory at addr for the core: as the process
+// holds it now, then the recorded bytes over it, those of the stop last
+// (they outrank the others). Pages the process no longer has keep only
+// their recorded bytes, zero elsewhere.
+func (r *Recorder) Fill(addr uint64, dst []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sortPieces()
+	if err := r.mem.ReadBatch([]proc.Range{{Addr: addr, Len: len(dst)}}, dst); err != nil {
+		readPages(r.mem, addr, dst)
 	}
-	off := 0
-	for i, s := range spans {
-		segs[i] = Segment{Addr: s.lo, Data: buf[off : off+ranges[i].Len]}
-		off += ranges[i].Len
-		if failed[i] {
-			filled += readPages(r.mem, segs[i])
-		} else {
-			filled += int64(ranges[i].Len)
-		}
-	}
-	filled = max(0, filled-r.recordedSpan())
-	// The stop's bytes last: they outrank the others.
+	end := addr + uint64(len(dst))
 	for _, stage := range []int{stageAfter, stageBefore, stageIn} {
-		for _, p := range r.pieces[stage] {
-			i := sort.Search(len(segs), func(i int) bool { return segs[i].Addr+uint64(len(segs[i].Data)) > p.addr })
-			if i < len(segs) && p.addr >= segs[i].Addr {
-				copy(segs[i].Data[p.addr-segs[i].Addr:], p.data)
+		ps := r.pieces[stage]
+		// Pieces are sorted by address and none is longer than the
+		// longest: the first that can reach addr is found by its start.
+		from := sort.Search(len(ps), func(i int) bool { return ps[i].addr+r.longest(stage) > addr })
+		for _, p := range ps[from:] {
+			if p.addr >= end {
+				break
+			}
+			lo, hi := max(p.addr, addr), min(p.addr+uint64(len(p.data)), end)
+			if lo < hi {
+				copy(dst[lo-addr:hi-addr], p.data[lo-p.addr:hi-p.addr])
 			}
 		}
 	}
-	return segs, filled, nil
+}
+
+// sortPieces sorts each stage's pieces by address, once (a stable sort:
+// of two reads of the same byte in a stage, the later stays later).
+func (r *Recorder) sortPieces() {
+	if r.sorted {
+		return
+	}
+	for i := range r.pieces {
+		ps := r.pieces[i]
+		sort.SliceStable(ps, func(a, b int) bool { return ps[a].addr < ps[b].addr })
+	}
+	r.sorted = true
+}
+
+// longest returns the length of the longest piece of a stage.
+func (r *Recorder) longest(stage int) uint64 {
+	var n uint64
+	for _, p := range r.pieces[stage] {
+		n = max(n, uint64(len(p.data)))
+	}
+	return n
 }
 
 // recordedSpan returns the bytes of memory the recorded pieces cover.
@@ -241,19 +261,48 @@ func (r *Recorder) recordedSpan() int64 {
 	return n
 }
 
-// readPages reads a segment page by page (where a batch read of it
-// failed), zeroing the pages that cannot be read; it returns the bytes read.
-func readPages(mem Reader, s Segment) int64 {
-	var n int64
-	for off := 0; off < len(s.Data); off += pageSize {
-		page := s.Data[off : off+pageSize]
-		if k, err := mem.ReadAt(page, s.Addr+uint64(off)); err != nil || k != pageSize {
+// readPages reads dst at addr page by page (where one read of it
+// failed), zeroing the pages that cannot be read.
+func readPages(mem Reader, addr uint64, dst []byte) {
+	for off := 0; off < len(dst); off += pageSize {
+		page := dst[off:min(off+pageSize, len(dst))]
+		if k, err := mem.ReadAt(page, addr+uint64(off)); err != nil || k != len(page) {
 			clear(page)
-			continue
 		}
-		n += pageSize
 	}
-	return n
+}
+
+// arena holds copies outside the Go heap, in populated mappings of 64 MiB
+// or more (hugemem), the Go heap where the kernel refuses one.
+type arena struct {
+	free     []byte
+	mappings [][]byte
+}
+
+// copy returns a copy of b.
+func (a *arena) copy(b []byte) []byte {
+	if len(b) > len(a.free) {
+		n := max(64<<20, len(b))
+		buf, whole, ok := hugemem.Populated(n)
+		if ok {
+			a.mappings = append(a.mappings, whole)
+		} else {
+			buf = make([]byte, n)
+		}
+		a.free = buf
+	}
+	out := a.free[:len(b):len(b)]
+	copy(out, b)
+	a.free = a.free[len(b):]
+	return out
+}
+
+// release unmaps the arena's mappings.
+func (a *arena) release() {
+	for _, m := range a.mappings {
+		unix.Munmap(m)
+	}
+	a.free, a.mappings = nil, nil
 }
 
 // span is the page-aligned range [lo, hi).

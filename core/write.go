@@ -39,17 +39,15 @@ type Image struct {
 	// reader cannot learn from memory (gi's note NT_GI_FDS).
 	Epoll map[uint64]int
 	FDs   []proc.FD
-	// Segments are the memory, by address, not overlapping.
-	Segments []Segment
+	// Memory is the memory the core holds, by address, not overlapping;
+	// Fill fills dst with the bytes at addr (Recorder.Fill), a range of
+	// Memory at a time or less.
+	Memory []proc.Range
+	Fill   func(addr uint64, dst []byte)
 }
 
-// Segment is memory a core holds: Data at Addr.
-type Segment struct {
-	Addr uint64
-	Data []byte
-}
-
-// Write writes img as an ELF core file to path, created or truncated:
+// Write writes img as an ELF core file to path, created or truncated
+// (mode 0600: a core holds the process's secrets):
 // the notes the kernel writes (NT_PRSTATUS per thread, NT_PRPSINFO,
 // NT_AUXV, NT_FILE) for gi, gdb and Delve to read, and a PT_LOAD segment
 // per memory segment. Delve's elfwriter lays the file out.
@@ -60,10 +58,10 @@ func Write(path string, img *Image) error {
 	if len(img.Threads) == 0 {
 		return fmt.Errorf("write core %s: no thread", path)
 	}
-	if len(img.Segments)+1 > maxSegments {
-		return fmt.Errorf("write core %s: %d segments, more than %d", path, len(img.Segments), maxSegments)
+	if len(img.Memory)+1 > maxSegments {
+		return fmt.Errorf("write core %s: %d segments, more than %d", path, len(img.Memory), maxSegments)
 	}
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("write core: %w", err)
 	}
@@ -71,12 +69,19 @@ func Write(path string, img *Image) error {
 	w := elfwriter.New(bw, &elf.FileHeader{Class: elf.ELFCLASS64, Data: elf.ELFDATA2LSB, Version: elf.EV_CURRENT,
 		OSABI: elf.ELFOSABI_NONE, Type: elf.ET_CORE, Machine: img.Machine})
 	w.Progs = append(w.Progs, w.WriteNotes(img.notes()))
-	for _, s := range img.Segments {
+	// The memory goes through one buffer, a chunk at a time.
+	const chunk = 8 << 20
+	buf := make([]byte, chunk)
+	for _, m := range img.Memory {
 		w.Align(pageSize)
 		off := w.Here()
-		w.Write(s.Data)
+		for done := 0; done < m.Len && w.Err == nil; done += chunk {
+			b := buf[:min(chunk, m.Len-done)]
+			img.Fill(m.Addr+uint64(done), b)
+			w.Write(b)
+		}
 		w.Progs = append(w.Progs, &elf.ProgHeader{Type: elf.PT_LOAD, Flags: elf.PF_R | elf.PF_W,
-			Off: uint64(off), Vaddr: s.Addr, Filesz: uint64(len(s.Data)), Memsz: uint64(len(s.Data)), Align: pageSize})
+			Off: uint64(off), Vaddr: m.Addr, Filesz: uint64(m.Len), Memsz: uint64(m.Len), Align: pageSize})
 	}
 	w.WriteProgramHeaders()
 	err = w.Err

@@ -69,6 +69,7 @@ func (t *Target) SnapshotCore(tr *ptrace.Tracer, path string, o CoreOptions) (*S
 		epoll, _ = t.process.EpollRegistrations() // none known: IO waits' descriptors unknown in the core
 	}
 	rec := core.NewRecorder(t.Mem)
+	defer rec.Close()
 	mem := t.Mem
 	t.Mem = rec
 	defer func() { t.Mem = mem }()
@@ -95,23 +96,24 @@ func (t *Target) SnapshotCore(tr *ptrace.Tracer, path string, o CoreOptions) (*S
 	}
 	t.Mem = mem
 	start := time.Now()
-	segs, after, err := rec.Segments(append(t.writableData(), fileData(maps)...))
+	ranges, after, err := rec.Layout(append(t.writableData(), fileData(maps)...))
 	if err != nil {
 		return nil, nil, err
 	}
-	img, err := t.coreImage(maps, threads, taken, segs)
+	img, err := t.coreImage(maps, threads, taken)
 	if err != nil {
 		return nil, nil, err
 	}
+	img.Memory, img.Fill = ranges, rec.Fill
 	img.Epoll = epoll
 	img.FDs = describedFDs(snap)
 	if err := core.Write(path, img); err != nil {
 		return nil, nil, err
 	}
 	written = true
-	w := &CoreWritten{Path: path, AfterStop: after, Segments: len(segs), Write: time.Since(start)}
-	for _, s := range segs {
-		w.Memory += int64(len(s.Data))
+	w := &CoreWritten{Path: path, AfterStop: after, Segments: len(ranges), Write: time.Since(start)}
+	for _, r := range ranges {
+		w.Memory += int64(r.Len)
 	}
 	return snap, w, nil
 }
@@ -175,14 +177,14 @@ func copyThreadStacks(mem Memory, threads []ptrace.Thread, rec *core.Recorder) {
 // copyMappings copies every readable mapping of the process (but the
 // kernel's vvar and vsyscall pages) into rec, in the stop.
 func copyMappings(mem Memory, maps []proc.Mapping, rec *core.Recorder) {
+	buf := make([]byte, 16<<20)
 	for _, m := range maps {
 		if !m.Read || m.Path == "[vvar]" || m.Path == "[vvar_vclock]" || m.Path == "[vsyscall]" || m.End-m.Start > 1<<40 {
 			continue
 		}
-		const chunk = 64 << 20
+		const chunk = 16 << 20
 		for a := m.Start; a < m.End; a += chunk {
-			n := min(chunk, m.End-a)
-			b := make([]byte, n)
+			b := buf[:min(chunk, m.End-a)]
 			if k, _ := mem.ReadAt(b, a); k > 0 {
 				rec.Keep(a, b[:k])
 			}
@@ -191,9 +193,8 @@ func copyMappings(mem Memory, maps []proc.Mapping, rec *core.Recorder) {
 }
 
 // coreImage gathers what the core's notes say of the process.
-func (t *Target) coreImage(maps []proc.Mapping, threads []ptrace.Thread, taken int64, segs []core.Segment) (*core.Image, error) {
-	img := &core.Image{Machine: t.Binary.File.Machine, PID: t.PID, Command: proc.Comm(t.PID), Args: proc.Cmdline(t.PID),
-		Taken: taken, Segments: segs}
+func (t *Target) coreImage(maps []proc.Mapping, threads []ptrace.Thread, taken int64) (*core.Image, error) {
+	img := &core.Image{Machine: t.Binary.File.Machine, PID: t.PID, Command: proc.Comm(t.PID), Args: proc.Cmdline(t.PID), Taken: taken}
 	if p := t.process; p != nil && p.NSPID != 0 {
 		img.PID = p.NSPID // as the kernel writes it: the process's own view
 	}

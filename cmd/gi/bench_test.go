@@ -36,6 +36,8 @@ import (
 // longest gap over as long a time without gi. Where the stop's time goes,
 // phase by phase (wall, gi's CPU time, page faults, process_vm_readv calls
 // and bytes), is printed as a table (GI_PHASES=1: inspect.Phases).
+// The pause is measured once more with --core writing a core of what the
+// listing read (the core output: the table and the core written).
 // Each output's run is also given as gi's CPU time, and measured once more
 // on a 100k target without its three spinning goroutines (idle): on a
 // 2-CPU machine the spinners take the CPUs gi's threads would use, and
@@ -62,7 +64,7 @@ func BenchmarkPs(b *testing.B) {
 		n := c.n
 		b.Run(name, func(b *testing.B) {
 			p := targets.Start(b, bin, "-park", strconv.Itoa(n), "-depth", "50", "-park-on", c.on, "-felt", "-spin", spin)
-			var pause, pauseNoWaits, pauseInStop time.Duration
+			var pause, pauseNoWaits, pauseInStop, pauseCore time.Duration
 			var felt, feltRun, feltBaseline time.Duration
 			var phases phaseSums
 			formatTotal, formatCPU, formatPeak := map[string]time.Duration{}, map[string]time.Duration{}, map[string]int64{}
@@ -86,6 +88,7 @@ func BenchmarkPs(b *testing.B) {
 				}
 				pauseNoWaits += jsonPause("--waits=false")
 				pauseInStop += jsonPause("--copy-stacks-early=false")
+				pauseCore += jsonPause("--core", filepath.Join(b.TempDir(), "core"))
 				// The pause with its phases, and as the target felt it.
 				gap(b, p, "gap")
 				start := time.Now()
@@ -105,8 +108,11 @@ func BenchmarkPs(b *testing.B) {
 				// inherited at fork.
 				for _, f := range psFormats {
 					args := append([]string{"ps"}, f.args...)
-					if f.name == "pprof" {
+					switch f.name {
+					case "pprof":
 						args = append(args, filepath.Join(b.TempDir(), "gi.pb.gz"))
+					case "core":
+						args = append(args, filepath.Join(b.TempDir(), "core"))
 					}
 					cmd := exec.Command(gi, append(args, strconv.Itoa(p.Pid))...)
 					cmd.Env = append(os.Environ(), "GI_PEAK_RSS=1")
@@ -139,6 +145,9 @@ func BenchmarkPs(b *testing.B) {
 			noWaits := pauseNoWaits / time.Duration(b.N)
 			b.ReportMetric(float64(noWaits.Microseconds())/1000, "pause-without-waits-ms")
 			b.ReportMetric(float64(avgPause)/float64(max(noWaits, 1)), "pause/without-waits")
+			withCore := pauseCore / time.Duration(b.N)
+			b.ReportMetric(float64(withCore.Microseconds())/1000, "pause-core-ms")
+			b.ReportMetric(float64(withCore)/float64(max(avgPause, 1)), "pause-core/pause")
 			inStop := pauseInStop / time.Duration(b.N)
 			b.ReportMetric(float64(inStop.Microseconds())/1000, "pause-stacks-in-stop-ms")
 			b.ReportMetric(float64(avgPause)/float64(max(inStop, 1)), "pause/stacks-in-stop")
@@ -165,8 +174,8 @@ func BenchmarkPs(b *testing.B) {
 			}
 			// Printed too: the log of a benchmark with sub-benchmarks is cut.
 			fmt.Printf("%s: whole runs, wall (gi's CPU, user and system, all threads), peak RSS (goal: ≤1 s, ≤200 MB at 100k): %s\n", name, strings.Join(lines, "; "))
-			b.Logf("%d goroutines: pause %v (%v copying every stack in the stop, as gi did before it copied stacks early; %v without reading what they wait on; the target's own runtime.Stack(all) %v, stopping the world for all of it); whole runs (goal: ≤1 s, ≤200 MB at 100k): %s",
-				n, avgPause, inStop, noWaits, baseline, strings.Join(lines, "; "))
+			b.Logf("%d goroutines: pause %v (%v copying every stack in the stop, as gi did before it copied stacks early; %v without reading what they wait on; %v writing a core with --core; the target's own runtime.Stack(all) %v, stopping the world for all of it); whole runs (goal: ≤1 s, ≤200 MB at 100k): %s",
+				n, avgPause, inStop, noWaits, withCore, baseline, strings.Join(lines, "; "))
 		})
 	}
 }
@@ -285,6 +294,7 @@ var psFormats = []struct {
 	{"json", []string{"--json"}},
 	{"stacks", []string{"--stacks"}},
 	{"pprof", []string{"--pprof"}},
+	{"core", []string{"--core"}}, // the table, and a core of what it read
 }
 
 // BenchmarkTopOverhead measures the lockserver target's throughput (handler
