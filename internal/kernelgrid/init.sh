@@ -15,7 +15,8 @@ mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 ifconfig lo 127.0.0.1 up 2>/dev/null # the waiters target talks TCP to itself
 echo "GI-KERNEL $(uname -r) $(uname -m) memlock=$(ulimit -l)"
-export GI_TEST_TOOLCHAINS=local GI_TARGETS_PREBUILT=/targets GI_REQUIRE_PRIVILEGED=1 GI_BINARY=/gi
+# No gdb in the guest: the checks of what gdb reads of a core run on the host.
+export GI_TEST_TOOLCHAINS=local GI_TARGETS_PREBUILT=/targets GI_REQUIRE_PRIVILEGED=1 GI_BINARY=/gi GI_WITHOUT_GDB=1
 # Each check: "echo GI-BEGIN name; if command; then PASS; else FAIL; fi".
 @CHECKS@
 echo GI-DONE
