@@ -149,6 +149,9 @@ func Open(path, exe string) (*Core, error) {
 		bin.Close()
 		return nil, fmt.Errorf("core %s: %w", path, err)
 	}
+	if f.Machine == elf.EM_AARCH64 {
+		c.arm64Syscalls(mem)
+	}
 	c.Process = &proc.Process{PID: n.pid, NSPID: n.pid, Exe: bin, Bias: bias, Mem: mem}
 	c.Process.Environ = func() ([]byte, error) { return environ(mem, n.auxv, n.execfn) }
 	if c.fds != nil {
@@ -321,6 +324,24 @@ func prstatus(f *elf.File, desc []byte) (ptrace.Thread, int, error) {
 		th.Regs = ptrace.Regs{PC: reg(32), SP: reg(31), BP: reg(29), LR: reg(30), G: reg(28), Syscall: -1}
 	}
 	return th, sig, nil
+}
+
+// svc0 is the encoding of SVC #0, the arm64 system call instruction.
+const svc0 = 0xd4000001
+
+// arm64Syscalls finds the system call each arm64 thread was blocked in,
+// which no register of NT_PRSTATUS names: a thread stopped (or dumped)
+// inside a call stands on its SVC instruction, rewound for the call to
+// restart, with the call's number in x8 and its first argument back in x0
+// (as ptrace finds it on a live thread).
+func (c *Core) arm64Syscalls(mem *memory) {
+	for i := range c.Threads {
+		r := &c.Threads[i].Regs
+		var insn [4]byte
+		if _, err := mem.ReadAt(insn[:], r.PC); err == nil && binary.LittleEndian.Uint32(insn[:]) == svc0 {
+			r.Syscall, r.Arg0 = int64(r.All[8]), r.All[0]
+		}
+	}
 }
 
 // fileMappings decodes NT_FILE: a count, the page size, count (start,
