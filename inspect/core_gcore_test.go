@@ -63,6 +63,7 @@ func TestGcoreMatchesRuntimeDump(t *testing.T) {
 				t.Fatal(err)
 			}
 			compareDump(t, snap, raw, p.DumperGoid, 500)
+			checkIOWaitInCore(t, snap)
 		})
 	}
 }

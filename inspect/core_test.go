@@ -64,6 +64,24 @@ func TestCoreMatchesRuntimeDump(t *testing.T) {
 				t.Fatal(err)
 			}
 			compareDump(t, snap, raw, p.DumperGoid, 500)
+			checkIOWaitInCore(t, snap)
 		})
 	}
+}
+
+// checkIOWaitInCore requires psstates' goroutine in IO wait on its TCP
+// connection to be found waiting to read a descriptor, from its stack
+// (a kernel's core has no epoll registrations to read).
+func checkIOWaitInCore(t *testing.T, snap *inspect.Snapshot) {
+	t.Helper()
+	for _, g := range snap.Goroutines {
+		if len(g.Frames) == 0 || g.WaitReason != "IO wait" || !strings.Contains(describeGoroutine(g), "main.ioWaiter") {
+			continue
+		}
+		if len(g.WaitingOn) != 1 || g.WaitingOn[0].FD == nil || g.WaitingOn[0].FD.FD < 3 || g.WaitingOn[0].Dir != "read" || g.WaitingOn[0].Addr == 0 {
+			t.Errorf("goroutine %d in main.ioWaiter waits on %+v, want a descriptor it reads, its pollDesc found", g.ID, g.WaitingOn)
+		}
+		return
+	}
+	t.Error("no goroutine in IO wait in main.ioWaiter")
 }

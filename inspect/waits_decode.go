@@ -26,6 +26,45 @@ func (t *Target) ioWaiters(w *rawWaits, raws map[uint64]*rawG) map[uint64]ioWait
 	return out
 }
 
+// pollStackScan is how much of an IO-waiting goroutine's stack, from
+// its stack pointer, pollDescOnStack reads: gopark's and netpollblock's
+// frames.
+const pollStackScan = 1024
+
+// pollDescOnStack finds the pollDesc an IO-waiting goroutine is parked on
+// without the process's epoll registrations (a core file): netpollblock
+// keeps &pd.rg (or &pd.wg) on its stack across the park, and that word
+// holds the goroutine itself until it is woken. A word of the stack's
+// top that points at a word holding the goroutine's address, at a
+// pollDesc's rg or wg whose descriptor is one, is taken: nothing else
+// holds a pointer to a word holding a parked goroutine.
+func (t *Target) pollDescOnStack(rg *rawG) (ioWait, bool) {
+	P := &t.Layout.Wait.PollDesc
+	if rg == nil || P.Size == 0 {
+		return ioWait{}, false
+	}
+	stack := rg.stack[:min(len(rg.stack), pollStackScan)]
+	for i := 0; i+8 <= len(stack); i += 8 {
+		v := t.u64(stack, int64(i))
+		if v < 4096 || v%8 != 0 || (v >= rg.addr && v < rg.addr+uint64(t.Layout.G.Size)) {
+			continue // the g's own fields (sched.g) hold it too
+		}
+		if w, err := t.readWord(v); err != nil || w != rg.addr {
+			continue
+		}
+		for _, f := range []struct {
+			off int64
+			dir string
+		}{{P.RG, "read"}, {P.WG, "write"}} {
+			pd := v - uint64(f.off)
+			if fd, err := t.readWord(pd + uint64(P.FD)); err == nil && fd < 1<<20 {
+				return ioWait{pd: pd, fd: int(fd), dir: f.dir}, true
+			}
+		}
+	}
+	return ioWait{}, false
+}
+
 type ioWait struct {
 	pd  uint64
 	fd  int
@@ -166,6 +205,9 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, rgs []*rawG, now int6
 			g.WaitingOn = []WaitObject{{Kind: "timer", Type: "time.Sleep", WakeIn: when - now}}
 		case reason == "IO wait":
 			iw, ok := io[g.Addr]
+			if !ok && !t.live {
+				iw, ok = t.pollDescOnStack(rg)
+			}
 			if !ok {
 				g.WaitingOn = []WaitObject{{Kind: "fd", Unknown: "no pollDesc registered with epoll names the goroutine"}}
 				return
