@@ -152,6 +152,9 @@ func Open(path, exe string) (*Core, error) {
 	if f.Machine == elf.EM_AARCH64 {
 		c.arm64Syscalls(mem)
 	}
+	if c.fds != nil {
+		c.recordedSyscalls()
+	}
 	c.Process = &proc.Process{PID: n.pid, NSPID: n.pid, Exe: bin, Bias: bias, Mem: mem}
 	c.Process.Environ = func() ([]byte, error) { return environ(mem, n.auxv, n.execfn) }
 	if c.fds != nil {
@@ -340,6 +343,18 @@ func (c *Core) arm64Syscalls(mem *memory) {
 		var insn [4]byte
 		if _, err := mem.ReadAt(insn[:], r.PC); err == nil && binary.LittleEndian.Uint32(insn[:]) == svc0 {
 			r.Syscall, r.Arg0 = int64(r.All[8]), r.All[0]
+		}
+	}
+}
+
+// recordedSyscalls takes each thread's system call from gi's note, where
+// gi recorded it as ptrace found it live.
+func (c *Core) recordedSyscalls() {
+	for _, sc := range c.fds.Syscalls {
+		for i := range c.Threads {
+			if r := &c.Threads[i].Regs; int64(c.Threads[i].TID) == sc[0] {
+				r.Syscall, r.Arg0 = sc[1], uint64(sc[2])
+			}
 		}
 	}
 }

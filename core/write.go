@@ -139,11 +139,16 @@ func (img *Image) notes() []elfwriter.Note {
 		d := binary.LittleEndian.AppendUint64(nil, uint64(img.Taken))
 		notes = append(notes, elfwriter.Note{Type: ntGITaken, Name: noteNameGI + "\x00", Data: d})
 	}
-	if len(img.Epoll) > 0 || len(img.FDs) > 0 {
-		fds := fdNote{FDs: img.FDs}
-		for data, fd := range img.Epoll {
-			fds.Epoll = append(fds.Epoll, [2]uint64{data, uint64(fd)})
+	fds := fdNote{FDs: img.FDs}
+	for data, fd := range img.Epoll {
+		fds.Epoll = append(fds.Epoll, [2]uint64{data, uint64(fd)})
+	}
+	for _, th := range img.Threads {
+		if th.Regs.Syscall >= 0 {
+			fds.Syscalls = append(fds.Syscalls, [3]int64{int64(th.TID), th.Regs.Syscall, int64(th.Regs.Arg0)})
 		}
+	}
+	if len(fds.Epoll) > 0 || len(fds.FDs) > 0 || len(fds.Syscalls) > 0 {
 		if d, err := json.Marshal(fds); err == nil {
 			for len(d)%4 != 0 {
 				d = append(d, ' ') // the kernel pads each note to 4 bytes
@@ -155,10 +160,13 @@ func (img *Image) notes() []elfwriter.Note {
 }
 
 // fdNote is gi's note NT_GI_FDS, in JSON: the process's epoll
-// registrations (data word, descriptor) and descriptors.
+// registrations (data word, descriptor), descriptors, and the system
+// call each thread was in (thread id, call, first argument: on arm64 no
+// register of NT_PRSTATUS says it).
 type fdNote struct {
-	Epoll [][2]uint64 `json:"epoll"`
-	FDs   []proc.FD   `json:"fds"`
+	Epoll    [][2]uint64 `json:"epoll"`
+	FDs      []proc.FD   `json:"fds"`
+	Syscalls [][3]int64  `json:"syscalls,omitempty"`
 }
 
 // prpsinfo returns the NT_PRPSINFO of the process: struct elf_prpsinfo.
