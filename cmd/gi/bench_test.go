@@ -132,9 +132,11 @@ func BenchmarkPs(b *testing.B) {
 					formatCPU[f.name] += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 					null.Close()
 					var kb int64
-					if _, err := fmt.Sscanf(stderr.String(), "gi: peak RSS %d kB", &kb); err != nil {
+					m := peakRSS.FindStringSubmatch(stderr.String())
+					if m == nil {
 						b.Fatalf("no peak RSS from gi: %q", stderr.String())
 					}
+					kb, _ = strconv.ParseInt(m[1], 10, 64)
 					formatPeak[f.name] = max(formatPeak[f.name], kb)
 				}
 				targets.CheckNotStopped(b, p.Pid)
@@ -285,6 +287,9 @@ func (s *phaseSums) table(n int) string {
 }
 
 // psFormats are the outputs of gi ps BenchmarkPs measures whole.
+// peakRSS is the line gi prints with GI_PEAK_RSS=1.
+var peakRSS = regexp.MustCompile(`(?m)^gi: peak RSS (\d+) kB$`)
+
 var psFormats = []struct {
 	name string
 	args []string
