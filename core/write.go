@@ -65,6 +65,10 @@ func Write(path string, img *Image) error {
 	if err != nil {
 		return fmt.Errorf("write core: %w", err)
 	}
+	if err := f.Chmod(0o600); err != nil { // a file that was there kept its mode
+		f.Close()
+		return fmt.Errorf("write core: %w", err)
+	}
 	bw := &bufferedFile{f: f, w: bufio.NewWriterSize(f, 1<<20)}
 	w := elfwriter.New(bw, &elf.FileHeader{Class: elf.ELFCLASS64, Data: elf.ELFDATA2LSB, Version: elf.EV_CURRENT,
 		OSABI: elf.ELFOSABI_NONE, Type: elf.ET_CORE, Machine: img.Machine})
