@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/proc"
@@ -13,21 +14,39 @@ import (
 // memory reads a process's memory from its core file: what a PT_LOAD
 // segment holds, and from the executable what the core left out of a
 // mapping of it (the kernel does not write file-backed pages nobody
-// wrote: code, read-only data).
+// wrote: code, read-only data) — but not of memory the executable maps
+// writable (data, bss, relocated read-only data), whose file contents
+// may be stale: a core that leaves such a mapping out (coredump_filter)
+// lacks it. What a read needs and the core lacks is recorded (Missing).
 type memory struct {
 	f    *elf.File
 	path string
 	segs []*elf.Prog
 	exe  *elfbin.Binary
 	bias uint64
-	// exeMaps are the executable's mappings (NT_FILE), by address.
-	exeMaps []Mapping
+	// exeMaps are the executable's mappings (NT_FILE), by address;
+	// exeWritable its writable PT_LOAD segments' addresses (bias
+	// applied).
+	exeMaps     []Mapping
+	exeWritable [][2]uint64
+
+	// The mappings reads needed and the core lacks, by start address
+	// (lack), and a truncated core's size, found once.
+	mu       sync.Mutex
+	missing  map[uint64]*MissingMemory
+	sizeOnce sync.Once
+	size     int64
 }
 
 func newMemory(f *elf.File, path string, exe *elfbin.Binary, bias uint64, exeMaps []Mapping) (*memory, error) {
 	m := &memory{f: f, path: path, segs: sortedSegments(f), exe: exe, bias: bias, exeMaps: exeMaps}
 	if len(m.segs) == 0 {
 		return nil, fmt.Errorf("no memory (PT_LOAD) in it")
+	}
+	for _, p := range exe.File.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W != 0 || p.Type == elf.PT_GNU_RELRO {
+			m.exeWritable = append(m.exeWritable, [2]uint64{p.Vaddr + bias, p.Vaddr + p.Memsz + bias})
+		}
 	}
 	return m, nil
 }
@@ -66,34 +85,57 @@ func (m *memory) readCore(p []byte, addr uint64) error {
 }
 
 // readSome reads from the one segment or executable mapping holding addr.
+// A core that has a segment there but not its bytes (truncated, or left
+// out) lacks them, unless the executable maps them read-only: they are
+// its file's.
 func (m *memory) readSome(p []byte, addr uint64) (int, error) {
 	s := m.segment(addr)
+	truncated := false
 	if s != nil && addr-s.Vaddr < s.Filesz {
 		off := addr - s.Vaddr
 		n := min(uint64(len(p)), s.Filesz-off)
 		k, err := s.ReadAt(p[:n], int64(off))
 		if err != nil && err != io.EOF {
-			return k, err
+			return k, fmt.Errorf("read %#x from the core: %w", addr+uint64(k), err)
 		}
-		if uint64(k) < n {
-			return k, fmt.Errorf("read %#x: the core is truncated", addr+uint64(k))
+		if k > 0 {
+			return k, nil // the rest, if any, at the next call
 		}
-		return k, nil
+		truncated = true // the file ends before the segment's data
 	}
-	for _, mp := range m.exeMaps {
-		if addr >= mp.Start && addr < mp.End {
-			n := min(uint64(len(p)), mp.End-addr)
-			k, err := m.exe.ReadAt(p[:n], addr-m.bias)
-			if err != nil {
-				return k, fmt.Errorf("read %#x from the executable: %w", addr, err)
+	if s == nil || !m.writableInExe(addr) {
+		for _, mp := range m.exeMaps {
+			if addr >= mp.Start && addr < mp.End {
+				n := min(uint64(len(p)), mp.End-addr)
+				k, err := m.exe.ReadAt(p[:n], addr-m.bias)
+				if err != nil {
+					return k, fmt.Errorf("read %#x from the executable: %w", addr, err)
+				}
+				return k, nil
 			}
-			return k, nil
 		}
+	}
+	if s != nil && s.Flags&elf.PF_R == 0 && !truncated {
+		// Reserved, not readable (PROT_NONE): the process could not
+		// read it either.
+		return 0, fmt.Errorf("read %#x: not readable in the process (a mapping without access)", addr)
 	}
 	if s != nil {
-		return 0, fmt.Errorf("read %#x: the core left the mapping at %#x out (coredump_filter)", addr, s.Vaddr)
+		return 0, m.lack(s, truncated)
 	}
 	return 0, fmt.Errorf("read %#x: not mapped in the core", addr)
+}
+
+// writableInExe reports whether the executable maps addr writable (or
+// read-only after relocation): its file may not hold what the process
+// did.
+func (m *memory) writableInExe(addr uint64) bool {
+	for _, r := range m.exeWritable {
+		if addr >= r[0] && addr < r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // ReadBatch reads every range into dst, back to back.

@@ -158,6 +158,9 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		if snap, err = t.Decode(c.Threads, now); err != nil {
 			return err
 		}
+		if err := warnMissing(errOut, c, snap); err != nil {
+			return err
+		}
 		snap.Origin = coreOrigin(c)
 		pid = c.Process.PID
 	} else {
