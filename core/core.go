@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -212,7 +213,10 @@ func (c *Core) readNotes(f *elf.File) (notes, error) {
 			return n, fmt.Errorf("a note segment of %d bytes", p.Filesz)
 		}
 		data := make([]byte, p.Filesz)
-		if _, err := p.ReadAt(data, 0); err != nil {
+		if k, err := p.ReadAt(data, 0); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return n, fmt.Errorf("the core is truncated in its notes (%d of their %d bytes, from byte %d): it holds no thread to decode", k, p.Filesz, p.Off)
+			}
 			return n, fmt.Errorf("read notes: %w", err)
 		}
 		for len(data) >= 12 {

@@ -1,9 +1,12 @@
 package core
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -47,5 +50,37 @@ func TestFileMappings(t *testing.T) {
 	le.PutUint64(desc, 1<<40)
 	if _, err := fileMappings(le, desc); err == nil {
 		t.Error("a count past the note: no error")
+	}
+}
+
+// TestTruncatedNotes opens a core cut short inside its notes (the
+// kernel writes them first, so a core truncated early loses them): one
+// error saying so, no thread to decode.
+func TestTruncatedNotes(t *testing.T) {
+	le := binary.LittleEndian
+	// The ELF header, then one program header: notes at byte 120, 4096
+	// bytes long, of which the file holds 16.
+	h := make([]byte, 64+56)
+	copy(h, "\x7fELF\x02\x01\x01")
+	le.PutUint16(h[16:], uint16(elf.ET_CORE))
+	le.PutUint16(h[18:], uint16(elf.EM_X86_64))
+	le.PutUint32(h[20:], 1)
+	le.PutUint64(h[32:], 64) // e_phoff
+	le.PutUint16(h[52:], 64) // e_ehsize
+	le.PutUint16(h[54:], 56) // e_phentsize
+	le.PutUint16(h[56:], 1)  // e_phnum
+	le.PutUint32(h[64:], uint32(elf.PT_NOTE))
+	le.PutUint64(h[64+8:], 120)   // p_offset
+	le.PutUint64(h[64+32:], 4096) // p_filesz
+	path := filepath.Join(t.TempDir(), "core")
+	if err := os.WriteFile(path, append(h, make([]byte, 16)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !IsCore(path) {
+		t.Fatal("a core's header is not a core's")
+	}
+	_, err := Open(path, "")
+	if err == nil || !strings.Contains(err.Error(), "truncated in its notes (16 of their 4096 bytes, from byte 120)") {
+		t.Errorf("Open: %v, want the notes' truncation", err)
 	}
 }
