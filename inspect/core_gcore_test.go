@@ -1,13 +1,8 @@
 package inspect_test
 
 import (
-	"os"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/gi-debug/gi/core"
-	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/targets"
 )
 
@@ -25,45 +20,10 @@ import (
 // after gcore (targets.Gcore checks it).
 func TestGcoreMatchesRuntimeDump(t *testing.T) {
 	requirePrivilege(t)
-	var builds []targets.BuildOptions
-	for _, tc := range targets.Toolchains() {
-		builds = append(builds, targets.BuildOptions{Toolchain: tc}, targets.BuildOptions{Toolchain: tc, PIE: true}, targets.BuildOptions{Toolchain: tc, Stripped: true})
-	}
-	for _, opts := range builds {
+	for _, opts := range coreBuilds() {
 		t.Run(opts.String(), func(t *testing.T) {
 			p := targets.Start(t, targets.Build(t, "psstates", opts), "-park", "500", "-depth", "50")
-			path := targets.Gcore(t, p.Pid)
-			if !core.IsCore(path) {
-				t.Fatalf("%s is not a core file", path)
-			}
-			c, err := core.Open(path, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if c.Process.PID != p.Pid || !strings.HasPrefix(c.Command, "psstates") || len(c.Threads) < 2 {
-				t.Errorf("core of pid %d (%q), %d threads; want pid %d, psstates, its threads", c.Process.PID, c.Command, len(c.Threads), p.Pid)
-			}
-			tgt, err := inspect.New(c.Process)
-			if err != nil {
-				t.Fatal(err)
-			}
-			now, ok := c.Now()
-			if !ok {
-				t.Fatal("the time of a core written just now is unknown")
-			}
-			start := time.Now()
-			snap, err := tgt.Decode(c.Threads, now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("decoded %d goroutines of gcore's core (signal %d, %d threads) in %v", len(snap.Goroutines), c.Signal, len(c.Threads), time.Since(start))
-			raw, err := os.ReadFile(p.DumpPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			compareDump(t, snap, raw, p.DumperGoid, 500)
-			checkIOWaitInCore(t, snap)
+			compareCoreWithDump(t, p, targets.Gcore(t, p.Pid), 500)
 		})
 	}
 }

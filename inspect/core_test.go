@@ -25,48 +25,66 @@ import (
 // restores it; the target's RLIMIT_CORE is raised to its hard limit.
 func TestCoreMatchesRuntimeDump(t *testing.T) {
 	requirePrivilege(t)
+	for _, opts := range coreBuilds() {
+		t.Run(opts.String(), func(t *testing.T) {
+			p := targets.StartToCrash(t, targets.Build(t, "psstates", opts), "-park", "500", "-depth", "50")
+			c := compareCoreWithDump(t, p.Process, p.Crash(t), 500)
+			if c.Signal != int(syscall.SIGABRT) {
+				t.Errorf("core of a crash with signal %d, want SIGABRT", c.Signal)
+			}
+		})
+	}
+}
+
+// coreBuilds are the builds the core tests read cores of: default, PIE
+// and stripped, of each Go release under test.
+func coreBuilds() []targets.BuildOptions {
 	var builds []targets.BuildOptions
 	for _, tc := range targets.Toolchains() {
 		builds = append(builds, targets.BuildOptions{Toolchain: tc}, targets.BuildOptions{Toolchain: tc, PIE: true}, targets.BuildOptions{Toolchain: tc, Stripped: true})
 	}
-	for _, opts := range builds {
-		t.Run(opts.String(), func(t *testing.T) {
-			p := targets.StartToCrash(t, targets.Build(t, "psstates", opts), "-park", "500", "-depth", "50")
-			path := p.Crash(t)
-			if !core.IsCore(path) {
-				t.Fatalf("%s is not a core file", path)
-			}
-			c, err := core.Open(path, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if c.Process.PID != p.Pid || c.Signal != int(syscall.SIGABRT) || !strings.HasPrefix(c.Command, "psstates") || len(c.Threads) < 2 {
-				t.Errorf("core of pid %d (%q), signal %d, %d threads; want pid %d, psstates, SIGABRT, its threads",
-					c.Process.PID, c.Command, c.Signal, len(c.Threads), p.Pid)
-			}
-			tgt, err := inspect.New(c.Process)
-			if err != nil {
-				t.Fatal(err)
-			}
-			now, ok := c.Now()
-			if !ok {
-				t.Fatal("the time of a core written just now is unknown")
-			}
-			start := time.Now()
-			snap, err := tgt.Decode(c.Threads, now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("decoded %d goroutines of the core in %v", len(snap.Goroutines), time.Since(start))
-			raw, err := os.ReadFile(p.DumpPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			compareDump(t, snap, raw, p.DumperGoid, 500)
-			checkIOWaitInCore(t, snap)
-		})
+	return builds
+}
+
+// compareCoreWithDump reads the core at path of psstates target p
+// (core.Open, inspect.New, Decode at the core's time) and compares it
+// with the dump the target took of itself, goroutine by goroutine, its
+// parked goroutines and its IO waiter's descriptor included; it returns
+// the core, open until the test ends.
+func compareCoreWithDump(t *testing.T, p *targets.Process, path string, parked int) *core.Core {
+	t.Helper()
+	if !core.IsCore(path) {
+		t.Fatalf("%s is not a core file", path)
 	}
+	c, err := core.Open(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if c.Process.PID != p.Pid || !strings.HasPrefix(c.Command, "psstates") || len(c.Threads) < 2 {
+		t.Errorf("core of pid %d (%q), %d threads; want pid %d, psstates, its threads", c.Process.PID, c.Command, len(c.Threads), p.Pid)
+	}
+	tgt, err := inspect.New(c.Process)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, ok := c.Now()
+	if !ok {
+		t.Fatal("the time of a core written just now is unknown")
+	}
+	start := time.Now()
+	snap, err := tgt.Decode(c.Threads, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("decoded %d goroutines of the core (signal %d, %d threads) in %v", len(snap.Goroutines), c.Signal, len(c.Threads), time.Since(start))
+	raw, err := os.ReadFile(p.DumpPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareDump(t, snap, raw, p.DumperGoid, parked)
+	checkIOWaitInCore(t, snap)
+	return c
 }
 
 // checkIOWaitInCore requires psstates' goroutine in IO wait on its TCP
