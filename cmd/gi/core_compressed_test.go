@@ -40,7 +40,7 @@ func TestPsCompressedCore(t *testing.T) {
 	}
 
 	out := giOK(t, "ps", zpath)
-	if !regexp.MustCompile(`, from core ` + regexp.QuoteMeta(zpath) + ` \(psstates.*, SIGABRT\)`).MatchString(out) {
+	if !regexp.MustCompile(`, from core ` + regexp.QuoteMeta(zpath) + ` \(psstates.*, SIGABRT, written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)`).MatchString(out) {
 		t.Errorf("no footer naming the compressed core:\n%s", out)
 	}
 	if n := strings.Count(out, "main.parked"); n != 100 {

@@ -24,7 +24,7 @@ func TestPsCore(t *testing.T) {
 	path := p.Crash(t)
 
 	out := giOK(t, "ps", path)
-	if !regexp.MustCompile(`pid ` + strconv.Itoa(p.Pid) + `, go1\.\d+.*, from core ` + regexp.QuoteMeta(path) + ` \(psstates.*, SIGABRT\)`).MatchString(out) {
+	if !regexp.MustCompile(`pid ` + strconv.Itoa(p.Pid) + `, go1\.\d+.*, from core ` + regexp.QuoteMeta(path) + ` \(psstates.*, SIGABRT, written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)`).MatchString(out) {
 		t.Errorf("no footer naming the core:\n%s", out)
 	}
 	if n := strings.Count(out, "main.parked"); n != 100 {

@@ -88,11 +88,15 @@ given with --binary.`,
 	return cmd
 }
 
-// coreOrigin names a core file, its process and the signal that ended it.
+// coreOrigin names a core file, its process, the signal that ended it
+// and when the core was written.
 func coreOrigin(c *core.Core) string {
 	s := "core " + c.Path + " (" + c.Command
 	if c.Signal != 0 {
 		s += ", " + unix.SignalName(syscall.Signal(c.Signal))
+	}
+	if st, err := os.Stat(c.Path); err == nil {
+		s += ", written " + st.ModTime().UTC().Format("2006-01-02 15:04:05 UTC")
 	}
 	return s + ")"
 }
