@@ -319,9 +319,6 @@ func prstatus(f *elf.File, desc []byte) (ptrace.Thread, int, error) {
 	tid := int(order.Uint32(desc[32:]))
 	reg := func(i int) uint64 { return order.Uint64(desc[regsAt+8*i:]) }
 	th := ptrace.Thread{TID: tid}
-	for i := 0; i < words; i++ {
-		th.Regs.All[i] = reg(i)
-	}
 	if f.Machine == elf.EM_X86_64 {
 		// user_regs_struct: r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx
 		// rdx rsi rdi orig_rax rip cs eflags rsp ss fs_base ...
@@ -329,6 +326,9 @@ func prstatus(f *elf.File, desc []byte) (ptrace.Thread, int, error) {
 	} else {
 		// user_pt_regs: regs[31] sp pc pstate.
 		th.Regs = ptrace.Regs{PC: reg(32), SP: reg(31), BP: reg(29), LR: reg(30), G: reg(28), Syscall: -1}
+	}
+	for i := 0; i < words; i++ {
+		th.Regs.All[i] = reg(i)
 	}
 	return th, sig, nil
 }
