@@ -37,8 +37,8 @@ func seedCore(t testing.TB, exe string) []byte {
 	}
 	img := &Image{Machine: elf.EM_X86_64, PID: 7, PPID: 1, Command: "seed", Args: "seed -x",
 		Threads: []ptrace.Thread{th(7), th(8)}, Auxv: auxv,
-		Files:  []Mapping{{Start: entry &^ (pageSize - 1), End: entry&^(pageSize-1) + pageSize, Path: exe}},
-		Taken:  12345, Epoll: map[uint64]int{0xc000123400: 3}, FDs: []proc.FD{{FD: 3, Kind: "tcp", Local: "127.0.0.1:1", Remote: "127.0.0.1:2"}},
+		Files: []Mapping{{Start: entry &^ (pageSize - 1), End: entry&^(pageSize-1) + pageSize, Path: exe}},
+		Taken: 12345, Epoll: map[uint64]int{0xc000123400: 3}, FDs: []proc.FD{{FD: 3, Kind: "tcp", Local: "127.0.0.1:1", Remote: "127.0.0.1:2"}},
 		Memory: []proc.Range{{Addr: 0x10000, Len: 2 * pageSize}},
 		Fill: func(addr uint64, dst []byte) {
 			for i := range dst {
