@@ -116,6 +116,8 @@ type RuntimeLayout struct {
 	// Wait describes what blocked goroutines wait through (channels,
 	// semaphores, timers).
 	Wait WaitLayout
+	// Heap describes the heap's index and spans.
+	Heap HeapLayout
 }
 
 // StatusValue returns the value of status name (without the package, e.g. "_Gwaiting").
@@ -232,6 +234,7 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 	l.Labels, l.Hmap = labelsLayout(d)
 	l.TracebackLabels = tracebackLabels(d)
 	l.Wait = waitLayoutFromDWARF(d, g)
+	l.Heap = heapLayoutFromDWARF(d)
 	return l, nil
 }
 

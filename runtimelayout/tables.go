@@ -96,7 +96,7 @@ func LayoutOfProbe(bin Source, toolchain string) (*VersionLayout, error) {
 			return nil, fmt.Errorf("runtime.gStatusStrings: %w", err)
 		}
 	}
-	l.AllGs, l.AllGLen, l.WaitReasonStrings, l.GStatusStrings, l.TracebackLabels, l.Wait.SemTable = 0, 0, 0, 0, 0, 0
+	l.AllGs, l.AllGLen, l.WaitReasonStrings, l.GStatusStrings, l.TracebackLabels, l.Wait.SemTable, l.Heap.MHeap = 0, 0, 0, 0, 0, 0, 0
 	v.Layout = *l
 	return v, nil
 }

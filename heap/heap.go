@@ -1,0 +1,226 @@
+// Package heap reads a Go process's heap from outside: the runtime's
+// arena index (runtime.mheap_), each arena's spans of objects, and which
+// slots of a span hold allocated objects — from any memory image of the
+// process (a live one's memory, a core file's) and the runtime layout of
+// its binary (runtimelayout.HeapLayout). It is the ground the leak
+// detector of gi ps --leaks walks (issue #32); every loop over the
+// target's memory is bounded (Limits).
+package heap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sort"
+
+	"github.com/gi-debug/gi/runtimelayout"
+)
+
+// Reader reads the process's memory.
+type Reader interface {
+	ReadAt(p []byte, addr uint64) (int, error)
+}
+
+// Limits bound a walk of the heap.
+type Limits struct {
+	// Arenas and Spans bound the arenas and spans read (0: the
+	// defaults, 1<<20 arenas — 64 TiB — and 1<<24 spans).
+	Arenas, Spans int
+}
+
+// Span is a span of heap objects in use.
+type Span struct {
+	// Record is the address of its runtime.mspan.
+	Record uint64
+	// Start is its first byte, Pages its length in runtime pages.
+	Start uint64
+	Pages uint64
+	// ElemSize is the size of its objects, NElems how many slots it has.
+	ElemSize uint64
+	NElems   int
+	// Class is the size class (0: one large object), Noscan says its
+	// objects hold no pointer.
+	Class  uint8
+	Noscan bool
+
+	freeIndex int
+	allocBits []byte
+}
+
+// Allocated reports whether slot i holds an allocated object: below the
+// span's free index every slot does; above it, the slots whose bit in
+// allocBits is set (the runtime's own rule).
+func (s *Span) Allocated(i int) bool {
+	if i < 0 || i >= s.NElems {
+		return false
+	}
+	return i < s.freeIndex || s.allocBits[i/8]&(1<<(i%8)) != 0
+}
+
+// AllocatedCount returns how many slots hold allocated objects.
+func (s *Span) AllocatedCount() int {
+	n := s.freeIndex
+	for i := s.freeIndex; i < s.NElems; i++ {
+		if s.allocBits[i/8]&(1<<(i%8)) != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Object returns the slot holding addr and its first byte, if addr falls
+// in one of the span's slots.
+func (s *Span) Object(addr uint64) (slot int, start uint64, ok bool) {
+	if addr < s.Start || s.ElemSize == 0 {
+		return 0, 0, false
+	}
+	slot64 := (addr - s.Start) / s.ElemSize
+	if slot64 >= uint64(s.NElems) {
+		return 0, 0, false
+	}
+	return int(slot64), s.Start + slot64*s.ElemSize, true
+}
+
+// Heap is the spans of a process's heap, by address.
+type Heap struct {
+	Spans []Span
+	// PageSize is the runtime's page: a span's length is Pages of it.
+	PageSize uint64
+}
+
+// SpanOf returns the span whose pages hold addr.
+func (h *Heap) SpanOf(addr uint64) (*Span, bool) {
+	i := sort.Search(len(h.Spans), func(i int) bool { return h.Spans[i].Start+h.Spans[i].Pages*h.PageSize > addr })
+	if i == len(h.Spans) || addr < h.Spans[i].Start {
+		return nil, false
+	}
+	return &h.Spans[i], true
+}
+
+// ErrNoHeapLayout means the binary does not describe the heap, or the
+// address of runtime.mheap_ is unknown (a stripped binary).
+var ErrNoHeapLayout = errors.New("the heap's layout is unknown")
+
+// Read walks the heap: every arena of mheap_ (allArenas), every span in
+// use of each (pageInUse, spans), and each span's allocation state. bias
+// is the executable's load bias, arch its GOARCH.
+func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim Limits) (*Heap, error) {
+	if !l.Known {
+		return nil, fmt.Errorf("%w: %s", ErrNoHeapLayout, l.Reason)
+	}
+	if l.MHeap == 0 {
+		return nil, fmt.Errorf("%w: no address of runtime.mheap_ (a stripped binary)", ErrNoHeapLayout)
+	}
+	if lim.Arenas == 0 {
+		lim.Arenas = 1 << 20
+	}
+	if lim.Spans == 0 {
+		lim.Spans = 1 << 24
+	}
+	r := reader{mem: mem}
+	mheap := l.MHeap + bias
+	hdr := r.bytes(mheap+uint64(l.AllArenas), 16)
+	ptr, n := le.Uint64(hdr), le.Uint64(hdr[8:])
+	if r.err != nil {
+		return nil, fmt.Errorf("read mheap_'s arenas: %w", r.err)
+	}
+	if n > uint64(lim.Arenas) {
+		return nil, fmt.Errorf("%d arenas, more than the bound of %d", n, lim.Arenas)
+	}
+	idxs := r.bytes(ptr, int(n)*8)
+	if r.err != nil {
+		return nil, fmt.Errorf("read the arena list: %w", r.err)
+	}
+	pagesPerArena := uint64(l.HeapArenaBytes / l.PageSize)
+	arenaShift := uint(bits.TrailingZeros64(uint64(l.HeapArenaBytes)))
+	h := &Heap{PageSize: uint64(l.PageSize)}
+	for i := uint64(0); i < n; i++ {
+		ai := le.Uint64(idxs[8*i:])
+		l1, l2 := ai>>uint(l.ArenaL2Bits), ai&(1<<uint(l.ArenaL2Bits)-1)
+		if l1 >= 1<<uint(l.ArenaL1Bits) {
+			return nil, fmt.Errorf("arena index %#x outside the index", ai)
+		}
+		l2Array := r.word(mheap + uint64(l.Arenas) + 8*l1)
+		arena := r.word(l2Array + 8*l2)
+		if r.err != nil || arena == 0 {
+			return nil, fmt.Errorf("arena %#x: no heapArena (%v)", ai, r.err)
+		}
+		base := ai<<arenaShift + runtimelayout.ArenaBaseOffset(arch)
+		inUse := r.bytes(arena+uint64(l.ArenaPageInUse), int(pagesPerArena/8))
+		spans := r.bytes(arena+uint64(l.ArenaSpans), int(pagesPerArena*8))
+		if r.err != nil {
+			return nil, fmt.Errorf("arena %#x: %w", ai, r.err)
+		}
+		for page := uint64(0); page < pagesPerArena; page++ {
+			if inUse[page/8]&(1<<(page%8)) == 0 {
+				continue
+			}
+			if len(h.Spans) >= lim.Spans {
+				return nil, fmt.Errorf("more than the bound of %d spans", lim.Spans)
+			}
+			s, err := readSpan(&r, l, le.Uint64(spans[8*page:]))
+			if err != nil {
+				return nil, fmt.Errorf("span of page %d of arena %#x: %w", page, ai, err)
+			}
+			if s.Start != base+page*uint64(l.PageSize) {
+				return nil, fmt.Errorf("span %#x starts at %#x, its page at %#x", s.Record, s.Start, base+page*uint64(l.PageSize))
+			}
+			h.Spans = append(h.Spans, s)
+		}
+	}
+	sort.Slice(h.Spans, func(i, j int) bool { return h.Spans[i].Start < h.Spans[j].Start })
+	return h, nil
+}
+
+var le = binary.LittleEndian
+
+// readSpan reads the mspan at addr.
+func readSpan(r *reader, l *runtimelayout.HeapLayout, addr uint64) (Span, error) {
+	S := &l.Span
+	rec := r.bytes(addr, int(max(S.StartAddr, S.NPages, S.ElemSize, S.FreeIndex, S.NElems, S.AllocBits, S.SpanClass, S.State)+8))
+	if r.err != nil {
+		return Span{}, r.err
+	}
+	small := func(off int64) int {
+		if S.NElemsSize == 2 {
+			return int(le.Uint16(rec[off:]))
+		}
+		return int(le.Uint64(rec[off:]))
+	}
+	s := Span{Record: addr, Start: le.Uint64(rec[S.StartAddr:]), Pages: le.Uint64(rec[S.NPages:]),
+		ElemSize: le.Uint64(rec[S.ElemSize:]), NElems: small(S.NElems), freeIndex: small(S.FreeIndex)}
+	class := rec[S.SpanClass]
+	s.Class, s.Noscan = class>>1, class&1 != 0
+	if state := rec[S.State]; int64(state) != l.SpanInUse {
+		return Span{}, fmt.Errorf("mspan %#x in state %d, not in use", addr, state)
+	}
+	pageBytes := uint64(l.PageSize)
+	if s.Pages == 0 || s.Pages > 1<<30 || s.ElemSize == 0 || s.NElems <= 0 || uint64(s.NElems) > s.Pages*pageBytes/s.ElemSize+1 || s.freeIndex > s.NElems {
+		return Span{}, fmt.Errorf("mspan %#x: %d pages of %d slots of %d bytes, free index %d: not a span", addr, s.Pages, s.NElems, s.ElemSize, s.freeIndex)
+	}
+	s.allocBits = r.bytes(le.Uint64(rec[S.AllocBits:]), (s.NElems+7)/8)
+	if r.err != nil {
+		return Span{}, fmt.Errorf("mspan %#x's allocation bits: %w", addr, r.err)
+	}
+	return s, nil
+}
+
+// reader reads, keeping the first error.
+type reader struct {
+	mem Reader
+	err error
+}
+
+func (r *reader) bytes(addr uint64, n int) []byte {
+	b := make([]byte, n)
+	if r.err != nil {
+		return b
+	}
+	if _, err := r.mem.ReadAt(b, addr); err != nil {
+		r.err = fmt.Errorf("read %d bytes at %#x: %w", n, addr, err)
+	}
+	return b
+}
+
+func (r *reader) word(addr uint64) uint64 { return le.Uint64(r.bytes(addr, 8)) }

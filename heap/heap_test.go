@@ -1,0 +1,117 @@
+package heap_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gi-debug/gi/heap"
+	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/proc"
+)
+
+// TestHeapHoldsTargetObjects walks the heap of a target that allocated
+// and keeps objects of known sizes, and prints their addresses: each of
+// its 4000-byte objects is the start of an allocated slot of a
+// 4096-byte span, its 1 MiB object the one allocated slot of a span of
+// its own, and the 4096-byte spans hold at least as many allocated
+// objects as it keeps. Default and PIE builds of each Go release under
+// test (nelems and freeindex change width in Go 1.22, mheap_'s arena
+// list its name in 1.25).
+func TestHeapHoldsTargetObjects(t *testing.T) {
+	targets.RequirePrivilege(t, "reading another process's memory")
+	for _, tc := range targets.Toolchains() {
+		for _, pie := range []bool{false, true} {
+			opts := targets.BuildOptions{Toolchain: tc, PIE: pie}
+			t.Run(opts.String(), func(t *testing.T) {
+				p := targets.Start(t, targets.Build(t, "heapobjs", opts), "-n", "1000")
+				var small []uint64
+				var large uint64
+				count := 0
+				for _, line := range p.Lines() {
+					f := strings.Fields(line)
+					if len(f) != 2 {
+						continue
+					}
+					v, err := strconv.ParseUint(f[1], 0, 64)
+					if err != nil {
+						continue
+					}
+					switch f[0] {
+					case "SMALL":
+						small = append(small, v)
+					case "LARGE":
+						large = v
+					case "COUNT":
+						count = int(v)
+					}
+				}
+				if len(small) == 0 || large == 0 || count != 1000 {
+					t.Fatalf("the target printed %d small objects, large %#x, count %d", len(small), large, count)
+				}
+				pr, err := proc.Open(p.Pid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pr.Close()
+				layout, _, err := pr.RuntimeLayout()
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, err := heap.Read(pr.Mem, &layout.Heap, pr.Exe.Arch, pr.Bias, heap.Limits{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				objects := 0
+				for i := range h.Spans {
+					if s := &h.Spans[i]; s.ElemSize == 4096 {
+						objects += s.AllocatedCount()
+					}
+				}
+				t.Logf("%d spans; %d allocated objects of 4096 bytes", len(h.Spans), objects)
+				if objects < count {
+					t.Errorf("%d allocated objects in 4096-byte spans, the target keeps %d", objects, count)
+				}
+				for _, a := range small {
+					s, ok := h.SpanOf(a)
+					if !ok {
+						t.Errorf("object %#x: in no span", a)
+						continue
+					}
+					slot, start, ok := s.Object(a)
+					if !ok || start != a || s.ElemSize != 4096 || !s.Allocated(slot) || s.Noscan != true || s.Class == 0 {
+						t.Errorf("object %#x: span %+v, slot %d at %#x (allocated %v); want the start of an allocated noscan 4096-byte slot", a, *s, slot, start, s.Allocated(slot))
+					}
+				}
+				s, ok := h.SpanOf(large)
+				if !ok || s.Start != large || s.NElems != 1 || s.Class != 0 || s.Pages*h.PageSize < 1<<20 || !s.Allocated(0) {
+					t.Errorf("large object %#x: span %+v, %v; want a span of its own, one allocated slot", large, s, ok)
+				}
+			})
+		}
+	}
+}
+
+// TestHeapStripped: a stripped binary's heap layout comes from the
+// generated table, without the address of runtime.mheap_: the walk says
+// so (ErrNoHeapLayout) rather than guess.
+func TestHeapStripped(t *testing.T) {
+	targets.RequirePrivilege(t, "reading another process's memory")
+	p := targets.Start(t, targets.Build(t, "heapobjs", targets.BuildOptions{Stripped: true}), "-n", "10")
+	pr, err := proc.Open(p.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	layout, _, err := pr.RuntimeLayout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !layout.Heap.Known || layout.Heap.Span.ElemSize == 0 {
+		t.Errorf("stripped: heap layout %+v, want the generated table's", layout.Heap)
+	}
+	if _, err := heap.Read(pr.Mem, &layout.Heap, pr.Exe.Arch, pr.Bias, heap.Limits{}); !errors.Is(err, heap.ErrNoHeapLayout) {
+		t.Errorf("stripped: %v, want ErrNoHeapLayout", err)
+	}
+}

@@ -1,0 +1,147 @@
+package runtimelayout
+
+import "fmt"
+
+// HeapLayout is where the Go heap's index and span records are, for a
+// walk of the heap's objects from outside (issue #32): runtime.mheap_'s
+// arena index, each heapArena's span map and in-use page bits, and the
+// fields of runtime.mspan that say where a span's objects are, how big,
+// and which are allocated. From the binary's DWARF, or for a stripped
+// binary the generated table; Known is false with Reason where neither
+// describes it.
+type HeapLayout struct {
+	Known  bool
+	Reason string
+
+	// MHeap is the link-time address of runtime.mheap_; 0 in the
+	// generated table (an address of the probe program, not of a
+	// stripped binary's).
+	MHeap uint64
+	// Arenas is the offset in mheap_ of its arena index, arenas:
+	// [1<<ArenaL1Bits]*[1<<ArenaL2Bits]*heapArena.
+	Arenas int64
+	// AllArenas is the offset of the slice of every arena's index
+	// (mheap_.allArenas, heapArenas from Go 1.25): []arenaIdx.
+	AllArenas int64
+	// ArenaL1Bits and ArenaL2Bits split an arena's index into the two
+	// levels of arenas (runtime.arenaL1Bits, runtime.arenaL2Bits).
+	ArenaL1Bits, ArenaL2Bits int64
+	// HeapArenaBytes is the size of an arena (runtime.heapArenaBytes),
+	// PageSize the runtime's page (runtime.pageSize: not the kernel's).
+	HeapArenaBytes, PageSize int64
+
+	// ArenaSpans and ArenaPageInUse are the offsets in runtime.heapArena
+	// of spans ([pagesPerArena]*mspan) and pageInUse (a bit per page,
+	// set on the first page of each span in use).
+	ArenaSpans, ArenaPageInUse int64
+
+	// Span is runtime.mspan.
+	Span SpanLayout
+	// SpanInUse is runtime.mSpanInUse: the state of a span of heap
+	// objects.
+	SpanInUse int64
+}
+
+// SpanLayout is where runtime.mspan's fields are.
+type SpanLayout struct {
+	// StartAddr is the span's first byte; NPages its length in runtime
+	// pages (uintptr each).
+	StartAddr, NPages int64
+	// ElemSize is the size of its objects (uintptr), NElems how many it
+	// holds (uint16 from Go 1.22, uintptr before: NElemsSize says).
+	ElemSize, NElems, NElemsSize int64
+	// FreeIndex (the same type as NElems) and AllocBits (a pointer to a
+	// bit per object): an object is allocated when its index is below
+	// FreeIndex or its bit is set.
+	FreeIndex, AllocBits int64
+	// SpanClass is its size class shifted up one, its low bit set for
+	// noscan spans (1 byte); State its mSpanState (1 byte).
+	SpanClass, State int64
+}
+
+// heapLayoutFromDWARF fills the heap layout; what is missing leaves it
+// unknown with the reason, without failing the rest of the layout.
+func heapLayoutFromDWARF(d *Debug) HeapLayout {
+	h, err := heapLayout(d)
+	if err != nil {
+		return HeapLayout{Reason: err.Error()}
+	}
+	h.Known = true
+	return h
+}
+
+func heapLayout(d *Debug) (HeapLayout, error) {
+	var h HeapLayout
+	var ok bool
+	if h.MHeap, ok = d.Variable("runtime.mheap_"); !ok {
+		return h, fmt.Errorf("no runtime.mheap_ in DWARF")
+	}
+	for _, c := range []struct {
+		dst  *int64
+		name string
+	}{{&h.ArenaL1Bits, "runtime.arenaL1Bits"}, {&h.ArenaL2Bits, "runtime.arenaL2Bits"},
+		{&h.HeapArenaBytes, "runtime.heapArenaBytes"}, {&h.PageSize, "runtime.pageSize"}, {&h.SpanInUse, "runtime.mSpanInUse"}} {
+		if *c.dst, ok = d.Constant(c.name); !ok {
+			return h, fmt.Errorf("no constant %s in DWARF", c.name)
+		}
+	}
+	mheap, err := d.Struct("runtime.mheap")
+	if err != nil {
+		return h, err
+	}
+	arenas := []string{"heapArenas"} // Go 1.25+
+	if _, _, err := FieldOffset(mheap, "heapArenas"); err != nil {
+		arenas = []string{"allArenas"}
+	}
+	if err := readFields(mheap, "runtime.mheap", []fieldSpec{
+		{&h.Arenas, []string{"arenas"}, 8 << h.ArenaL1Bits, false},
+		{&h.AllArenas, arenas, 24, false},
+	}); err != nil {
+		return h, err
+	}
+	arena, err := d.Struct("runtime.heapArena")
+	if err != nil {
+		return h, err
+	}
+	pagesPerArena := h.HeapArenaBytes / h.PageSize
+	if err := readFields(arena, "runtime.heapArena", []fieldSpec{
+		{&h.ArenaSpans, []string{"spans"}, 8 * pagesPerArena, false},
+		{&h.ArenaPageInUse, []string{"pageInUse"}, pagesPerArena / 8, false},
+	}); err != nil {
+		return h, err
+	}
+	span, err := d.Struct("runtime.mspan")
+	if err != nil {
+		return h, err
+	}
+	s := &h.Span
+	if err := readFields(span, "runtime.mspan", []fieldSpec{
+		{&s.StartAddr, []string{"startAddr"}, 8, false},
+		{&s.NPages, []string{"npages"}, 8, false},
+		{&s.ElemSize, []string{"elemsize"}, 8, false},
+		{&s.NElems, []string{"nelems"}, 0, false},
+		{&s.FreeIndex, []string{"freeindex"}, 0, false},
+		{&s.AllocBits, []string{"allocBits"}, 8, false},
+		{&s.SpanClass, []string{"spanclass"}, 1, false},
+		{&s.State, []string{"state"}, 1, false},
+	}); err != nil {
+		return h, err
+	}
+	_, nt, _ := FieldOffset(span, "nelems")
+	_, ft, _ := FieldOffset(span, "freeindex")
+	if s.NElemsSize = nt.Size(); ft.Size() != s.NElemsSize || (s.NElemsSize != 2 && s.NElemsSize != 8) {
+		return h, fmt.Errorf("runtime.mspan: nelems of %d bytes, freeindex of %d: gi reads 2 or 8, the same", nt.Size(), ft.Size())
+	}
+	return h, nil
+}
+
+// ArenaBaseOffset returns runtime.arenaBaseOffset for arch (no DWARF
+// holds it): what the heap's arena index counts addresses from. On amd64
+// the bottom of the upper half of a 48-bit address space, so that its
+// negative addresses index first; 0 on arm64.
+func ArenaBaseOffset(arch string) uint64 {
+	if arch == "amd64" {
+		return 0xffff800000000000
+	}
+	return 0
+}
