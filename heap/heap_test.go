@@ -9,6 +9,7 @@ import (
 	"github.com/gi-debug/gi/heap"
 	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/proc"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // TestHeapHoldsTargetObjects walks the heap of a target that allocated
@@ -50,16 +51,8 @@ func TestHeapHoldsTargetObjects(t *testing.T) {
 				if len(small) == 0 || large == 0 || count != 1000 {
 					t.Fatalf("the target printed %d small objects, large %#x, count %d", len(small), large, count)
 				}
-				pr, err := proc.Open(p.Pid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer pr.Close()
-				layout, _, err := pr.RuntimeLayout()
-				if err != nil {
-					t.Fatal(err)
-				}
-				h, err := heap.Read(pr.Mem, &layout.Heap, pr.Exe.Arch, pr.Bias, heap.Limits{})
+				pr, layout := openProcess(t, p.Pid)
+				h, err := heap.Read(pr.Mem, layout, pr.Exe.Arch, pr.Bias, heap.Limits{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -99,19 +92,27 @@ func TestHeapHoldsTargetObjects(t *testing.T) {
 func TestHeapStripped(t *testing.T) {
 	targets.RequirePrivilege(t, "reading another process's memory")
 	p := targets.Start(t, targets.Build(t, "heapobjs", targets.BuildOptions{Stripped: true}), "-n", "10")
-	pr, err := proc.Open(p.Pid)
+	pr, layout := openProcess(t, p.Pid)
+	if !layout.Known || layout.Span.ElemSize == 0 {
+		t.Errorf("stripped: heap layout %+v, want the generated table's", *layout)
+	}
+	if _, err := heap.Read(pr.Mem, layout, pr.Exe.Arch, pr.Bias, heap.Limits{}); !errors.Is(err, heap.ErrNoHeapLayout) {
+		t.Errorf("stripped: %v, want ErrNoHeapLayout", err)
+	}
+}
+
+// openProcess opens process pid until the test ends, and returns its
+// heap layout.
+func openProcess(t *testing.T, pid int) (*proc.Process, *runtimelayout.HeapLayout) {
+	t.Helper()
+	pr, err := proc.Open(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pr.Close()
+	t.Cleanup(func() { pr.Close() })
 	layout, _, err := pr.RuntimeLayout()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !layout.Heap.Known || layout.Heap.Span.ElemSize == 0 {
-		t.Errorf("stripped: heap layout %+v, want the generated table's", layout.Heap)
-	}
-	if _, err := heap.Read(pr.Mem, &layout.Heap, pr.Exe.Arch, pr.Bias, heap.Limits{}); !errors.Is(err, heap.ErrNoHeapLayout) {
-		t.Errorf("stripped: %v, want ErrNoHeapLayout", err)
-	}
+	return pr, &layout.Heap
 }
