@@ -25,8 +25,9 @@ type Reader interface {
 // Limits bound a walk of the heap.
 type Limits struct {
 	// Arenas and Spans bound the arenas and spans read (0: the
-	// defaults, 1<<20 arenas — 64 TiB — and 1<<24 spans).
-	Arenas, Spans int
+	// defaults, 1<<20 arenas — 64 TiB — and 1<<24 spans); Specials the
+	// special records followed (0: 1<<24).
+	Arenas, Spans, Specials int
 }
 
 // Span is a span of heap objects in use.
@@ -44,8 +45,28 @@ type Span struct {
 	Class  uint8
 	Noscan bool
 
+	// Roots are the span's objects the garbage collector treats as
+	// roots: those with a finalizer or a cleanup (their special
+	// records, which hold the function, are in Roots too).
+	Roots []Root
+
 	freeIndex int
 	allocBits []byte
+	specials  uint64 // the first special record, 0 if none
+}
+
+// Root is an object of a span with a finalizer or a cleanup: the
+// garbage collector marks what it points to (not the object itself),
+// and the function its special record holds.
+type Root struct {
+	// Object is the object's address; Record the special record's.
+	Object, Record uint64
+	// Words are the words of the record (the function, the types of
+	// its argument and results, or the cleanup's function and
+	// argument).
+	Words []uint64
+	// Kind is the special's kind (runtime._KindSpecial*).
+	Kind uint8
 }
 
 // Allocated reports whether slot i holds an allocated object: below the
@@ -91,11 +112,20 @@ type Heap struct {
 
 // SpanOf returns the span whose pages hold addr.
 func (h *Heap) SpanOf(addr uint64) (*Span, bool) {
-	i := sort.Search(len(h.Spans), func(i int) bool { return h.Spans[i].Start+h.Spans[i].Pages*h.PageSize > addr })
-	if i == len(h.Spans) || addr < h.Spans[i].Start {
+	k, ok := h.Find(addr)
+	if !ok {
 		return nil, false
 	}
-	return &h.Spans[i], true
+	return &h.Spans[k], true
+}
+
+// Find returns the index in Spans of the span whose pages hold addr.
+func (h *Heap) Find(addr uint64) (int, bool) {
+	i := sort.Search(len(h.Spans), func(i int) bool { return h.Spans[i].Start+h.Spans[i].Pages*h.PageSize > addr })
+	if i == len(h.Spans) || addr < h.Spans[i].Start {
+		return 0, false
+	}
+	return i, true
 }
 
 // ErrNoHeapLayout means the binary does not describe the heap, or the
@@ -117,6 +147,9 @@ func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim
 	}
 	if lim.Spans == 0 {
 		lim.Spans = 1 << 24
+	}
+	if lim.Specials == 0 {
+		lim.Specials = 1 << 24
 	}
 	r := reader{mem: mem}
 	mheap := l.MHeap + bias
@@ -169,6 +202,39 @@ func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim
 			h.Spans = append(h.Spans, s)
 		}
 	}
+	specials := 0
+	for i := range h.Spans {
+		s := &h.Spans[i]
+		for rec := s.specials; rec != 0; {
+			if specials++; specials > lim.Specials {
+				return nil, fmt.Errorf("more than the bound of %d special records", lim.Specials)
+			}
+			b := r.bytes(rec, int(max(l.Special.Next+8, l.Special.Offset+l.Special.OffsetSize, l.Special.Kind+1)))
+			if r.err != nil {
+				return nil, fmt.Errorf("span %#x's specials: %w", s.Record, r.err)
+			}
+			off := uint64(le.Uint16(b[l.Special.Offset:]))
+			if l.Special.OffsetSize == 8 {
+				off = le.Uint64(b[l.Special.Offset:])
+			}
+			kind := int64(b[l.Special.Kind])
+			if off >= s.Pages*h.PageSize {
+				return nil, fmt.Errorf("span %#x: special %#x at offset %#x, past the span", s.Record, rec, off)
+			}
+			if kind == l.Special.KindFinalizer || (l.Special.KindCleanup != runtimelayout.Missing && kind == l.Special.KindCleanup) {
+				root := Root{Object: s.Start + off, Record: rec, Kind: uint8(kind)}
+				words := r.bytes(rec, int(l.Special.RecordSize))
+				if r.err != nil {
+					return nil, fmt.Errorf("span %#x's special %#x: %w", s.Record, rec, r.err)
+				}
+				for i := 0; i+8 <= len(words); i += 8 {
+					root.Words = append(root.Words, le.Uint64(words[i:]))
+				}
+				s.Roots = append(s.Roots, root)
+			}
+			rec = le.Uint64(b[l.Special.Next:])
+		}
+	}
 	sort.Slice(h.Spans, func(i, j int) bool { return h.Spans[i].Start < h.Spans[j].Start })
 	return h, nil
 }
@@ -178,7 +244,7 @@ var le = binary.LittleEndian
 // readSpan reads the mspan at addr.
 func readSpan(r *reader, l *runtimelayout.HeapLayout, addr uint64) (Span, error) {
 	S := &l.Span
-	rec := r.bytes(addr, int(max(S.StartAddr, S.NPages, S.ElemSize, S.FreeIndex, S.NElems, S.AllocBits, S.SpanClass, S.State)+8))
+	rec := r.bytes(addr, int(max(S.StartAddr, S.NPages, S.ElemSize, S.FreeIndex, S.NElems, S.AllocBits, S.SpanClass, S.State, S.Specials)+8))
 	if r.err != nil {
 		return Span{}, r.err
 	}
@@ -190,6 +256,7 @@ func readSpan(r *reader, l *runtimelayout.HeapLayout, addr uint64) (Span, error)
 	}
 	s := Span{Record: addr, Start: le.Uint64(rec[S.StartAddr:]), Pages: le.Uint64(rec[S.NPages:]),
 		ElemSize: le.Uint64(rec[S.ElemSize:]), NElems: small(S.NElems), freeIndex: small(S.FreeIndex)}
+	s.specials = le.Uint64(rec[S.Specials:])
 	class := rec[S.SpanClass]
 	s.Class, s.Noscan = class>>1, class&1 != 0
 	if state := rec[S.State]; int64(state) != l.SpanInUse {

@@ -51,6 +51,10 @@ type Snapshot struct {
 	// Goroutines lists every goroutine that is not dead, system ones
 	// included (see Goroutine.System), in allgs order.
 	Goroutines []*Goroutine
+	// Sudogs are the addresses of the runtime.sudogs the stop read:
+	// those of the blocked goroutines' waits (g.waiting, the semaphore
+	// table), each naming a live goroutine.
+	Sudogs []uint64
 	// Warnings lists what could not be read: the listing is partial where
 	// they apply.
 	Warnings []string
@@ -112,6 +116,38 @@ type Goroutine struct {
 	// WaitingOn lists what a blocked goroutine waits on (several for a
 	// select), as read in the stop; nil when it waits on nothing gi knows.
 	WaitingOn []WaitObject
+	// Stack is the goroutine's stack as the stop copied it, kept only
+	// when the Target's KeepStacks is set (the leak walk scans it); nil
+	// otherwise.
+	Stack *StackCopy
+	// Leaked is set by the leak walk (gi ps --leaks) for a goroutine no
+	// goroutine that can run will ever wake; LeakedWhy says why.
+	Leaked    bool
+	LeakedWhy string
+}
+
+// StackCopy is a copy of the used part of a goroutine's stack.
+type StackCopy struct {
+	// SP is the stack pointer the copy starts at, Lo and Hi the stack's
+	// bounds (g.stack).
+	SP, Lo, Hi uint64
+	// Bytes are the bytes from SP up: Hi-SP of them when Complete.
+	Bytes []byte
+	// Complete is false when part of [SP, Hi) could not be copied
+	// (Problem of the goroutine says why).
+	Complete bool
+	// Pointers marks the words of Bytes the garbage collector would
+	// scan (bit i: Bytes[8i:8i+8]): the live pointers of each frame by
+	// its stack maps, its stack objects, and frames with no usable map
+	// whole (WholeFrames counts those, of Frames).
+	Pointers            []uint64
+	Frames, WholeFrames int
+}
+
+// Scanned reports whether word i of Bytes is one the garbage collector
+// would scan.
+func (c *StackCopy) Scanned(i int) bool {
+	return i >= 0 && i/64 < len(c.Pointers) && c.Pointers[i/64]&(1<<(i%64)) != 0
 }
 
 // Frame is one logical frame of a goroutine's stack.

@@ -66,6 +66,9 @@ type Target struct {
 	// snapshot as gi took it before it copied stacks early, the baseline
 	// of the pause benchmark.
 	StacksInStop bool
+	// KeepStacks keeps a copy of each goroutine's stack in its
+	// Goroutine.Stack (gi ps --leaks scans them).
+	KeepStacks bool
 
 	waitReasons []string
 	statusNames []string
@@ -369,6 +372,10 @@ func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 		t.index(raw.waits, raws)
 		snap.Warnings = append(snap.Warnings, raw.waits.problemWarnings()...)
 		t.decodeWaits(raw.waits, snap.Goroutines, raw.gs, now, raws)
+		for a := range raw.waits.sudogs {
+			snap.Sudogs = append(snap.Sudogs, a)
+		}
+		sort.Slice(snap.Sudogs, func(i, j int) bool { return snap.Sudogs[i] < snap.Sudogs[j] })
 	}
 	sort.SliceStable(snap.Goroutines, func(i, j int) bool { return snap.Goroutines[i].ID < snap.Goroutines[j].ID })
 	return snap

@@ -141,6 +141,10 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 			g.StartFunction = f.Name
 			g.System = t.isSystem(f)
 		}
+		if t.KeepStacks && rg.sp != 0 {
+			g.Stack = &StackCopy{SP: rg.sp, Lo: rg.stackLo, Hi: rg.stackHi, Bytes: append([]byte(nil), rg.stack...),
+				Complete: rg.stackErr == "" && rg.sp+uint64(len(rg.stack)) == rg.stackHi}
+		}
 		t.unwind(g, rg)
 		g.Frames = arena.keep(g.Frames)
 		g.CreatedBy = t.createdBy(g, rg.goPC, creators)
@@ -187,6 +191,12 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 	}
 	pc, sp, trap := rg.pc, rg.sp, rg.trap
 	base := rg.sp // address of rg.stack[0]
+	var live *liveWords
+	if g.Stack != nil {
+		live = newLiveWords(s, g.Stack, t.Binary.Arch)
+		defer func() { g.Stack.Frames, g.Stack.WholeFrames = live.frames, live.whole }()
+	}
+	wholeNext := false // the caller of an injected call: scanned whole
 	visible := 0
 	callee := ""
 	for n := 0; ; n++ {
@@ -236,6 +246,9 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 			g.Truncated, g.Problem = true, fmt.Sprintf("frame of %s leaves the copied stack (sp %#x, size %d)", f.Name, sp, delta)
 			break
 		}
+		if live != nil {
+			live.frame(f, pc, sp, fp, trap || wholeNext)
+		}
 		if lr == 0 {
 			break
 		}
@@ -245,6 +258,7 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 		default:
 			trap = false
 		}
+		wholeNext = f.Name == "runtime.asyncPreempt" || f.Name == "runtime.debugCallV2"
 		pc, sp = lr, fp
 	}
 	if visible == 0 {

@@ -40,6 +40,9 @@ type WaitObject struct {
 	WakeIn int64 // nanoseconds, may be negative when overdue
 	// Unknown says what could not be learnt ("" when all is known).
 	Unknown string
+	// Unreachable is set by the leak walk (gi ps --leaks) for an object
+	// no goroutine that can run reaches.
+	Unreachable bool
 }
 
 // ChanState is a channel as the stop found it.

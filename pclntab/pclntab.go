@@ -100,6 +100,9 @@ type Func struct {
 	FuncID uint8
 	// Flag is the raw abi.FuncFlag: TopFrame=1, SPWrite=2, Asm=4.
 	Flag uint8
+	// Args is the size of the arguments' area in the caller's frame
+	// (_func.args), ArgsSizeUnknown when the function does not say.
+	Args int32
 
 	off       uint32 // offset of the _func record in pclntable
 	pcsp      uint32
@@ -142,6 +145,7 @@ type Frame struct {
 const (
 	funcEntryOff  = 0  // _func.entryOff uint32
 	funcNameOff   = 4  // _func.nameOff int32
+	funcArgs      = 8  // _func.args int32
 	funcPcsp      = 16 // _func.pcsp uint32
 	funcPcfile    = 20 // _func.pcfile uint32
 	funcPcln      = 24 // _func.pcln uint32
@@ -177,7 +181,7 @@ type Record struct {
 // decoder assumes (Go 1.20 and later), for tests to check against DWARF.
 var Records = []Record{
 	{"runtime._func", funcSize, []Field{
-		{"entryOff", funcEntryOff, 4}, {"nameOff", funcNameOff, 4}, {"pcsp", funcPcsp, 4}, {"pcfile", funcPcfile, 4},
+		{"entryOff", funcEntryOff, 4}, {"nameOff", funcNameOff, 4}, {"args", funcArgs, 4}, {"pcsp", funcPcsp, 4}, {"pcfile", funcPcfile, 4},
 		{"pcln", funcPcln, 4}, {"npcdata", funcNpcdata, 4}, {"cuOffset", funcCuOffset, 4}, {"startLine", funcStartLine, 4},
 		{"funcID", funcFuncID, 1}, {"flag", funcFlag, 1}, {"nfuncdata", funcNfuncdata, 1},
 	}},
@@ -330,6 +334,7 @@ func (t *LineTable) parse(data []byte, h *Header) error {
 			Entry:     t.textStart + uint64(entryOff),
 			End:       t.textStart + uint64(endOff),
 			off:       funcOff,
+			Args:      int32(u32(r[funcArgs:])),
 			pcsp:      u32(r[funcPcsp:]),
 			pcfile:    u32(r[funcPcfile:]),
 			pcln:      u32(r[funcPcln:]),

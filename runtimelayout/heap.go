@@ -37,7 +37,9 @@ type HeapLayout struct {
 
 	// Span is runtime.mspan.
 	Span SpanLayout
-	// SpanInUse is runtime.mSpanInUse: the state of a span of heap
+	// Special is runtime.special, the records of a span's specials
+	// list (finalizers, cleanups, weak handles, profiling samples).
+	Special SpecialLayout
 	// objects.
 	SpanInUse int64
 }
@@ -57,6 +59,9 @@ type SpanLayout struct {
 	// SpanClass is its size class shifted up one, its low bit set for
 	// noscan spans (1 byte); State its mSpanState (1 byte).
 	SpanClass, State int64
+	// Specials is the offset of specials, the list of the span's
+	// special records.
+	Specials int64
 }
 
 // heapLayoutFromDWARF fills the heap layout; what is missing leaves it
@@ -124,7 +129,11 @@ func heapLayout(d *Debug) (HeapLayout, error) {
 		{&s.AllocBits, []string{"allocBits"}, 8, false},
 		{&s.SpanClass, []string{"spanclass"}, 1, false},
 		{&s.State, []string{"state"}, 1, false},
+		{&s.Specials, []string{"specials"}, 8, false},
 	}); err != nil {
+		return h, err
+	}
+	if h.Special, err = specialLayout(d); err != nil {
 		return h, err
 	}
 	_, nt, _ := FieldOffset(span, "nelems")
@@ -133,6 +142,58 @@ func heapLayout(d *Debug) (HeapLayout, error) {
 		return h, fmt.Errorf("runtime.mspan: nelems of %d bytes, freeindex of %d: gi reads 2 or 8, the same", nt.Size(), ft.Size())
 	}
 	return h, nil
+}
+
+// specialLayout reads runtime.special, the finalizer and cleanup kinds
+// and their records' sizes.
+func specialLayout(d *Debug) (SpecialLayout, error) {
+	var sp SpecialLayout
+	st, err := d.Struct("runtime.special")
+	if err != nil {
+		return sp, err
+	}
+	if err := readFields(st, "runtime.special", []fieldSpec{
+		{&sp.Next, []string{"next"}, 8, false},
+		{&sp.Offset, []string{"offset"}, 0, false},
+		{&sp.Kind, []string{"kind"}, 1, false},
+	}); err != nil {
+		return sp, err
+	}
+	_, ot, _ := FieldOffset(st, "offset")
+	if sp.OffsetSize = ot.Size(); sp.OffsetSize != 2 && sp.OffsetSize != 8 {
+		return sp, fmt.Errorf("runtime.special.offset is %d bytes, gi reads 2 or 8", sp.OffsetSize)
+	}
+	var ok bool
+	if sp.KindFinalizer, ok = d.Constant("runtime._KindSpecialFinalizer"); !ok {
+		return sp, fmt.Errorf("no constant runtime._KindSpecialFinalizer in DWARF")
+	}
+	if sp.KindCleanup, ok = d.Constant("runtime._KindSpecialCleanup"); !ok {
+		sp.KindCleanup = Missing
+	}
+	for _, name := range []string{"runtime.specialfinalizer", "runtime.specialCleanup"} {
+		if rec, err := d.Struct(name); err == nil {
+			sp.RecordSize = max(sp.RecordSize, rec.Size())
+		} else if name == "runtime.specialfinalizer" {
+			return sp, err
+		}
+	}
+	return sp, nil
+}
+
+// SpecialLayout is where runtime.special's fields are, and the kinds
+// of special whose object the garbage collector treats as a root.
+type SpecialLayout struct {
+	// Next (a pointer), Offset (the object's offset in its span, of
+	// OffsetSize bytes) and Kind (1 byte).
+	Next, Offset, OffsetSize, Kind int64
+	// KindFinalizer is runtime._KindSpecialFinalizer; KindCleanup is
+	// runtime._KindSpecialCleanup (Go 1.24+), Missing before.
+	KindFinalizer, KindCleanup int64
+	// RecordSize is the size of the largest of those kinds' records
+	// (runtime.specialfinalizer, runtime.specialCleanup): the words
+	// that hold the finalizer or cleanup function and its arguments'
+	// types.
+	RecordSize int64
 }
 
 // ArenaBaseOffset returns runtime.arenaBaseOffset for arch (no DWARF

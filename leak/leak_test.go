@@ -1,0 +1,128 @@
+package leak_test
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/leak"
+	"github.com/gi-debug/gi/ptrace"
+)
+
+// groundTruth is what testdata/leaky printed of the goroutines it parked.
+type groundTruth struct {
+	leaked, kept map[uint64]string // goid → class
+}
+
+func readGroundTruth(t *testing.T, p *targets.Process) groundTruth {
+	t.Helper()
+	gt := groundTruth{leaked: map[uint64]string{}, kept: map[uint64]string{}}
+	for _, line := range p.Lines() {
+		f := strings.Fields(line)
+		if len(f) != 4 || f[0] != "G" {
+			continue
+		}
+		id, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("target line %q", line)
+		}
+		if f[3] == "leaked" {
+			gt.leaked[id] = f[2]
+		} else {
+			gt.kept[id] = f[2]
+		}
+	}
+	if len(gt.leaked) == 0 || len(gt.kept) == 0 {
+		t.Fatalf("the target reported %d leaked and %d kept goroutines", len(gt.leaked), len(gt.kept))
+	}
+	return gt
+}
+
+// check compares the walk's verdict with the target's own account: every
+// goroutine it leaked is reported leaked, none it kept is, nor any other
+// (the main goroutine's select {} included).
+func (gt groundTruth) check(t *testing.T, res *leak.Result) {
+	t.Helper()
+	if res.Undecided != "" {
+		t.Fatalf("undecided: %s", res.Undecided)
+	}
+	for id, class := range gt.leaked {
+		if _, ok := res.Leaked[id]; !ok {
+			t.Errorf("goroutine %d (%s, leaked) not reported", id, class)
+		}
+	}
+	for id, why := range res.Leaked {
+		if _, ok := gt.leaked[id]; !ok {
+			t.Errorf("goroutine %d (%s) reported leaked: %s", id, gt.kept[id], why)
+		}
+	}
+}
+
+var tracer = ptrace.NewTracer()
+
+// TestLeaksMatchTarget parks goroutines of every kind the runtime's
+// detector judges (channel receive, send and select, Mutex, RWMutex,
+// WaitGroup, Cond, nil channel, select {}, a chain of two), half of them
+// on objects only they hold and half on objects a global or a sleeping
+// goroutine keeps, and checks that gi ps --leaks reports exactly the
+// leaked ones, on every release under test, default and PIE builds; on
+// Go 1.27 also that the runtime's own goroutineleak profile, requested
+// after gi, reports the same set.
+func TestLeaksMatchTarget(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping and reading another process")
+	for _, tc := range targets.Toolchains() {
+		for _, pie := range []bool{false, true} {
+			opts := targets.BuildOptions{Toolchain: tc, PIE: pie}
+			t.Run(opts.String(), func(t *testing.T) {
+				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "4")
+				gt := readGroundTruth(t, p)
+				tg, err := inspect.Open(p.Pid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tg.Close()
+				snap, im, err := leak.Take(tg, tracer, leak.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer im.Release()
+				res := leak.Find(tg, snap, im, leak.Options{})
+				t.Logf("%d candidates, %d leaked, %d objects marked, %d bytes scanned in %d rounds; capture %v in a pause of %v, walk %v",
+					res.Candidates, len(res.Leaked), res.Marked, res.Scanned, res.Rounds, im.Took, snap.Pause, res.Took)
+				gt.check(t, res)
+				for _, g := range snap.Goroutines {
+					if _, ok := gt.leaked[g.ID]; ok != g.Leaked {
+						t.Errorf("goroutine %d: Leaked %v in the snapshot", g.ID, g.Leaked)
+					}
+				}
+				if !strings.HasPrefix(tc, "go1.27") {
+					return
+				}
+				answer, err := p.Do("leakprofile", 30*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var runtimeSet []uint64
+				for _, s := range strings.Split(answer["leaked"], ",") {
+					if id, err := strconv.ParseUint(s, 10, 64); err == nil {
+						runtimeSet = append(runtimeSet, id)
+					}
+				}
+				var ours []uint64
+				for id := range res.Leaked {
+					ours = append(ours, id)
+				}
+				sort.Slice(runtimeSet, func(i, j int) bool { return runtimeSet[i] < runtimeSet[j] })
+				sort.Slice(ours, func(i, j int) bool { return ours[i] < ours[j] })
+				if fmt.Sprint(ours) != fmt.Sprint(runtimeSet) {
+					t.Errorf("the runtime's goroutineleak profile reports %v, gi %v", runtimeSet, ours)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,302 @@
+// Command leaky parks goroutines on channels and sync objects, -n of
+// each kind, for the tests of gi ps --leaks: half of them leaked (the
+// object they wait on is held by nothing but themselves and the runtime's
+// queues) and half kept (the object is in a global, or on the stack of a
+// goroutine that sleeps and can run again). Before READY it prints one
+// line per parked goroutine:
+//
+//	G <goid> <class> leaked|kept
+//
+// once every one of them is parked (as the runtime's own dump says).
+// Commands on stdin: "leakprofile" asks the runtime for its goroutineleak
+// profile (Go 1.26 with GOEXPERIMENT=goroutineleakprofile, Go 1.27+) and
+// answers "DONE leaked=<goids>", or "DONE unsupported" before it.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Boxes hold sync objects beside a pointer: objects of their own size
+// class, never tiny-allocated (the runtime marks tiny blocks 16 bytes at
+// a time, and its own detector misses a tiny mutex that shares its block).
+type mutexBox struct {
+	mu   sync.Mutex
+	name *string
+}
+
+type rwBox struct {
+	mu   sync.RWMutex
+	name *string
+}
+
+type wgBox struct {
+	wg   sync.WaitGroup
+	name *string
+}
+
+// record is what a parked goroutine reports before it parks.
+type record struct {
+	goid   int64
+	class  string
+	leaked bool
+}
+
+var (
+	report = make(chan record, 1<<16)
+	// kept holds the objects the kept goroutines wait on.
+	kept []any
+	name = "box"
+)
+
+func main() {
+	n := flag.Int("n", 5, "goroutines of each kind")
+	flag.Parse()
+	// The goroutines that outlive the spawning start first: their
+	// stacks hold no stale word of it.
+	go commands()
+	go holder()
+	spawned := make(chan int)
+	go func() { spawned <- spawn(*n) }() // its stack is gone once it returns
+	total := <-spawned
+	got := make([]record, 0, total)
+	for len(got) < total {
+		got = append(got, <-report)
+	}
+	waitParked(got)
+	sort.Slice(got, func(i, j int) bool { return got[i].goid < got[j].goid })
+	for _, r := range got {
+		state := "kept"
+		if r.leaked {
+			state = "leaked"
+		}
+		fmt.Printf("G %d %s %s\n", r.goid, r.class, state)
+	}
+	// Two collections: the heap swept, and waits stamped.
+	runtime.GC()
+	runtime.GC()
+	fmt.Println("READY")
+	select {} // the main goroutine's select {}: never reported leaked
+}
+
+// spawn starts n goroutines of each kind and returns how many.
+func spawn(n int) int {
+	count := 0
+	park := func(class string, leaked bool, f func()) {
+		count++
+		go func() {
+			report <- record{goid(), class, leaked}
+			f()
+		}()
+	}
+	var held []any // what the sleeping holder keeps
+	for i := 0; i < n; i++ {
+		// Leaked: nothing but the goroutine itself holds the object.
+		{
+			ch := make(chan int)
+			park("chanrecv", true, func() { <-ch })
+		}
+		{
+			ch := make(chan int)
+			park("chansend", true, func() { ch <- 1 })
+		}
+		{
+			a, b := make(chan int), make(chan int)
+			park("select", true, func() {
+				select {
+				case <-a:
+				case b <- 1:
+				}
+			})
+		}
+		{
+			m := &mutexBox{name: &name}
+			m.mu.Lock()
+			park("mutex", true, func() { m.mu.Lock() })
+		}
+		{
+			rw := &rwBox{name: &name}
+			rw.mu.Lock()
+			park("rwmutex", true, func() { rw.mu.RLock() })
+		}
+		{
+			wg := &wgBox{name: &name}
+			wg.wg.Add(1)
+			park("waitgroup", true, func() { wg.wg.Wait() })
+		}
+		{
+			c := sync.NewCond(&sync.Mutex{})
+			park("cond", true, func() {
+				c.L.Lock()
+				c.Wait()
+			})
+		}
+		park("nilchan", true, func() {
+			var ch chan int
+			<-ch
+		})
+		park("selectnone", true, func() { select {} })
+		{
+			// A chain: the second goroutine would wake the first,
+			// but nothing can wake the second.
+			first, second := make(chan int), make(chan int)
+			park("chain", true, func() { <-first })
+			park("chain", true, func() {
+				<-second
+				first <- 1
+			})
+		}
+
+		// Kept: the object is in a global, or held by the sleeper.
+		{
+			ch := make(chan int)
+			kept = append(kept, ch)
+			park("chanrecv", false, func() { <-ch })
+		}
+		{
+			ch := make(chan int)
+			held = append(held, ch)
+			park("chansend", false, func() { ch <- 1 })
+		}
+		{
+			a, b := make(chan int), make(chan int)
+			held = append(held, b)
+			park("select", false, func() {
+				select {
+				case <-a:
+				case b <- 1:
+				}
+			})
+		}
+		{
+			m := &mutexBox{name: &name}
+			m.mu.Lock()
+			kept = append(kept, m)
+			park("mutex", false, func() { m.mu.Lock() })
+		}
+		{
+			rw := &rwBox{name: &name}
+			rw.mu.Lock()
+			held = append(held, rw)
+			park("rwmutex", false, func() { rw.mu.RLock() })
+		}
+		{
+			wg := &wgBox{name: &name}
+			wg.wg.Add(1)
+			kept = append(kept, wg)
+			park("waitgroup", false, func() { wg.wg.Wait() })
+		}
+		{
+			c := sync.NewCond(&sync.Mutex{})
+			held = append(held, c)
+			park("cond", false, func() {
+				c.L.Lock()
+				c.Wait()
+			})
+		}
+		{
+			// A chain whose second channel is kept: the second
+			// goroutine can run, and it holds the first's channel.
+			first, second := make(chan int), make(chan int)
+			kept = append(kept, second)
+			park("chain", false, func() { <-first })
+			park("chain", false, func() {
+				<-second
+				first <- 1
+			})
+		}
+	}
+	hold <- held
+	return count
+}
+
+// hold hands the holder what it keeps.
+var hold = make(chan []any)
+
+// holder keeps what it is handed on its stack, asleep: a goroutine that
+// can run again.
+func holder() {
+	held := <-hold
+	for {
+		time.Sleep(time.Hour)
+		runtime.KeepAlive(held)
+	}
+}
+
+var header = regexp.MustCompile(`^goroutine (\d+) \[([^\],]+)`)
+
+// waitParked returns once every reported goroutine is parked, as the
+// runtime's own dump says.
+func waitParked(rs []record) {
+	want := map[int64]bool{}
+	for _, r := range rs {
+		want[r.goid] = true
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		for n := runtime.Stack(buf, true); n == len(buf); n = runtime.Stack(buf, true) {
+			buf = make([]byte, 2*len(buf))
+		}
+		parked := 0
+		for _, line := range strings.Split(string(buf), "\n") {
+			m := header.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			id, _ := strconv.ParseInt(m[1], 10, 64)
+			if want[id] && m[2] != "running" && m[2] != "runnable" {
+				parked++
+			}
+		}
+		if parked == len(want) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// commands answers the test's commands on stdin.
+func commands() {
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		switch in.Text() {
+		case "leakprofile":
+			p := pprof.Lookup("goroutineleak")
+			if p == nil {
+				fmt.Println("DONE unsupported")
+				continue
+			}
+			var buf bytes.Buffer
+			p.WriteTo(&buf, 2)
+			var ids []string
+			for _, line := range strings.Split(buf.String(), "\n") {
+				if m := header.FindStringSubmatch(line); m != nil && strings.Contains(line, "(leaked)]") {
+					ids = append(ids, m[1])
+				}
+			}
+			fmt.Printf("DONE leaked=%s\n", strings.Join(ids, ","))
+		default:
+			fmt.Println("DONE error unknown command")
+		}
+	}
+}
+
+// goid returns the calling goroutine's id, from its own stack header.
+func goid() int64 {
+	var b [64]byte
+	s := string(b[:runtime.Stack(b[:], false)])
+	id, _ := strconv.ParseInt(strings.Fields(s)[1], 10, 64)
+	return id
+}
