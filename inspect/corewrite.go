@@ -75,8 +75,19 @@ func (t *Target) SnapshotCore(tr *ptrace.Tracer, path string, o CoreOptions) (*S
 	defer func() { t.Mem = mem }()
 	var threads []ptrace.Thread
 	var taken int64
+	// The hooks a caller set (gi ps --leaks copies the heap in the
+	// stop) run inside the core's: what they read is in the core.
+	prev := t.Hooks
+	if prev == nil {
+		prev = &StopHooks{}
+	}
 	t.Hooks = &StopHooks{
-		Stopping: rec.Stopping,
+		Stopping: func() {
+			rec.Stopping()
+			if prev.Stopping != nil {
+				prev.Stopping()
+			}
+		},
 		Stopped: func(ths []ptrace.Thread, now int64) error {
 			threads = append([]ptrace.Thread(nil), ths...)
 			taken = now
@@ -85,11 +96,19 @@ func (t *Target) SnapshotCore(tr *ptrace.Tracer, path string, o CoreOptions) (*S
 			} else {
 				copyThreadStacks(mem, threads, rec)
 			}
+			if prev.Stopped != nil {
+				return prev.Stopped(ths, now)
+			}
 			return nil
 		},
-		Resumed: rec.Resumed,
+		Resumed: func() {
+			if prev.Resumed != nil {
+				prev.Resumed()
+			}
+			rec.Resumed()
+		},
 	}
-	defer func() { t.Hooks = nil }()
+	defer func() { t.Hooks = prev }()
 	snap, err := t.Snapshot(tr)
 	if err != nil {
 		return nil, nil, err

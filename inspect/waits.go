@@ -133,6 +133,9 @@ func (o WaitObject) Parts() (head string, details []string) {
 		}
 		details = append(details, plural(s.Waiters, "waiter"))
 	}
+	if o.Unreachable {
+		details = append(details, "unreachable")
+	}
 	return head, details
 }
 

@@ -283,6 +283,10 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 	if len(cands) == 0 {
 		return res
 	}
+	if im == nil {
+		res.Undecided = "the heap was not read"
+		return res
+	}
 	if len(im.Contents.Unread) > 0 {
 		res.Undecided = fmt.Sprintf("%d spans of the heap could not be read (the first at %#x)", len(im.Contents.Unread), im.Contents.Unread[0])
 		return res
@@ -618,11 +622,14 @@ func (w *walker) anyReachable(objs []uint64) bool {
 	return false
 }
 
-// Take takes a snapshot of the live process t, its stacks kept, and in
-// the same stop captures the image the walk reads (Capture): the heap
-// and the globals as they were when the goroutines were copied. The
-// hooks the Target already has still run.
-func Take(t *inspect.Target, tr *ptrace.Tracer, lim Options) (*inspect.Snapshot, *Image, error) {
+// Take takes a snapshot of the live process t with snapshot
+// (t.Snapshot, or t.SnapshotCore to write a core of the same stop, which
+// then holds what the walk read), its stacks kept, and in the same stop
+// captures the image the walk reads (Capture) through t.Mem: the heap and
+// the globals as they were when the goroutines were copied. The hooks the
+// Target already has still run. A failed capture returns the snapshot
+// with the error.
+func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Options) (*inspect.Snapshot, *Image, error) {
 	var im *Image
 	var capErr error
 	prev := t.Hooks
@@ -636,13 +643,13 @@ func Take(t *inspect.Target, tr *ptrace.Tracer, lim Options) (*inspect.Snapshot,
 				return err
 			}
 		}
-		im, capErr = Capture(t.Mem, t.Binary, &t.Layout.Heap, t.Bias, append([]ptrace.Thread(nil), threads...), lim)
+		im, capErr = Capture(t.Mem, t.Binary, &t.Layout.Heap, t.Bias, append([]ptrace.Thread(nil), threads...), opts)
 		return nil
 	}
 	keep := t.KeepStacks
 	t.Hooks, t.KeepStacks = hooks, true
 	defer func() { t.Hooks, t.KeepStacks = prev, keep }()
-	snap, err := t.Snapshot(tr)
+	snap, err := snapshot()
 	if err != nil {
 		im.Release()
 		return nil, nil, err
@@ -653,23 +660,26 @@ func Take(t *inspect.Target, tr *ptrace.Tracer, lim Options) (*inspect.Snapshot,
 	return snap, im, nil
 }
 
-// trace prints, when tracing, the path by which each object of a
-// released candidate was marked.
+// trace writes, when tracing, the path by which each object of a
+// candidate found able to run was reached.
 func (w *walker) trace(c *candidate) {
 	for _, a := range c.objects {
-		fmt.Fprintf(w.lim.Trace, "leak trace: goroutine %d (%s) object %#x:", c.g.ID, c.g.WaitReason, a)
+		fmt.Fprintf(w.lim.Trace, "goroutine %d (%s) can run: %#x <-", c.g.ID, c.g.WaitReason, a)
 		if k, ok := w.h.Find(a); ok {
 			_, start, _ := w.h.Spans[k].Object(a)
-			for n := 0; n < 50; n++ {
+			for n := 0; n < 64; n++ {
 				p, ok := w.parent[start]
 				if !ok {
+					fmt.Fprint(w.lim.Trace, " (not in the heap)")
 					break
 				}
-				fmt.Fprintf(w.lim.Trace, " <- %s", p)
-				if _, err := fmt.Sscanf(p, "object %x", &start); err != nil {
+				fmt.Fprintf(w.lim.Trace, " %s", p)
+				if _, err := fmt.Sscanf(p, "object %v", &start); err != nil {
 					break
 				}
 			}
+		} else {
+			fmt.Fprint(w.lim.Trace, " (not in the heap: a global or a stack)")
 		}
 		fmt.Fprintln(w.lim.Trace)
 	}

@@ -86,7 +86,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer tg.Close()
-				snap, im, err := leak.Take(tg, tracer, leak.Options{})
+				snap, im, err := leak.Take(tg, func() (*inspect.Snapshot, error) { return tg.Snapshot(tracer) }, leak.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -224,6 +224,12 @@ func (w *indented) goroutine(g *Goroutine) {
 		}
 		w.close(']')
 	}
+	if g.Leaked {
+		w.bool("leaked", true)
+	}
+	if g.LeakedWhy != "" {
+		w.str("leaked_why", g.LeakedWhy)
+	}
 	if g.Trace != nil {
 		w.key("trace")
 		w.latency(g.Trace)
@@ -284,6 +290,9 @@ func (w *indented) waitObject(o *WaitObject) {
 		w.int("wake_in_ns", *o.WakeInNS)
 	}
 	optStr("unknown", o.Unknown)
+	if o.Unreachable {
+		w.bool("unreachable", true)
+	}
 	w.close('}')
 }
 

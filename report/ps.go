@@ -26,7 +26,44 @@ type Ps struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// TraceWindow is set by `gi ps --trace`.
 	TraceWindow *measure.Window `json:"trace_window,omitempty"`
-	Goroutines  []*Goroutine    `json:"goroutines"`
+	// Leaks is set by `gi ps --leaks`.
+	Leaks      *Leaks       `json:"leaks,omitempty"`
+	Goroutines []*Goroutine `json:"goroutines"`
+}
+
+// Leaks is what `gi ps --leaks` decided: how, at what cost, and the
+// leaked goroutines by creation site.
+type Leaks struct {
+	// Mode says how pointers were found (leak.Mode).
+	Mode string `json:"mode"`
+	// Leaked counts the leaked goroutines (each is marked "leaked"),
+	// Candidates those blocked on channels and sync objects judged.
+	Leaked     int `json:"leaked"`
+	Candidates int `json:"candidates"`
+	// Undecided says why reachability could not be decided: only the
+	// goroutines leaked by definition are marked then.
+	Undecided string `json:"undecided,omitempty"`
+	// CaptureNS is the part of the pause spent copying the heap and
+	// the globals; WalkNS the walk's time, after the stop; HeapBytes
+	// the bytes of heap spans copied; MarkedObjects the objects found
+	// reachable.
+	CaptureNS     int64 `json:"capture_ns"`
+	WalkNS        int64 `json:"walk_ns"`
+	HeapBytes     int64 `json:"heap_bytes"`
+	MarkedObjects int   `json:"marked_objects"`
+	// Sites are the leaked goroutines by the go statement that created
+	// them, most first.
+	Sites []LeakSite `json:"sites"`
+}
+
+// LeakSite is a go statement and how many of the goroutines it
+// created are leaked.
+type LeakSite struct {
+	Function string   `json:"function"`
+	File     string   `json:"file"`
+	Line     int      `json:"line"`
+	Count    int      `json:"count"`
+	Goids    []uint64 `json:"goids"`
 }
 
 // Goroutine is one goroutine in a Ps document.
@@ -51,6 +88,10 @@ type Goroutine struct {
 	// WaitingOn lists the objects a blocked goroutine waits on (several
 	// for a select).
 	WaitingOn []WaitObject `json:"waiting_on,omitempty"`
+	// Leaked is set by `gi ps --leaks` on a goroutine nothing that can
+	// run will ever wake, LeakedWhy says why.
+	Leaked    bool   `json:"leaked,omitempty"`
+	LeakedWhy string `json:"leaked_why,omitempty"`
 	// Trace is set by `gi ps --trace`: the latency of the goroutine's
 	// measured function.
 	Trace *measure.Latency `json:"trace,omitempty"`
@@ -89,11 +130,14 @@ type WaitObject struct {
 	WakeInNS *int64 `json:"wake_in_ns,omitempty"`
 	// Unknown says what could not be learnt.
 	Unknown string `json:"unknown,omitempty"`
+	// Unreachable is set by `gi ps --leaks` on an object no goroutine
+	// that can run reaches.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // NewWaitObject converts an inspect.WaitObject.
 func NewWaitObject(o inspect.WaitObject) WaitObject {
-	w := WaitObject{Kind: o.Kind, Addr: fmt.Sprintf("%#x", o.Addr), Name: o.Name, Type: o.Type, Dir: o.Dir, Unknown: o.Unknown}
+	w := WaitObject{Kind: o.Kind, Addr: fmt.Sprintf("%#x", o.Addr), Name: o.Name, Type: o.Type, Dir: o.Dir, Unknown: o.Unknown, Unreachable: o.Unreachable}
 	if c := o.Chan; c != nil {
 		w.Len, w.Cap, w.Closed, w.Receivers, w.Senders = &c.Len, &c.Cap, &c.Closed, &c.Receivers, &c.Senders
 	}
@@ -242,6 +286,8 @@ func (sh *sharer) goroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
 		System:         g.System,
 		Truncated:      g.Truncated,
 		Problem:        g.Problem,
+		Leaked:         g.Leaked,
+		LeakedWhy:      g.LeakedWhy,
 	}
 	if jg.Labels == nil {
 		jg.Labels = sh.noLabels

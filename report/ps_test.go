@@ -85,9 +85,10 @@ func TestWritePsStreams(t *testing.T) {
 			Frames:    []inspect.Frame{{Function: "main.f", File: "/a b/m.go", Line: i}, {Function: "main.g", Line: 2, Inlined: true}},
 			Truncated: i == 2, Problem: map[bool]string{true: "stack unreadable"}[i == 3],
 			ThreadID: i * 10, HostThreadID: i * 100, LockedToThread: i == 1, ParentID: 1,
+			Leaked: i == 2, LeakedWhy: map[bool]string{true: "no goroutine that can run reaches chan 0xc000010000"}[i == 2],
 			CreatedBy: map[bool]*inspect.Frame{true: {Function: "main.main", File: "m.go", Line: 9}}[i != 1],
 			WaitingOn: []inspect.WaitObject{
-				{Kind: "chan", Addr: 0xc000010000, Type: "chan main.job", Chan: &inspect.ChanState{Cap: 2, Receivers: i, Closed: true}},
+				{Kind: "chan", Addr: 0xc000010000, Type: "chan main.job", Chan: &inspect.ChanState{Cap: 2, Receivers: i, Closed: true}, Unreachable: i == 2},
 				{Kind: "mutex", Addr: 0x7f0000, Name: "main.mu", Sync: &inspect.SyncState{Locked: true, Waiters: 3}},
 				{Kind: "rwmutex", Dir: "read", Sync: &inspect.SyncState{Readers: -2}},
 				{Kind: "waitgroup", Sync: &inspect.SyncState{Counter: 4}},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gi-debug/gi/core"
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/leak"
 	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/report"
 )
@@ -27,6 +28,8 @@ import (
 type psOptions struct {
 	stacks, group, json, all, allFrames bool
 	objects                             bool
+	leaks                               bool
+	leakTrace                           bool
 	waits                               bool
 	copyEarly                           bool
 	pprofFile                           string
@@ -69,6 +72,9 @@ given with --binary.`,
 	f.BoolVar(&o.group, "group", false, "fold goroutines with the same state and stack")
 	f.BoolVar(&o.json, "json", false, "print one JSON document")
 	f.BoolVar(&o.objects, "objects", false, "list the objects goroutines wait on (channels, mutexes, ...), most waiters first")
+	f.BoolVar(&o.leaks, "leaks", false, "find the leaked goroutines: blocked on channels and sync objects that nothing able to run can reach (the heap is copied in the stop and walked after it)")
+	f.BoolVar(&o.leakTrace, "leaks-trace", false, "with --leaks: say, on stderr, how each blocked goroutine found able to run is reached")
+	f.MarkHidden("leaks-trace")
 	f.StringVar(&o.pprofFile, "pprof", "", "write a pprof goroutine profile to `FILE`")
 	f.BoolVar(&o.all, "all", false, "include system goroutines")
 	f.BoolVar(&o.allFrames, "all-frames", false, "keep the runtime-internal frames the runtime's dump elides")
@@ -125,6 +131,9 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.coreAll && o.coreFile == "" {
 		return fmt.Errorf("--core-all goes with --core FILE")
 	}
+	if o.leaks && o.trace > 0 {
+		return fmt.Errorf("--leaks and --trace: one at a time")
+	}
 	var pid int
 	var err error
 	if !fromCore {
@@ -143,6 +152,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	}
 	var t *inspect.Target
 	var snap *inspect.Snapshot
+	var leaks *leakReport
 	if fromCore {
 		c, err := core.Open(target, o.binary)
 		if errors.Is(err, core.ErrNoExecutable) {
@@ -159,8 +169,13 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 			return err
 		}
 		now, _ := c.Now() // 0: waits unknown
+		t.KeepStacks = o.leaks
 		if snap, err = t.Decode(c.Threads, now); err != nil {
 			return err
+		}
+		if o.leaks {
+			im, capErr := leak.Capture(c.Process.Mem, t.Binary, &t.Layout.Heap, t.Bias, c.Threads, leakOptions(o, errOut))
+			leaks = findLeaks(t, snap, im, capErr, o, errOut)
 		}
 		if err := warnMissing(errOut, c, snap); err != nil {
 			return err
@@ -177,15 +192,28 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 		t.SkipWaits = !o.waits
 		t.StacksInStop = !o.copyEarly
-		if o.coreFile != "" {
-			var w *inspect.CoreWritten
-			if snap, w, err = t.SnapshotCore(a.tracer, o.coreFile, inspect.CoreOptions{All: o.coreAll}); err != nil {
-				return err
+		var written *inspect.CoreWritten
+		take := func() (*inspect.Snapshot, error) {
+			if o.coreFile == "" {
+				return t.Snapshot(a.tracer)
 			}
+			s, w, err := t.SnapshotCore(a.tracer, o.coreFile, inspect.CoreOptions{All: o.coreAll})
+			written = w
+			return s, err
+		}
+		if o.leaks {
+			var im *leak.Image
+			var capErr error
+			if snap, im, capErr = leak.Take(t, take, leakOptions(o, errOut)); snap == nil {
+				return capErr
+			}
+			leaks = findLeaks(t, snap, im, capErr, o, errOut)
+		} else if snap, err = take(); err != nil {
+			return err
+		}
+		if w := written; w != nil {
 			fmt.Fprintf(errOut, "gi: wrote core %s: %.1f MB of memory in %d segments (%.1f MB read after the stop), pause %v, written in %v\n",
 				w.Path, float64(w.Memory)/1e6, w.Segments, float64(w.AfterStop)/1e6, snap.Pause.Round(time.Microsecond), w.Write.Round(time.Millisecond))
-		} else if snap, err = t.Snapshot(a.tracer); err != nil {
-			return err
 		}
 	}
 	gs := filterGoroutines(snap.Goroutines, o, re)
@@ -227,24 +255,40 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	case o.objects && o.json:
 		return report.Write(out, report.NewObjects(snap, gs))
 	case o.objects:
-		return writeObjects(out, snap, gs)
+		if err := writeObjects(out, snap, gs); err != nil {
+			return err
+		}
+		return leaks.write(out)
 	case o.json && o.group:
 		return report.Write(out, report.NewPsGroups(snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames, res))
 	case o.json:
-		return report.Write(out, report.NewPs(snap, gs, o.allFrames, res))
+		doc := report.NewPs(snap, gs, o.allFrames, res)
+		if leaks != nil {
+			doc.Leaks = leaks.doc
+		}
+		return report.Write(out, doc)
 	case o.stacks && o.group:
 		return writeGroupStacks(out, snap, inspect.GroupGoroutines(gs, o.allFrames), o.allFrames)
 	case o.stacks:
 		if err := inspect.WriteDump(out, snap, gs, o.allFrames); err != nil {
 			return err
 		}
-		return writeWarnings(out, snap)
+		if err := writeWarnings(out, snap); err != nil {
+			return err
+		}
+		return leaks.write(out)
 	case o.group:
 		if err := writeGroupTable(out, snap, gs, inspect.GroupGoroutines(gs, o.allFrames), pt); err != nil {
 			return err
 		}
+		if err := leaks.write(out); err != nil {
+			return err
+		}
 	default:
 		if err := writeTable(out, snap, gs, pt); err != nil {
+			return err
+		}
+		if err := leaks.write(out); err != nil {
 			return err
 		}
 	}
@@ -471,6 +515,9 @@ func writeObjects(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine
 
 func stateText(g *inspect.Goroutine) string {
 	s := g.State
+	if g.Leaked {
+		s += " LEAKED"
+	}
 	if g.LockedToThread {
 		s += " (locked)"
 	}

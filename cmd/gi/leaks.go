@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/leak"
+	"github.com/gi-debug/gi/report"
+)
+
+// leakReport is what gi ps --leaks prints below the listing.
+type leakReport struct {
+	res *leak.Result
+	im  *leak.Image
+	doc *report.Leaks
+}
+
+// leakOptions are the walk's options for the flags o.
+func leakOptions(o psOptions, errOut io.Writer) leak.Options {
+	var opts leak.Options
+	if o.leakTrace {
+		opts.Trace = errOut
+	}
+	return opts
+}
+
+// findLeaks runs the walk on the image captured beside snap (nil, with
+// capErr, when the capture failed: the walk is then undecided, and says
+// why), marks snap's leaked goroutines and releases the image.
+func findLeaks(t *inspect.Target, snap *inspect.Snapshot, im *leak.Image, capErr error, o psOptions, errOut io.Writer) *leakReport {
+	res := leak.Find(t, snap, im, leakOptions(o, errOut))
+	if capErr != nil && res.Undecided != "" {
+		res.Undecided = capErr.Error()
+	}
+	r := &leakReport{res: res, im: im}
+	r.doc = &report.Leaks{Mode: res.Mode, Leaked: len(res.Leaked), Candidates: res.Candidates, Undecided: res.Undecided,
+		WalkNS: res.Took.Nanoseconds(), MarkedObjects: res.Marked, Sites: leakSites(snap.Goroutines)}
+	if im != nil {
+		r.doc.CaptureNS, r.doc.HeapBytes = im.Took.Nanoseconds(), im.Contents.Bytes
+		im.Release()
+	}
+	return r
+}
+
+// leakSites counts the leaked goroutines by the go statement that created
+// them, most first.
+func leakSites(gs []*inspect.Goroutine) []report.LeakSite {
+	type key struct {
+		fn, file string
+		line     int
+	}
+	sites := map[key]*report.LeakSite{}
+	var order []key
+	for _, g := range gs {
+		if !g.Leaked {
+			continue
+		}
+		k := key{fn: "(unknown)"}
+		if c := g.CreatedBy; c != nil {
+			k = key{c.Function, c.File, c.Line}
+		}
+		s, ok := sites[k]
+		if !ok {
+			s = &report.LeakSite{Function: k.fn, File: k.file, Line: k.line}
+			sites[k] = s
+			order = append(order, k)
+		}
+		s.Count++
+		s.Goids = append(s.Goids, g.ID)
+	}
+	out := make([]report.LeakSite, 0, len(order))
+	for _, k := range order {
+		out = append(out, *sites[k])
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Count > out[j].Count })
+	return out
+}
+
+// write prints the verdict: how many leaked, by creation site, how, and
+// what it cost. A nil report prints nothing.
+func (r *leakReport) write(out io.Writer) error {
+	if r == nil {
+		return nil
+	}
+	d := r.doc
+	fmt.Fprintf(out, "\nleaks: %d leaked goroutines", d.Leaked)
+	if d.Candidates > 0 {
+		fmt.Fprintf(out, " (%d blocked on channels and sync objects were judged)", d.Candidates)
+	}
+	fmt.Fprintln(out)
+	for _, s := range d.Sites {
+		where := ""
+		if s.File != "" {
+			where = fmt.Sprintf(" (%s:%d)", shortFile(s.File), s.Line)
+		}
+		noun := "goroutines"
+		if s.Count == 1 {
+			noun = "goroutine"
+		}
+		fmt.Fprintf(out, "  %d leaked %s created at %s%s\n", s.Count, noun, s.Function, where)
+	}
+	if d.Undecided != "" {
+		fmt.Fprintf(out, "leaks: reachability undecided, only the goroutines blocked forever by definition are marked: %s\n", d.Undecided)
+		return nil
+	}
+	if d.Candidates > 0 {
+		fmt.Fprintf(out, "leaks: %s; %.1f MB of heap copied in %v of the pause, walked in %v\n", d.Mode,
+			float64(d.HeapBytes)/1e6, time.Duration(d.CaptureNS).Round(time.Microsecond), time.Duration(d.WalkNS).Round(time.Microsecond))
+	}
+	return nil
+}

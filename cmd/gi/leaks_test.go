@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gi-debug/gi/internal/targets"
+)
+
+// leakyTruth returns the goroutines testdata/leaky says it leaked, and
+// how many it parked.
+func leakyTruth(t *testing.T, p *targets.Process) (leaked map[uint64]bool, parked int) {
+	t.Helper()
+	leaked = map[uint64]bool{}
+	for _, line := range p.Lines() {
+		f := strings.Fields(line)
+		if len(f) == 4 && f[0] == "G" {
+			parked++
+			if f[3] == "leaked" {
+				id, _ := strconv.ParseUint(f[1], 10, 64)
+				leaked[id] = true
+			}
+		}
+	}
+	if len(leaked) == 0 {
+		t.Fatal("the target reported no leaked goroutine")
+	}
+	return leaked, parked
+}
+
+// leakedOf returns the goroutines a gi ps --leaks --json document marks
+// leaked, checking its summary agrees with the marks.
+func leakedOf(t *testing.T, doc string) map[uint64]bool {
+	t.Helper()
+	var ps struct {
+		Leaks *struct {
+			Leaked    int    `json:"leaked"`
+			Undecided string `json:"undecided"`
+			Sites     []struct {
+				Count int      `json:"count"`
+				Goids []uint64 `json:"goids"`
+			} `json:"sites"`
+		} `json:"leaks"`
+		Goroutines []struct {
+			Goid   uint64 `json:"goid"`
+			Leaked bool   `json:"leaked"`
+		} `json:"goroutines"`
+	}
+	if err := json.Unmarshal([]byte(doc), &ps); err != nil {
+		t.Fatalf("%v: %.300s", err, doc)
+	}
+	if ps.Leaks == nil || ps.Leaks.Undecided != "" {
+		t.Fatalf("no decided leaks summary: %+v", ps.Leaks)
+	}
+	out := map[uint64]bool{}
+	for _, g := range ps.Goroutines {
+		if g.Leaked {
+			out[g.Goid] = true
+		}
+	}
+	sited := 0
+	for _, s := range ps.Leaks.Sites {
+		sited += s.Count
+		for _, id := range s.Goids {
+			if !out[id] {
+				t.Errorf("site lists goroutine %d, not marked leaked", id)
+			}
+		}
+	}
+	if ps.Leaks.Leaked != len(out) || sited != len(out) {
+		t.Errorf("summary says %d leaked, sites %d, %d goroutines marked", ps.Leaks.Leaked, sited, len(out))
+	}
+	return out
+}
+
+func sameSet(a, b map[uint64]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func keys(m map[uint64]bool) []uint64 {
+	out := make([]uint64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// TestPsLeaks runs gi ps --leaks on testdata/leaky: the JSON document
+// (checked against the schema) marks exactly the goroutines the target
+// leaked, the table marks as many LEAKED and counts them by creation
+// site, --objects marks their objects unreachable, and a core written by
+// --core in the same stop gives the same verdict read back; the target
+// runs on; --leaks with --trace is refused in one line.
+func TestPsLeaks(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "3")
+	truth, _ := leakyTruth(t, p)
+	pid := strconv.Itoa(p.Pid)
+
+	core := filepath.Join(t.TempDir(), "core.leaky")
+	doc := giOK(t, "ps", "--leaks", "--json", "--core", core, pid)
+	validate(t, compileSchema(t, "ps"), "gi ps --leaks --json", doc)
+	if got := leakedOf(t, doc); !sameSet(got, truth) {
+		t.Errorf("gi ps --leaks --json marks %v leaked, the target leaked %v", keys(got), keys(truth))
+	}
+	back := giOK(t, "ps", "--leaks", "--json", core)
+	if got := leakedOf(t, back); !sameSet(got, truth) {
+		t.Errorf("gi ps --leaks --json <its core> marks %v leaked, the target leaked %v", keys(got), keys(truth))
+	}
+
+	table := giOK(t, "ps", "--leaks", pid)
+	if n := strings.Count(table, " LEAKED "); n != len(truth) {
+		t.Errorf("%d rows LEAKED, want %d:\n%s", n, len(truth), table)
+	}
+	want := regexp.MustCompile(`(?m)^leaks: ` + strconv.Itoa(len(truth)) + ` leaked goroutines \(\d+ blocked on channels and sync objects were judged\)\n  ` +
+		strconv.Itoa(len(truth)) + ` leaked goroutines created at main\.spawn\.func1 \(leaky/main\.go:\d+\)\nleaks: stacks precise`)
+	if !want.MatchString(table) {
+		t.Errorf("no leaks footer matching %s:\n%s", want, table)
+	}
+
+	objects := giOK(t, "ps", "--leaks", "--objects", pid)
+	if n := strings.Count(objects, "unreachable"); n < len(truth)/2 {
+		t.Errorf("%d objects marked unreachable:\n%s", n, objects)
+	}
+	if err := targets.NotStopped(p.Pid); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runGi(t, "ps", "--leaks", "--trace", "1s", pid)
+	checkOneLineError(t, stderr, code, `--leaks and --trace: one at a time`)
+}
