@@ -19,12 +19,12 @@ import (
 // its own, and the 4096-byte spans hold at least as many allocated
 // objects as it keeps. Default and PIE builds of each Go release under
 // test (nelems and freeindex change width in Go 1.22, mheap_'s arena
-// list its name in 1.25).
+// list its name in 1.25), and stripped ones (the layout from the
+// generated table, runtime.mheap_ found in the runtime's code).
 func TestHeapHoldsTargetObjects(t *testing.T) {
 	targets.RequirePrivilege(t, "reading another process's memory")
 	for _, tc := range targets.Toolchains() {
-		for _, pie := range []bool{false, true} {
-			opts := targets.BuildOptions{Toolchain: tc, PIE: pie}
+		for _, opts := range []targets.BuildOptions{{Toolchain: tc}, {Toolchain: tc, PIE: true}, {Toolchain: tc, Stripped: true}} {
 			t.Run(opts.String(), func(t *testing.T) {
 				p := targets.Start(t, targets.Build(t, "heapobjs", opts), "-n", "1000")
 				var small []uint64
@@ -86,18 +86,15 @@ func TestHeapHoldsTargetObjects(t *testing.T) {
 	}
 }
 
-// TestHeapStripped: a stripped binary's heap layout comes from the
-// generated table, without the address of runtime.mheap_: the walk says
-// so (ErrNoHeapLayout) rather than guess.
-func TestHeapStripped(t *testing.T) {
-	targets.RequirePrivilege(t, "reading another process's memory")
-	p := targets.Start(t, targets.Build(t, "heapobjs", targets.BuildOptions{Stripped: true}), "-n", "10")
-	pr, layout := openProcess(t, p.Pid)
-	if !layout.Known || layout.Span.ElemSize == 0 {
-		t.Errorf("stripped: heap layout %+v, want the generated table's", *layout)
+// TestHeapWithoutMHeap: a layout that does not know where runtime.mheap_
+// is says so (ErrNoHeapLayout) rather than guess.
+func TestHeapWithoutMHeap(t *testing.T) {
+	l := &runtimelayout.HeapLayout{Known: true, PageSize: 8192, HeapArenaBytes: 64 << 20}
+	if _, err := heap.Read(nil, l, "amd64", 0, heap.Limits{}); !errors.Is(err, heap.ErrNoHeapLayout) {
+		t.Errorf("%v, want ErrNoHeapLayout", err)
 	}
-	if _, err := heap.Read(pr.Mem, layout, pr.Exe.Arch, pr.Bias, heap.Limits{}); !errors.Is(err, heap.ErrNoHeapLayout) {
-		t.Errorf("stripped: %v, want ErrNoHeapLayout", err)
+	if _, err := heap.Read(nil, &runtimelayout.HeapLayout{Reason: "no DWARF"}, "amd64", 0, heap.Limits{}); !errors.Is(err, heap.ErrNoHeapLayout) {
+		t.Errorf("%v, want ErrNoHeapLayout", err)
 	}
 }
 

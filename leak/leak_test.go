@@ -70,14 +70,14 @@ var tracer = ptrace.NewTracer()
 // WaitGroup, Cond, nil channel, select {}, a chain of two), half of them
 // on objects only they hold and half on objects a global or a sleeping
 // goroutine keeps, and checks that gi ps --leaks reports exactly the
-// leaked ones, on every release under test, default and PIE builds; on
+// leaked ones, on every release under test, default, PIE and stripped
+// builds; on
 // Go 1.27 also that the runtime's own goroutineleak profile, requested
 // after gi, reports the same set.
 func TestLeaksMatchTarget(t *testing.T) {
 	targets.RequirePrivilege(t, "stopping and reading another process")
 	for _, tc := range targets.Toolchains() {
-		for _, pie := range []bool{false, true} {
-			opts := targets.BuildOptions{Toolchain: tc, PIE: pie}
+		for _, opts := range []targets.BuildOptions{{Toolchain: tc}, {Toolchain: tc, PIE: true}, {Toolchain: tc, Stripped: true}} {
 			t.Run(opts.String(), func(t *testing.T) {
 				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "4")
 				gt := readGroundTruth(t, p)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gi-debug/gi/internal/dwarfload"
 	"github.com/gi-debug/gi/pclntab"
@@ -58,7 +59,20 @@ func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 	}
 	// Without it, sync waiters are said unknown: not fatal.
 	cp.Wait.SemTable, _ = FindSemtable(bin)
+	// Without it, the heap is not walked (gi ps --leaks says why).
+	cp.Heap.MHeap, _ = FindMHeap(bin)
 	return &cp, v, nil
+}
+
+// FindMHeap locates runtime.mheap_ in a binary without symbols: the one
+// static address runtime.(*mcentral).grow, runtime.(*mcache).allocLarge
+// and runtime.mallocinit all take (each calls a method of the heap on
+// it: mheap_.alloc, mheap_.init).
+func FindMHeap(b Source) (uint64, error) {
+	if b.Arch != "amd64" && b.Arch != "arm64" {
+		return 0, fmt.Errorf("finding runtime.mheap_ without symbols is implemented for amd64 and arm64, not %s", b.Arch)
+	}
+	return commonStatic(b, "runtime.mheap_", "runtime.(*mcentral).grow", "runtime.(*mcache).allocLarge", "runtime.mallocinit")
 }
 
 // FindAllgs locates runtime.allgs and runtime.allglen in a binary without
@@ -261,8 +275,14 @@ func FindSemtable(b Source) (uint64, error) {
 	if b.Arch != "amd64" && b.Arch != "arm64" {
 		return 0, fmt.Errorf("finding runtime.semtable without symbols is implemented for amd64 and arm64, not %s", b.Arch)
 	}
+	return commonStatic(b, "runtime.semtable", "runtime.semacquire1", "runtime.semrelease1")
+}
+
+// commonStatic returns the one static address that every function of
+// funcs takes (leaTargets): the variable what.
+func commonStatic(b Source, what string, funcs ...string) (uint64, error) {
 	var common map[uint64]bool
-	for _, name := range []string{"runtime.semacquire1", "runtime.semrelease1"} {
+	for _, name := range funcs {
 		leas, err := leaTargets(b, name)
 		if err != nil {
 			return 0, err
@@ -278,7 +298,7 @@ func FindSemtable(b Source) (uint64, error) {
 		}
 	}
 	if len(common) != 1 {
-		return 0, fmt.Errorf("runtime.semacquire1 and runtime.semrelease1 share %d static addresses, want 1 (runtime.semtable)", len(common))
+		return 0, fmt.Errorf("%s share %d static addresses, want 1 (%s)", strings.Join(funcs, ", "), len(common), what)
 	}
 	for a := range common {
 		return a, nil

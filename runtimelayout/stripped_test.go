@@ -9,8 +9,9 @@ import (
 )
 
 // TestFindAllgsWithoutSymbols finds runtime.allgs and runtime.allglen through
-// the code of runtime.allgadd, and runtime.semtable through the code of
-// semacquire1 and semrelease1, as for a stripped binary, and checks
+// the code of runtime.allgadd, runtime.semtable through the code of
+// semacquire1 and semrelease1, and runtime.mheap_ through the code of
+// mcentral.grow, mcache.allocLarge and mallocinit, as for a stripped binary, and checks
 // the results against the symbol table, for every Go release in the
 // table, amd64 and arm64, PIE and not.
 func TestFindAllgsWithoutSymbols(t *testing.T) {
@@ -26,6 +27,11 @@ func TestFindAllgsWithoutSymbols(t *testing.T) {
 				sl, _ := b.Symbol("runtime.allglen")
 				if err != nil || g != sg.Addr || l != sl.Addr || g == 0 {
 					t.Errorf("%s %s %s: found allgs %#x allglen %#x (%v), symbols say %#x %#x", tc, arch, pie, g, l, err, sg.Addr, sl.Addr)
+				}
+				mh, mhErr := runtimelayout.FindMHeap(b.Layout())
+				sm, _ := b.Symbol("runtime.mheap_")
+				if mhErr != nil || mh != sm.Addr || mh == 0 {
+					t.Errorf("%s %s %s: found mheap_ %#x (%v), the symbol says %#x", tc, arch, pie, mh, mhErr, sm.Addr)
 				}
 				sem, semErr := runtimelayout.FindSemtable(b.Layout())
 				ss, _ := b.Symbol("runtime.semtable")
