@@ -33,11 +33,20 @@ type Contents struct {
 	whole []byte // the populated mapping, if the copy is in one
 }
 
+// Viewer is memory that keeps what it read and lends it without a copy
+// (*proc.Tracked): Copy then fetches the spans through it and keeps its
+// views.
+type Viewer interface {
+	Fetch(ranges []proc.Range) error
+	View(addr uint64, n int) []byte
+}
+
 // ErrTooBig means the spans to copy hold more bytes than the bound.
 var ErrTooBig = errors.New("the heap is larger than the bound")
 
 // Copy reads every span of h whose objects may hold pointers, at most
-// maxBytes in all (0: no bound).
+// maxBytes in all (0: no bound); through a Viewer, it keeps the views
+// instead of copying.
 func Copy(mem BatchReader, h *Heap, maxBytes int64) (*Contents, error) {
 	c := &Contents{heap: h, data: make([][]byte, len(h.Spans))}
 	var ranges []proc.Range
@@ -55,6 +64,20 @@ func Copy(mem BatchReader, h *Heap, maxBytes int64) (*Contents, error) {
 		}
 		ranges = append(ranges, proc.Range{Addr: s.Start, Len: int(n)})
 		idx = append(idx, i)
+	}
+	if v, ok := mem.(Viewer); ok {
+		if err := v.Fetch(ranges); err != nil {
+			return nil, fmt.Errorf("copy the heap's spans: %w", err)
+		}
+		for k, r := range ranges {
+			if b := v.View(r.Addr, r.Len); b != nil {
+				c.data[idx[k]] = b
+				c.Bytes += int64(r.Len)
+			} else {
+				c.Unread = append(c.Unread, h.Spans[idx[k]].Record)
+			}
+		}
+		return c, nil
 	}
 	var buf []byte
 	if total >= 4<<20 {

@@ -57,6 +57,9 @@ type Options struct {
 	// duration (0: 5 minutes).
 	Objects int
 	Time    time.Duration
+	// InStop copies the heap and the globals in the stop, none before
+	// (gi ps --core: the core holds what the stop read).
+	InStop bool
 	// Trace, if set, receives for each goroutine found able to run
 	// again the path by which the walk reached what it waits on: why
 	// it is not leaked.
@@ -92,8 +95,14 @@ type Image struct {
 	Globals []Segment
 	// Threads are the process's threads with their registers.
 	Threads []ptrace.Thread
-	// Took is how long the capture took.
+	// Took is how long the capture took (Take: its part in the stop).
 	Took time.Duration
+	// PreCopy is how long Take copied the heap before the stop, Synced
+	// and Rewritten the pages it checked and read again in the stop; 0
+	// when it copied everything in the stop, InStop says why.
+	PreCopy           time.Duration
+	Synced, Rewritten int
+	InStop            string
 }
 
 // Segment is a copy of memory at Addr.
@@ -624,12 +633,37 @@ func (w *walker) anyReachable(objs []uint64) bool {
 
 // Take takes a snapshot of the live process t with snapshot
 // (t.Snapshot, or t.SnapshotCore to write a core of the same stop, which
-// then holds what the walk read), its stacks kept, and in the same stop
-// captures the image the walk reads (Capture) through t.Mem: the heap and
-// the globals as they were when the goroutines were copied. The hooks the
-// Target already has still run. A failed capture returns the snapshot
-// with the error.
+// then holds what the walk read: set Options.InStop), its stacks kept,
+// and captures the image the walk reads (Capture) as the process was
+// when the goroutines were copied. Where the kernel tracks the pages a
+// process writes (proc.Track), the heap and the globals are copied
+// before the stop, while the process runs, and in the stop only the
+// pages it wrote since are read again; elsewhere, and with InStop, they
+// are copied in the stop. The hooks the Target already has still run. A
+// failed capture returns the snapshot with the error.
 func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Options) (*inspect.Snapshot, *Image, error) {
+	var tracked *proc.Tracked
+	var precopy time.Duration
+	why := "asked to (a core of the stop holds what it copies)"
+	if !opts.InStop {
+		why = "the process's memory is not a live process's"
+		if live, ok := t.Mem.(*proc.Memory); ok {
+			start := time.Now()
+			var err error
+			if tracked, err = proc.Track(t.PID, live); err == nil {
+				// What is read now is kept, and what the process
+				// writes before the stop read again in it. A capture
+				// of a running process may fail (a span being made):
+				// the stop's capture reads what this one did not.
+				if pre, err := Capture(tracked, t.Binary, &t.Layout.Heap, t.Bias, nil, opts); err == nil {
+					pre.Release()
+				}
+				precopy = time.Since(start)
+			} else {
+				why = err.Error()
+			}
+		}
+	}
 	var im *Image
 	var capErr error
 	prev := t.Hooks
@@ -643,7 +677,22 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 				return err
 			}
 		}
-		im, capErr = Capture(t.Mem, t.Binary, &t.Layout.Heap, t.Bias, append([]ptrace.Thread(nil), threads...), opts)
+		threads = append([]ptrace.Thread(nil), threads...)
+		if tracked == nil {
+			im, capErr = Capture(t.Mem, t.Binary, &t.Layout.Heap, t.Bias, threads, opts)
+			if im != nil {
+				im.InStop = why
+			}
+			return nil
+		}
+		start := time.Now()
+		if capErr = tracked.Sync(); capErr != nil {
+			return nil
+		}
+		if im, capErr = Capture(tracked, t.Binary, &t.Layout.Heap, t.Bias, threads, opts); im != nil {
+			im.Took, im.PreCopy = time.Since(start), precopy
+			im.Synced, im.Rewritten = tracked.Synced, tracked.Dirty
+		}
 		return nil
 	}
 	keep := t.KeepStacks

@@ -11,6 +11,7 @@ import (
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/leak"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 )
 
@@ -79,7 +80,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 	for _, tc := range targets.Toolchains() {
 		for _, opts := range []targets.BuildOptions{{Toolchain: tc}, {Toolchain: tc, PIE: true}, {Toolchain: tc, Stripped: true}} {
 			t.Run(opts.String(), func(t *testing.T) {
-				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "4")
+				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "4", "-mover")
 				gt := readGroundTruth(t, p)
 				tg, err := inspect.Open(p.Pid)
 				if err != nil {
@@ -94,6 +95,14 @@ func TestLeaksMatchTarget(t *testing.T) {
 				res := leak.Find(tg, snap, im, leak.Options{})
 				t.Logf("%d candidates, %d leaked, %d objects marked, %d bytes scanned in %d rounds; capture %v in a pause of %v, walk %v",
 					res.Candidates, len(res.Leaked), res.Marked, res.Scanned, res.Rounds, im.Took, snap.Pause, res.Took)
+				switch sdErr := proc.SoftDirty(); {
+				case sdErr == nil && im.InStop != "":
+					t.Errorf("the kernel tracks written pages, yet the heap was copied in the stop: %s", im.InStop)
+				case sdErr == nil:
+					t.Logf("heap copied before the stop in %v; %d of %d pages read again in the stop", im.PreCopy, im.Rewritten, im.Synced)
+				default:
+					t.Logf("heap copied in the stop: %s", im.InStop)
+				}
 				gt.check(t, res)
 				for _, g := range snap.Goroutines {
 					if _, ok := gt.leaked[g.ID]; ok != g.Leaked {

@@ -51,6 +51,13 @@ type Leaks struct {
 	WalkNS        int64 `json:"walk_ns"`
 	HeapBytes     int64 `json:"heap_bytes"`
 	MarkedObjects int   `json:"marked_objects"`
+	// PreCopyNS is how long the heap was copied before the stop, while
+	// the process ran, RewrittenPages the pages it wrote since, read
+	// again in the stop; InStop, when set, says why the heap was copied
+	// in the stop instead.
+	PreCopyNS      int64  `json:"precopy_ns"`
+	RewrittenPages int    `json:"rewritten_pages"`
+	InStop         string `json:"in_stop,omitempty"`
 	// Sites are the leaked goroutines by the go statement that created
 	// them, most first.
 	Sites []LeakSite `json:"sites"`

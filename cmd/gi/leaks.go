@@ -20,7 +20,7 @@ type leakReport struct {
 
 // leakOptions are the walk's options for the flags o.
 func leakOptions(o psOptions, errOut io.Writer) leak.Options {
-	var opts leak.Options
+	opts := leak.Options{InStop: o.coreFile != ""}
 	if o.leakTrace {
 		opts.Trace = errOut
 	}
@@ -40,6 +40,7 @@ func findLeaks(t *inspect.Target, snap *inspect.Snapshot, im *leak.Image, capErr
 		WalkNS: res.Took.Nanoseconds(), MarkedObjects: res.Marked, Sites: leakSites(snap.Goroutines)}
 	if im != nil {
 		r.doc.CaptureNS, r.doc.HeapBytes = im.Took.Nanoseconds(), im.Contents.Bytes
+		r.doc.PreCopyNS, r.doc.RewrittenPages, r.doc.InStop = im.PreCopy.Nanoseconds(), im.Rewritten, im.InStop
 		im.Release()
 	}
 	return r
@@ -107,8 +108,12 @@ func (r *leakReport) write(out io.Writer) error {
 		return nil
 	}
 	if d.Candidates > 0 {
-		fmt.Fprintf(out, "leaks: %s; %.1f MB of heap copied in %v of the pause, walked in %v\n", d.Mode,
-			float64(d.HeapBytes)/1e6, time.Duration(d.CaptureNS).Round(time.Microsecond), time.Duration(d.WalkNS).Round(time.Microsecond))
+		how := fmt.Sprintf("%.1f MB of heap copied in the stop (%s), in %v of the pause", float64(d.HeapBytes)/1e6, d.InStop, time.Duration(d.CaptureNS).Round(time.Microsecond))
+		if d.InStop == "" {
+			how = fmt.Sprintf("%.1f MB of heap copied before the stop in %v, the %d pages written since read again in %v of the pause", float64(d.HeapBytes)/1e6,
+				time.Duration(d.PreCopyNS).Round(time.Microsecond), d.RewrittenPages, time.Duration(d.CaptureNS).Round(time.Microsecond))
+		}
+		fmt.Fprintf(out, "leaks: %s; %s; walked in %v\n", d.Mode, how, time.Duration(d.WalkNS).Round(time.Microsecond))
 	}
 	return nil
 }

@@ -40,6 +40,9 @@ var guestTargets = []struct {
 	{"waiters", targets.BuildOptions{PIE: true}},
 	{"waiters", targets.BuildOptions{Stripped: true}},
 	{"waiters", targets.BuildOptions{PIE: true, Stripped: true}},
+	{"leaky", targets.BuildOptions{}},
+	{"leaky", targets.BuildOptions{PIE: true}},
+	{"leaky", targets.BuildOptions{Stripped: true}},
 }
 
 // buildInitramfs cross-builds gi, its test binaries and the targets for
@@ -66,6 +69,7 @@ func buildInitramfs(root, cache, out, arch string) (string, error) {
 	}
 	for _, t := range []struct{ name, pkg string }{
 		{"inspect.test", "./inspect/"}, {"trace.test", "./trace/"}, {"gi.test", "./cmd/gi/"}, {"bpf.test", "./bpf/"},
+		{"leak.test", "./leak/"}, {"proc.test", "./proc/"},
 	} {
 		if err := gobuild("/tests/"+t.name, "test", "-c", "-o", filepath.Join(bdir, t.name), t.pkg); err != nil {
 			return "", err

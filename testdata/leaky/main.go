@@ -8,6 +8,10 @@
 //	G <goid> <class> leaked|kept
 //
 // once every one of them is parked (as the runtime's own dump says).
+// With -mover, one kept goroutine waits on a channel that a goroutine
+// moves, every few microseconds, between two heap objects far apart: a
+// copy of the heap taken while the program runs, unless made exact at
+// the stop, can miss it in both.
 // Commands on stdin: "leakprofile" asks the runtime for its goroutineleak
 // profile (Go 1.26 with GOEXPERIMENT=goroutineleakprofile, Go 1.27+) and
 // answers "DONE leaked=<goids>", or "DONE unsupported" before it.
@@ -63,6 +67,7 @@ var (
 
 func main() {
 	n := flag.Int("n", 5, "goroutines of each kind")
+	mover := flag.Bool("mover", false, "keep a channel moving between two heap objects")
 	flag.Parse()
 	// The goroutines that outlive the spawning start first: their
 	// stacks hold no stale word of it.
@@ -71,6 +76,11 @@ func main() {
 	spawned := make(chan int)
 	go func() { spawned <- spawn(*n) }() // its stack is gone once it returns
 	total := <-spawned
+	if *mover {
+		total++
+		go func() { spawned <- spawnMoved() }()
+		<-spawned
+	}
 	got := make([]record, 0, total)
 	for len(got) < total {
 		got = append(got, <-report)
@@ -220,6 +230,42 @@ func spawn(n int) int {
 	}
 	hold <- held
 	return count
+}
+
+// slots are two heap objects a channel moves between; far apart, in
+// spans of their own.
+type slots struct {
+	a *[64 << 10]chan int
+	b *[64 << 10]chan int
+}
+
+// spawnMoved parks a goroutine on a channel held only by the moving
+// slots, and starts the goroutine that moves it.
+func spawnMoved() int {
+	s := &slots{a: new([64 << 10]chan int), b: new([64 << 10]chan int)}
+	ch := make(chan int)
+	s.a[0] = ch
+	go func() {
+		report <- record{goid(), "moved", false}
+		<-ch
+	}()
+	go move(s)
+	return 0
+}
+
+// move moves the channel from one slot to the other and back, forever,
+// never holding it anywhere else for longer than a move.
+func move(s *slots) {
+	for {
+		for i := 0; i < 64; i++ {
+			if s.a[0] != nil {
+				s.b[0], s.a[0] = s.a[0], nil
+			} else {
+				s.a[0], s.b[0] = s.b[0], nil
+			}
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
 }
 
 // hold hands the holder what it keeps.
