@@ -48,6 +48,24 @@ var ErrTooBig = errors.New("the heap is larger than the bound")
 // maxBytes in all (0: no bound); through a Viewer, it keeps the views
 // instead of copying.
 func Copy(mem BatchReader, h *Heap, maxBytes int64) (*Contents, error) {
+	return CopyInto(mem, h, maxBytes, nil)
+}
+
+// ScanBytes returns the bytes of h's spans whose objects may hold
+// pointers: what Copy copies.
+func (h *Heap) ScanBytes() int64 {
+	var n int64
+	for i := range h.Spans {
+		if !h.Spans[i].Noscan {
+			n += int64(h.Spans[i].Pages * h.PageSize)
+		}
+	}
+	return n
+}
+
+// CopyInto is Copy into buf, the caller's (prepared before a stop, its
+// pages faulted in), when it is large enough; Release does not free it.
+func CopyInto(mem BatchReader, h *Heap, maxBytes int64, buf []byte) (*Contents, error) {
 	c := &Contents{heap: h, data: make([][]byte, len(h.Spans))}
 	var ranges []proc.Range
 	var idx []int
@@ -79,8 +97,10 @@ func Copy(mem BatchReader, h *Heap, maxBytes int64) (*Contents, error) {
 		}
 		return c, nil
 	}
-	var buf []byte
-	if total >= 4<<20 {
+	if int64(len(buf)) < total {
+		buf = nil
+	}
+	if buf == nil && total >= 4<<20 {
 		var ok bool
 		if buf, c.whole, ok = hugemem.Populated(int(total)); !ok {
 			buf = nil
@@ -89,6 +109,7 @@ func Copy(mem BatchReader, h *Heap, maxBytes int64) (*Contents, error) {
 	if buf == nil {
 		buf = make([]byte, total)
 	}
+	buf = buf[:total]
 	failed := map[int]bool{}
 	if err := mem.ReadBatch(ranges, buf); err != nil {
 		var be *proc.BatchError

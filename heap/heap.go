@@ -14,12 +14,15 @@ import (
 	"math/bits"
 	"sort"
 
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
-// Reader reads the process's memory.
+// Reader reads the process's memory: a few words at a time, and many
+// ranges in one batch (*proc.Memory, a core file's memory, *proc.Tracked).
 type Reader interface {
 	ReadAt(p []byte, addr uint64) (int, error)
+	ReadBatch(ranges []proc.Range, dst []byte) error
 }
 
 // Limits bound a walk of the heap.
@@ -168,39 +171,90 @@ func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim
 	pagesPerArena := uint64(l.HeapArenaBytes / l.PageSize)
 	arenaShift := uint(bits.TrailingZeros64(uint64(l.HeapArenaBytes)))
 	h := &Heap{PageSize: uint64(l.PageSize)}
+	// Each arena's heapArena, through the two-level index.
+	type arenaAt struct {
+		index, base, addr uint64
+	}
+	arenas := make([]arenaAt, 0, n)
+	l2Arrays := map[uint64]uint64{}
 	for i := uint64(0); i < n; i++ {
 		ai := le.Uint64(idxs[8*i:])
 		l1, l2 := ai>>uint(l.ArenaL2Bits), ai&(1<<uint(l.ArenaL2Bits)-1)
 		if l1 >= 1<<uint(l.ArenaL1Bits) {
 			return nil, fmt.Errorf("arena index %#x outside the index", ai)
 		}
-		l2Array := r.word(mheap + uint64(l.Arenas) + 8*l1)
+		l2Array, ok := l2Arrays[l1]
+		if !ok {
+			l2Array = r.word(mheap + uint64(l.Arenas) + 8*l1)
+			l2Arrays[l1] = l2Array
+		}
 		arena := r.word(l2Array + 8*l2)
 		if r.err != nil || arena == 0 {
 			return nil, fmt.Errorf("arena %#x: no heapArena (%v)", ai, r.err)
 		}
-		base := ai<<arenaShift + runtimelayout.ArenaBaseOffset(arch)
-		inUse := r.bytes(arena+uint64(l.ArenaPageInUse), int(pagesPerArena/8))
-		spans := r.bytes(arena+uint64(l.ArenaSpans), int(pagesPerArena*8))
-		if r.err != nil {
-			return nil, fmt.Errorf("arena %#x: %w", ai, r.err)
-		}
+		arenas = append(arenas, arenaAt{ai, ai<<arenaShift + runtimelayout.ArenaBaseOffset(arch), arena})
+	}
+	// Their page bitmaps and span maps, in one batch.
+	inUseLen, spansLen := int(pagesPerArena/8), int(pagesPerArena*8)
+	ranges := make([]proc.Range, 0, 2*len(arenas))
+	for _, a := range arenas {
+		ranges = append(ranges, proc.Range{Addr: a.addr + uint64(l.ArenaPageInUse), Len: inUseLen}, proc.Range{Addr: a.addr + uint64(l.ArenaSpans), Len: spansLen})
+	}
+	maps := make([]byte, len(arenas)*(inUseLen+spansLen))
+	if err := mem.ReadBatch(ranges, maps); err != nil {
+		return nil, fmt.Errorf("read the arenas' span maps: %w", err)
+	}
+	// The span records of the pages that begin a span in use, in one batch.
+	var records []uint64
+	var starts []uint64
+	for i, a := range arenas {
+		m := maps[i*(inUseLen+spansLen):]
+		inUse, spans := m[:inUseLen], m[inUseLen:inUseLen+spansLen]
 		for page := uint64(0); page < pagesPerArena; page++ {
 			if inUse[page/8]&(1<<(page%8)) == 0 {
 				continue
 			}
-			if len(h.Spans) >= lim.Spans {
+			if len(records) >= lim.Spans {
 				return nil, fmt.Errorf("more than the bound of %d spans", lim.Spans)
 			}
-			s, err := readSpan(&r, l, le.Uint64(spans[8*page:]))
-			if err != nil {
-				return nil, fmt.Errorf("span of page %d of arena %#x: %w", page, ai, err)
-			}
-			if s.Start != base+page*uint64(l.PageSize) {
-				return nil, fmt.Errorf("span %#x starts at %#x, its page at %#x", s.Record, s.Start, base+page*uint64(l.PageSize))
-			}
-			h.Spans = append(h.Spans, s)
+			records = append(records, le.Uint64(spans[8*page:]))
+			starts = append(starts, a.base+page*uint64(l.PageSize))
 		}
+	}
+	S := &l.Span
+	recLen := int(max(S.StartAddr, S.NPages, S.ElemSize, S.FreeIndex, S.NElems, S.AllocBits, S.SpanClass, S.State, S.Specials) + 8)
+	recs := make([]byte, len(records)*recLen)
+	ranges = ranges[:0]
+	for _, a := range records {
+		ranges = append(ranges, proc.Range{Addr: a, Len: recLen})
+	}
+	if err := mem.ReadBatch(ranges, recs); err != nil {
+		return nil, fmt.Errorf("read the span records: %w", err)
+	}
+	h.Spans = make([]Span, len(records))
+	var bitsAt []proc.Range
+	bitsLen := 0
+	for i, a := range records {
+		s, allocBits, err := decodeSpan(l, a, recs[i*recLen:(i+1)*recLen])
+		if err != nil {
+			return nil, err
+		}
+		if s.Start != starts[i] {
+			return nil, fmt.Errorf("span %#x starts at %#x, its page at %#x", s.Record, s.Start, starts[i])
+		}
+		h.Spans[i] = s
+		bitsAt = append(bitsAt, proc.Range{Addr: allocBits, Len: (s.NElems + 7) / 8})
+		bitsLen += (s.NElems + 7) / 8
+	}
+	// Their allocation bits, in one batch.
+	allBits := make([]byte, bitsLen)
+	if err := mem.ReadBatch(bitsAt, allBits); err != nil {
+		return nil, fmt.Errorf("read the spans' allocation bits: %w", err)
+	}
+	off := 0
+	for i := range h.Spans {
+		h.Spans[i].allocBits = allBits[off : off+bitsAt[i].Len : off+bitsAt[i].Len]
+		off += bitsAt[i].Len
 	}
 	specials := 0
 	for i := range h.Spans {
@@ -241,13 +295,10 @@ func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim
 
 var le = binary.LittleEndian
 
-// readSpan reads the mspan at addr.
-func readSpan(r *reader, l *runtimelayout.HeapLayout, addr uint64) (Span, error) {
+// decodeSpan decodes the mspan record rec read at addr, and returns
+// where its allocation bits are.
+func decodeSpan(l *runtimelayout.HeapLayout, addr uint64, rec []byte) (Span, uint64, error) {
 	S := &l.Span
-	rec := r.bytes(addr, int(max(S.StartAddr, S.NPages, S.ElemSize, S.FreeIndex, S.NElems, S.AllocBits, S.SpanClass, S.State, S.Specials)+8))
-	if r.err != nil {
-		return Span{}, r.err
-	}
 	small := func(off int64) int {
 		if S.NElemsSize == 2 {
 			return int(le.Uint16(rec[off:]))
@@ -260,17 +311,13 @@ func readSpan(r *reader, l *runtimelayout.HeapLayout, addr uint64) (Span, error)
 	class := rec[S.SpanClass]
 	s.Class, s.Noscan = class>>1, class&1 != 0
 	if state := rec[S.State]; int64(state) != l.SpanInUse {
-		return Span{}, fmt.Errorf("mspan %#x in state %d, not in use", addr, state)
+		return Span{}, 0, fmt.Errorf("mspan %#x in state %d, not in use", addr, state)
 	}
 	pageBytes := uint64(l.PageSize)
 	if s.Pages == 0 || s.Pages > 1<<30 || s.ElemSize == 0 || s.NElems <= 0 || uint64(s.NElems) > s.Pages*pageBytes/s.ElemSize+1 || s.freeIndex > s.NElems {
-		return Span{}, fmt.Errorf("mspan %#x: %d pages of %d slots of %d bytes, free index %d: not a span", addr, s.Pages, s.NElems, s.ElemSize, s.freeIndex)
+		return Span{}, 0, fmt.Errorf("mspan %#x: %d pages of %d slots of %d bytes, free index %d: not a span", addr, s.Pages, s.NElems, s.ElemSize, s.freeIndex)
 	}
-	s.allocBits = r.bytes(le.Uint64(rec[S.AllocBits:]), (s.NElems+7)/8)
-	if r.err != nil {
-		return Span{}, fmt.Errorf("mspan %#x's allocation bits: %w", addr, r.err)
-	}
-	return s, nil
+	return s, le.Uint64(rec[S.AllocBits:]), nil
 }
 
 // reader reads, keeping the first error.

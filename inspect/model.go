@@ -65,6 +65,23 @@ type Snapshot struct {
 	// labels (GODEBUG tracebacklabels=1: Go 1.26 on request, the default
 	// of Go 1.27 modules); false where the binary does not say (stripped).
 	TracebackLabels bool
+
+	// releaseStacks frees the buffers the goroutines' Stack bytes are
+	// in (KeepStacks of a live process).
+	releaseStacks func()
+}
+
+// ReleaseStacks frees the stack copies a snapshot taken with KeepStacks
+// holds: nothing may read a Goroutine's Stack afterwards, which is then
+// nil. Without KeepStacks it does nothing.
+func (s *Snapshot) ReleaseStacks() {
+	for _, g := range s.Goroutines {
+		g.Stack = nil
+	}
+	if s.releaseStacks != nil {
+		s.releaseStacks()
+		s.releaseStacks = nil
+	}
 }
 
 // Goroutine is one goroutine as decoded from the target's memory.

@@ -260,7 +260,12 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	start := time.Now()
 	meter := newPhaseMeter(t.Mem)
 	bufs := &buffers{}
-	defer bufs.release()
+	keptStacks := false
+	defer func() {
+		if !keptStacks {
+			bufs.release()
+		}
+	}()
 	// Thread ids as the target's namespace numbers them (m.procid) to gi's,
 	// mapped before the stop: only for a target in another PID namespace.
 	nsTIDs, err := proc.NamespaceTIDs(t.PID, nil)
@@ -339,6 +344,12 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		return nil, fmt.Errorf("resume process %d: %w", t.PID, resumeErr)
 	}
 	snap := t.newSnapshot(raw, now)
+	if t.KeepStacks {
+		// The goroutines' Stack bytes are the stop's buffers: kept
+		// until ReleaseStacks, not copied.
+		keptStacks = true
+		snap.releaseStacks = bufs.release
+	}
 	snap.NSPid = t.process.NSPID
 	snap.Pause, snap.Taken = pause, taken
 	snap.StacksBeforeStop = raw.stacksBeforeStop

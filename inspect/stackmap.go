@@ -62,14 +62,14 @@ func (l *liveWords) frame(f *pclntab.Func, pc, sp, fp uint64, whole bool) {
 		l.mark(argp, argp+args)
 		return
 	}
-	lines := l.s.lines
-	locals, argMap, err := lines.StackMaps(f, pc-l.s.bias, varp-sp > minFrame)
-	if err != nil {
+	m := l.s.frameMaps(f, pc, varp-sp > minFrame)
+	if m.err != nil {
 		l.whole++
 		l.mark(sp, fp)
 		l.mark(argp, argp+args)
 		return
 	}
+	locals, argMap, objs := m.locals, m.args, m.objects
 	for i := 0; i < locals.N; i++ {
 		if locals.Pointer(i) {
 			w := varp - uint64(locals.N-i)*8
@@ -82,12 +82,6 @@ func (l *liveWords) frame(f *pclntab.Func, pc, sp, fp uint64, whole bool) {
 			l.mark(w, w+8)
 		}
 	}
-	objs, err := lines.StackObjects(f)
-	if err != nil {
-		l.whole++
-		l.mark(sp, fp)
-		return
-	}
 	for _, o := range objs {
 		base := varp
 		if o.Off >= 0 {
@@ -99,4 +93,33 @@ func (l *liveWords) frame(f *pclntab.Func, pc, sp, fp uint64, whole bool) {
 		}
 		l.mark(p, p+uint64(o.Size))
 	}
+}
+
+// frameMaps are a frame's pointer maps and stack objects at one pc.
+type frameMaps struct {
+	locals, args pclntab.Bitvector
+	objects      []pclntab.StackObject
+	err          error
+}
+
+// frameMaps returns f's maps at pc (a runtime address), decoded once per
+// pc and locals question: every goroutine parked at one place shares them.
+func (s *symbolizer) frameMaps(f *pclntab.Func, pc uint64, withLocals bool) *frameMaps {
+	key := pc << 1
+	if withLocals {
+		key |= 1
+	}
+	if m, ok := s.maps[key]; ok {
+		return m
+	}
+	m := &frameMaps{}
+	m.locals, m.args, m.err = s.lines.StackMaps(f, pc-s.bias, withLocals)
+	if m.err == nil {
+		m.objects, m.err = s.lines.StackObjects(f)
+	}
+	if s.maps == nil {
+		s.maps = map[uint64]*frameMaps{}
+	}
+	s.maps[key] = m
+	return m
 }

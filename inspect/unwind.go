@@ -30,6 +30,8 @@ type symbolizer struct {
 	textHi    uint64
 	// callerFrame walks a frame as the target's architecture lays it out.
 	callerFrame callerFrameFunc
+	// maps are the stack maps of frames, by pc (frameMaps).
+	maps map[uint64]*frameMaps
 }
 
 func newSymbolizer(bin *elfbin.Binary, bias uint64) *symbolizer {
@@ -142,7 +144,7 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 			g.System = t.isSystem(f)
 		}
 		if t.KeepStacks && rg.sp != 0 {
-			g.Stack = &StackCopy{SP: rg.sp, Lo: rg.stackLo, Hi: rg.stackHi, Bytes: append([]byte(nil), rg.stack...),
+			g.Stack = &StackCopy{SP: rg.sp, Lo: rg.stackLo, Hi: rg.stackHi, Bytes: rg.stack,
 				Complete: rg.stackErr == "" && rg.sp+uint64(len(rg.stack)) == rg.stackHi}
 		}
 		t.unwind(g, rg)

@@ -33,9 +33,12 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/heap"
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/internal/hugemem"
 	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/runtimelayout"
@@ -103,6 +106,8 @@ type Image struct {
 	PreCopy           time.Duration
 	Synced, Rewritten int
 	InStop            string
+
+	buffer []byte // the mapping the heap was copied into, Take's
 }
 
 // Segment is a copy of memory at Addr.
@@ -113,8 +118,15 @@ type Segment struct {
 
 // Release frees the image's copies.
 func (im *Image) Release() {
-	if im != nil && im.Contents != nil {
+	if im == nil {
+		return
+	}
+	if im.Contents != nil {
 		im.Contents.Release()
+	}
+	if im.buffer != nil {
+		unix.Munmap(im.buffer)
+		im.buffer = nil
 	}
 }
 
@@ -123,13 +135,18 @@ func (im *Image) Release() {
 // the executable's data and bss (the globals, load bias applied). Call
 // it while the process is stopped, or on a core file.
 func Capture(mem Memory, exe *elfbin.Binary, layout *runtimelayout.HeapLayout, bias uint64, threads []ptrace.Thread, lim Options) (*Image, error) {
+	return capture(mem, exe, layout, bias, threads, lim, nil)
+}
+
+// capture is Capture copying the heap into buf when it is large enough.
+func capture(mem Memory, exe *elfbin.Binary, layout *runtimelayout.HeapLayout, bias uint64, threads []ptrace.Thread, lim Options, buf []byte) (*Image, error) {
 	start := time.Now()
 	lim.defaults()
 	h, err := heap.Read(mem, layout, exe.Arch, bias, lim.Heap)
 	if err != nil {
 		return nil, fmt.Errorf("read the heap: %w", err)
 	}
-	c, err := heap.Copy(mem, h, lim.Bytes)
+	c, err := heap.CopyInto(mem, h, lim.Bytes, buf)
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +165,14 @@ func Capture(mem Memory, exe *elfbin.Binary, layout *runtimelayout.HeapLayout, b
 		c.Release()
 		return nil, errors.New("the executable has no .data or .bss section: its globals are unknown")
 	}
-	buf := make([]byte, total)
-	if err := mem.ReadBatch(ranges, buf); err != nil {
+	globals := make([]byte, total)
+	if err := mem.ReadBatch(ranges, globals); err != nil {
 		c.Release()
 		return nil, fmt.Errorf("copy the globals: %w", err)
 	}
 	off := 0
 	for _, r := range ranges {
-		im.Globals = append(im.Globals, Segment{Addr: r.Addr, Bytes: buf[off : off+r.Len]})
+		im.Globals = append(im.Globals, Segment{Addr: r.Addr, Bytes: globals[off : off+r.Len]})
 		off += r.Len
 	}
 	im.Took = time.Since(start)
@@ -664,6 +681,17 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 			}
 		}
 	}
+	// Copied in the stop: the copy's buffer is made before it, its pages
+	// faulted in (a heap of a gigabyte is a quarter of a million pages),
+	// sized from the heap as it is now, with room to grow.
+	var buf, whole []byte
+	if tracked == nil {
+		if h, err := heap.Read(t.Mem, &t.Layout.Heap, t.Binary.Arch, t.Bias, opts.Heap); err == nil {
+			if n := h.ScanBytes(); n >= 4<<20 {
+				buf, whole, _ = hugemem.Populated(int(n + n/4 + 16<<20))
+			}
+		}
+	}
 	var im *Image
 	var capErr error
 	prev := t.Hooks
@@ -679,9 +707,9 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 		}
 		threads = append([]ptrace.Thread(nil), threads...)
 		if tracked == nil {
-			im, capErr = Capture(t.Mem, t.Binary, &t.Layout.Heap, t.Bias, threads, opts)
+			im, capErr = capture(t.Mem, t.Binary, &t.Layout.Heap, t.Bias, threads, opts, buf)
 			if im != nil {
-				im.InStop = why
+				im.InStop, im.buffer, whole = why, whole, nil
 			}
 			return nil
 		}
@@ -697,7 +725,12 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	}
 	keep := t.KeepStacks
 	t.Hooks, t.KeepStacks = hooks, true
-	defer func() { t.Hooks, t.KeepStacks = prev, keep }()
+	defer func() {
+		t.Hooks, t.KeepStacks = prev, keep
+		if whole != nil { // not handed to an image
+			unix.Munmap(whole)
+		}
+	}()
 	snap, err := snapshot()
 	if err != nil {
 		im.Release()

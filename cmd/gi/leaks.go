@@ -32,6 +32,7 @@ func leakOptions(o psOptions, errOut io.Writer) leak.Options {
 // why), marks snap's leaked goroutines and releases the image.
 func findLeaks(t *inspect.Target, snap *inspect.Snapshot, im *leak.Image, capErr error, o psOptions, errOut io.Writer) *leakReport {
 	res := leak.Find(t, snap, im, leakOptions(o, errOut))
+	snap.ReleaseStacks()
 	if capErr != nil && res.Undecided != "" {
 		res.Undecided = capErr.Error()
 	}
