@@ -37,6 +37,7 @@ demo: build
 	for i in $$(seq 1 50); do grep -q READY $(BIN)/demo.out 2>/dev/null && break; sleep 0.1; done; \
 	echo "== gi ps $$pid (first 25 lines)"; $(GI) ps $$pid > $(BIN)/ps.out; head -25 $(BIN)/ps.out; tail -2 $(BIN)/ps.out; \
 	echo; echo "== gi ps --group $$pid"; $(GI) ps --group $$pid; \
+	echo; echo "== gi ps --leaks --group $$pid (the first 3 groups and the verdict)"; $(GI) ps --leaks --group $$pid > $(BIN)/leaks.out; head -4 $(BIN)/leaks.out; grep -A3 '^leaks:' $(BIN)/leaks.out | head -4; \
 	echo; echo "== gi ps --stacks --match 'main\.load' $$pid (first 30 lines)"; $(GI) ps --stacks --match 'main\.load' $$pid > $(BIN)/stacks.out; head -30 $(BIN)/stacks.out; \
 	echo; echo "== gi trace --duration 1s --min-duration 30ms $$pid 'main.handle' 'main.load*' 'main.query' (first 30 lines)"; \
 	$(GI) trace --duration 1s --min-duration 30ms $$pid 'main.handle' 'main.load*' 'main.query' > $(BIN)/trace.out; head -30 $(BIN)/trace.out; \

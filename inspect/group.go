@@ -20,7 +20,8 @@ type Group struct {
 // Representative returns the group's first goroutine.
 func (g *Group) Representative() *Goroutine { return g.Goroutines[0] }
 
-// GroupGoroutines folds goroutines by state and stack, largest group first
+// GroupGoroutines folds goroutines by state and stack (leaked ones apart:
+// gi ps --leaks), largest group first
 // (ties by the smallest goroutine id).
 func GroupGoroutines(gs []*Goroutine, allFrames bool) []*Group {
 	index := make(map[string]*Group)
@@ -29,6 +30,9 @@ func GroupGoroutines(gs []*Goroutine, allFrames bool) []*Group {
 	for _, g := range gs {
 		key.Reset()
 		key.WriteString(g.State)
+		if g.Leaked {
+			key.WriteString(" (leaked)") // apart from the same stack not leaked
+		}
 		for _, f := range g.Frames {
 			if f.Elided && !allFrames {
 				continue

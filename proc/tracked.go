@@ -26,7 +26,7 @@ const (
 
 // ErrNoSoftDirty means the kernel does not track writes to pages
 // (CONFIG_MEM_SOFT_DIRTY: not on arm64), or gi may not use it here.
-var ErrNoSoftDirty = errors.New("the kernel does not track which pages a process writes (soft-dirty bits)")
+var ErrNoSoftDirty = errors.New("no soft-dirty page tracking in this kernel")
 
 // Tracked reads a running process's memory and keeps every page it read,
 // so that, once the process is stopped, Sync makes what it kept exact at

@@ -109,12 +109,12 @@ func (r *leakReport) write(out io.Writer) error {
 		return nil
 	}
 	if d.Candidates > 0 {
-		how := fmt.Sprintf("%.1f MB of heap copied in the stop (%s), in %v of the pause", float64(d.HeapBytes)/1e6, d.InStop, time.Duration(d.CaptureNS).Round(time.Microsecond))
+		how := fmt.Sprintf("heap %.1f MB copied in the stop in %v (%s)", float64(d.HeapBytes)/1e6, time.Duration(d.CaptureNS).Round(time.Microsecond), d.InStop)
 		if d.InStop == "" {
-			how = fmt.Sprintf("%.1f MB of heap copied before the stop in %v, the %d pages written since read again in %v of the pause", float64(d.HeapBytes)/1e6,
+			how = fmt.Sprintf("heap %.1f MB copied before the stop in %v, the %d pages written since read again in %v of the pause", float64(d.HeapBytes)/1e6,
 				time.Duration(d.PreCopyNS).Round(time.Microsecond), d.RewrittenPages, time.Duration(d.CaptureNS).Round(time.Microsecond))
 		}
-		fmt.Fprintf(out, "leaks: %s; %s; walked in %v\n", d.Mode, how, time.Duration(d.WalkNS).Round(time.Microsecond))
+		fmt.Fprintf(out, "leaks: stacks precise, heap and globals conservative (a leak may be missed, never invented); %s; walked in %v\n", how, time.Duration(d.WalkNS).Round(time.Microsecond))
 	}
 	return nil
 }

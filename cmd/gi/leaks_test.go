@@ -127,7 +127,7 @@ func TestPsLeaks(t *testing.T) {
 		t.Errorf("%d rows LEAKED, want %d:\n%s", n, len(truth), table)
 	}
 	want := regexp.MustCompile(`(?m)^leaks: ` + strconv.Itoa(len(truth)) + ` leaked goroutines \(\d+ blocked on channels and sync objects were judged\)\n  ` +
-		strconv.Itoa(len(truth)) + ` leaked goroutines created at main\.spawn\.func1 \(leaky/main\.go:\d+\)\nleaks: stacks precise`)
+		strconv.Itoa(len(truth)) + ` leaked goroutines created at main\.spawn\.func1 \(leaky/main\.go:\d+\)\nleaks: stacks precise, heap and globals conservative \(a leak may be missed, never invented\); heap [0-9.]+ MB copied (in|before) the stop`)
 	if !want.MatchString(table) {
 		t.Errorf("no leaks footer matching %s:\n%s", want, table)
 	}

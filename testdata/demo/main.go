@@ -1,6 +1,9 @@
 // Command demo is a small HTTP service that keeps itself busy: clients call
 // /work, whose handler loads data (sometimes waiting on a contended cache
 // lock) and queries a slow backend. It is what `make demo` points gi at.
+// It has the commonest goroutine leak in Go services: a request that gives
+// up on a backend call after a deadline leaves the goroutine making the
+// call blocked forever on sending its late answer (prefetch).
 package main
 
 import (
@@ -49,12 +52,27 @@ func load(key int) int {
 	return v
 }
 
+// prefetch warms the next key, waiting for the backend 5 ms at most. The
+// bug: the goroutine answering late sends on a channel nobody will read,
+// and is never woken (gi ps --leaks).
+//
+//go:noinline
+func prefetch(key int) {
+	answer := make(chan int)
+	go func() { answer <- query(key + 1) }()
+	select {
+	case <-answer:
+	case <-time.After(5 * time.Millisecond):
+	}
+}
+
 //go:noinline
 func handle(w http.ResponseWriter, r *http.Request) {
 	key := rand.Intn(128)
 	var v int
 	pprof.Do(r.Context(), pprof.Labels("route", "/work"), func(context.Context) {
 		v = load(key)
+		prefetch(key)
 	})
 	fmt.Fprintf(w, "%d\n", v)
 }
