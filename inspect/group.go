@@ -26,33 +26,12 @@ func (g *Group) Representative() *Goroutine { return g.Goroutines[0] }
 func GroupGoroutines(gs []*Goroutine, allFrames bool) []*Group {
 	index := make(map[string]*Group)
 	var groups []*Group
-	var key strings.Builder
 	for _, g := range gs {
-		key.Reset()
-		key.WriteString(g.State)
-		if g.Leaked {
-			key.WriteString(" (leaked)") // apart from the same stack not leaked
-		}
-		for _, f := range g.Frames {
-			if f.Elided && !allFrames {
-				continue
-			}
-			key.WriteByte('|')
-			key.WriteString(f.Function)
-			key.WriteByte(' ')
-			key.WriteString(f.File)
-			key.WriteByte(':')
-			key.WriteString(strconv.Itoa(f.Line))
-		}
-		if c := g.CreatedBy; c != nil {
-			key.WriteString("|created by ")
-			key.WriteString(c.Function)
-			key.WriteString(strconv.Itoa(c.Line))
-		}
-		gr, ok := index[key.String()]
+		key := groupKey(g, allFrames)
+		gr, ok := index[key]
 		if !ok {
 			gr = &Group{State: g.State}
-			index[key.String()] = gr
+			index[key] = gr
 			groups = append(groups, gr)
 		}
 		gr.Goroutines = append(gr.Goroutines, g)
@@ -130,4 +109,31 @@ func objectKey(o WaitObject) string {
 		return o.Kind + "/" + o.Type + "/" + o.Unknown
 	}
 	return fmt.Sprintf("%s/%#x", o.Kind, o.Addr)
+}
+
+// groupKey is what goroutines folded into one group share: their state
+// (leaked or not), frames and creator.
+func groupKey(g *Goroutine, allFrames bool) string {
+	var key strings.Builder
+	key.WriteString(g.State)
+	if g.Leaked {
+		key.WriteString(" (leaked)") // apart from the same stack not leaked
+	}
+	for _, f := range g.Frames {
+		if f.Elided && !allFrames {
+			continue
+		}
+		key.WriteByte('|')
+		key.WriteString(f.Function)
+		key.WriteByte(' ')
+		key.WriteString(f.File)
+		key.WriteByte(':')
+		key.WriteString(strconv.Itoa(f.Line))
+	}
+	if c := g.CreatedBy; c != nil {
+		key.WriteString("|created by ")
+		key.WriteString(c.Function)
+		key.WriteString(strconv.Itoa(c.Line))
+	}
+	return key.String()
 }

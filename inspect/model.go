@@ -105,6 +105,17 @@ type Goroutine struct {
 	// WaitKnown is false when the runtime has not recorded it yet.
 	Wait      time.Duration
 	WaitKnown bool
+	// WaitSince is g.waitsince, the target's runtime.nanotime when the
+	// wait was first seen (0: not recorded): the same in two snapshots,
+	// the same wait.
+	WaitSince int64
+	// SP is the stack pointer the goroutine's stack was unwound from
+	// (its registers' when running, else g.sched's or g.syscallsp).
+	SP uint64
+	// Transitions is g.trackingSeq: a count, modulo 256, of the times
+	// the goroutine stopped running. The same in two snapshots, with
+	// the same SP and wait, it has not run in between.
+	Transitions uint8
 	// LockedToThread is true after runtime.LockOSThread.
 	LockedToThread bool
 	// ThreadID is the OS thread running the goroutine (running or syscall),

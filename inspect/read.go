@@ -27,7 +27,7 @@ type rawG struct {
 	// Fields of the runtime.g decoding reads, copied out of it: the g
 	// structs are released once the rawGs are made.
 	lockedM                              bool
-	reason                               uint8
+	reason, trackingSeq                  uint8
 	parentGoid, waitSince, startPC, goPC uint64
 	waiting, sleepWhen                   uint64 // g.waiting (sudogs), g.sleepWhen (Go 1.23+)
 
@@ -487,6 +487,9 @@ func (t *Target) fillRawG(rg *rawG, addr uint64, gb []byte) {
 	}
 	if o := L.G.WaitReason; o >= 0 && o < int64(len(gb)) {
 		rg.reason = gb[o]
+	}
+	if o := L.G.TrackingSeq; o >= 0 && o < int64(len(gb)) {
+		rg.trackingSeq = gb[o]
 	}
 	if W := &L.Wait; W.Known {
 		rg.waiting, rg.sleepWhen = t.u64(gb, W.GWaiting), t.u64(gb, W.GSleepWhen)

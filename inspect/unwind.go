@@ -117,6 +117,8 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 			Scan:           rg.state&L.ScanBit != 0,
 			Status:         t.statusName(status),
 			LockedToThread: rg.lockedM,
+			SP:             rg.sp,
+			Transitions:    rg.trackingSeq,
 			ThreadID:       rg.tid,
 			HostThreadID:   rg.hostTID,
 			Labels:         rg.labels,
@@ -136,8 +138,11 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 		} else if status != waiting {
 			g.WaitReason = ""
 		}
-		if since := int64(rg.waitSince); since != 0 && (status == waiting || status == syscall) && now > since {
-			g.Wait, g.WaitKnown = time.Duration(now-since), true
+		if since := int64(rg.waitSince); since != 0 && (status == waiting || status == syscall) {
+			g.WaitSince = since
+			if now > since {
+				g.Wait, g.WaitKnown = time.Duration(now-since), true
+			}
 		}
 		if f := t.sym.funcFor(rg.startPC); f != nil {
 			g.StartFunction = f.Name

@@ -150,6 +150,10 @@ func appendString(b []byte, s string) []byte {
 func (w *indented) goroutine(g *Goroutine) {
 	w.open('{')
 	w.uint("goid", g.Goid)
+	w.str("addr", g.Addr)
+	w.uint("sp", g.SP)
+	w.int("wait_since", g.WaitSince)
+	w.uint("transitions", uint64(g.Transitions))
 	w.str("state", g.State)
 	w.str("wait_reason", g.WaitReason)
 	w.int("wait_ns", g.WaitNS)

@@ -21,6 +21,8 @@ type Ps struct {
 	NSPid     int    `json:"ns_pid"`
 	GoVersion string `json:"go_version"`
 	PauseNS   int64  `json:"pause_ns"`
+	// TakenUnixNS is when the process was stopped (0 for a core file).
+	TakenUnixNS int64 `json:"taken_unix_ns,omitempty"`
 	// Origin names the core file a listing was read from (inspect.Snapshot.Origin).
 	Origin   string   `json:"origin,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -75,7 +77,16 @@ type LeakSite struct {
 
 // Goroutine is one goroutine in a Ps document.
 type Goroutine struct {
-	Goid           uint64            `json:"goid"`
+	Goid uint64 `json:"goid"`
+	// Addr is the runtime.g's address; SP the stack pointer its stack
+	// was unwound from; WaitSince the runtime's clock when its wait
+	// began (0: not stamped yet); Transitions the times it stopped
+	// running, modulo 256: what tells a goroutine that has not moved
+	// between two listings (gi ps --since).
+	Addr           string            `json:"addr"`
+	SP             uint64            `json:"sp"`
+	WaitSince      int64             `json:"wait_since"`
+	Transitions    uint8             `json:"transitions"`
 	State          string            `json:"state"`
 	WaitReason     string            `json:"wait_reason"`
 	WaitNS         int64             `json:"wait_ns"`
@@ -213,12 +224,18 @@ type Group struct {
 // of a `gi ps --trace` window.
 func NewPs(snap *inspect.Snapshot, gs []*inspect.Goroutine, allFrames bool, res *measure.Result) *Ps {
 	out := &Ps{
-		PID:        snap.PID,
-		NSPid:      snap.NSPid,
-		GoVersion:  snap.GoVersion,
-		PauseNS:    snap.Pause.Nanoseconds(),
-		Origin:     snap.Origin,
-		Warnings:   snap.Warnings,
+		PID:       snap.PID,
+		NSPid:     snap.NSPid,
+		GoVersion: snap.GoVersion,
+		PauseNS:   snap.Pause.Nanoseconds(),
+		Origin:    snap.Origin,
+		Warnings:  snap.Warnings,
+		TakenUnixNS: func() int64 {
+			if snap.Taken.IsZero() {
+				return 0
+			}
+			return snap.Taken.UnixNano()
+		}(),
 		Goroutines: make([]*Goroutine, 0, len(gs)),
 	}
 	if res != nil {
@@ -283,6 +300,10 @@ func newSharer() *sharer {
 func (sh *sharer) goroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
 	jg := &Goroutine{
 		Goid:           g.ID,
+		Addr:           fmt.Sprintf("%#x", g.Addr),
+		SP:             g.SP,
+		WaitSince:      g.WaitSince,
+		Transitions:    g.Transitions,
 		State:          g.Status,
 		WaitReason:     g.WaitReason,
 		StartFunction:  g.StartFunction,

@@ -80,7 +80,8 @@ func TestPsDocument(t *testing.T) {
 func TestWritePsStreams(t *testing.T) {
 	n := 3
 	g := func(i int) *inspect.Goroutine {
-		return &inspect.Goroutine{ID: uint64(i), Status: "waiting", WaitReason: "chan receive",
+		return &inspect.Goroutine{ID: uint64(i), Status: "waiting", WaitReason: "chan receive", Addr: 0xc000100000 + uint64(i), SP: 0xc000200000 + uint64(i),
+			WaitSince: int64(i) * 1000, Transitions: uint8(250 + i),
 			Labels:    map[string]string{"k<&>": "v\"\n", "b\u2028\x01\xff": "\t\\é"},
 			Frames:    []inspect.Frame{{Function: "main.f", File: "/a b/m.go", Line: i}, {Function: "main.g", Line: 2, Inlined: true}},
 			Truncated: i == 2, Problem: map[bool]string{true: "stack unreadable"}[i == 3],

@@ -30,6 +30,9 @@ type psOptions struct {
 	objects                             bool
 	leaks                               bool
 	leakTrace                           bool
+	watch                               time.Duration
+	watchCount                          int
+	since                               string
 	waits                               bool
 	copyEarly                           bool
 	pprofFile                           string
@@ -75,6 +78,9 @@ given with --binary.`,
 	f.BoolVar(&o.leaks, "leaks", false, "find the leaked goroutines: blocked on channels and sync objects that nothing able to run can reach (the heap is copied in the stop and walked after it)")
 	f.BoolVar(&o.leakTrace, "leaks-trace", false, "with --leaks: say, on stderr, how each blocked goroutine found able to run is reached")
 	f.MarkHidden("leaks-trace")
+	f.DurationVar(&o.watch, "watch", 0, "take a snapshot now and one every `D`, and print after each how the goroutines grew: by creation site and by stack, with rates, and how many have not moved (until Ctrl-C, or --count)")
+	f.IntVar(&o.watchCount, "count", 0, "with --watch: stop after `N` intervals")
+	f.StringVar(&o.since, "since", "", "compare with a listing saved earlier by gi ps --json `FILE`: how the goroutines grew since, and which have not moved (the target may be another saved listing)")
 	f.StringVar(&o.pprofFile, "pprof", "", "write a pprof goroutine profile to `FILE`")
 	f.BoolVar(&o.all, "all", false, "include system goroutines")
 	f.BoolVar(&o.allFrames, "all-frames", false, "keep the runtime-internal frames the runtime's dump elides")
@@ -134,6 +140,51 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.leaks && o.trace > 0 {
 		return fmt.Errorf("--leaks and --trace: one at a time")
 	}
+	if o.watchCount != 0 && o.watch == 0 {
+		return fmt.Errorf("--count goes with --watch D")
+	}
+	if o.watch < 0 || o.watchCount < 0 {
+		return fmt.Errorf("--watch and --count must not be negative")
+	}
+	if (o.watch > 0 || o.since != "") && (o.trace > 0 || o.leaks || o.coreFile != "" || o.stacks || o.group || o.objects || o.pprofFile != "") {
+		return fmt.Errorf("--watch and --since print how goroutines grew, with --json or alone")
+	}
+	if o.watch > 0 && o.since != "" {
+		return fmt.Errorf("--watch and --since: one at a time")
+	}
+	if o.watch > 0 && fromCore {
+		return fmt.Errorf("--watch follows a live process; %s is a core file", target)
+	}
+	if o.since != "" {
+		before, err := readListing(o.since)
+		if err != nil {
+			return fmt.Errorf("--since: %w", err)
+		}
+		if target != "" && isListing(target) {
+			after, err := readListing(target)
+			if err != nil {
+				return err
+			}
+			return writeGrowth(out, after.PID, inspect.Compare(before, after), o.json, 0)
+		}
+		pid, err := o.target.resolve(target)
+		if err != nil {
+			return err
+		}
+		if pid != before.PID {
+			return fmt.Errorf("--since: %s is a listing of pid %d, not of %d", o.since, before.PID, pid)
+		}
+		t, err := inspect.Open(pid)
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		after, err := t.Snapshot(a.tracer)
+		if err != nil {
+			return err
+		}
+		return writeGrowth(out, pid, inspect.Compare(before, after), o.json, after.Pause)
+	}
 	var pid int
 	var err error
 	if !fromCore {
@@ -192,6 +243,9 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 		t.SkipWaits = !o.waits
 		t.StacksInStop = !o.copyEarly
+		if o.watch > 0 {
+			return runWatch(a, out, errOut, t, o.watch, o.watchCount, o.json)
+		}
 		var written *inspect.CoreWritten
 		take := func() (*inspect.Snapshot, error) {
 			if o.coreFile == "" {

@@ -14,7 +14,9 @@
 // the stop, can miss it in both.
 // Commands on stdin: "leakprofile" asks the runtime for its goroutineleak
 // profile (Go 1.26 with GOEXPERIMENT=goroutineleakprofile, Go 1.27+) and
-// answers "DONE leaked=<goids>", or "DONE unsupported" before it.
+// answers "DONE leaked=<goids>", or "DONE unsupported" before it; "grow K"
+// leaks K more goroutines, created in main.grow, and answers "DONE
+// grown=K total=<all it grew>" once they are parked.
 package main
 
 import (
@@ -334,9 +336,36 @@ func commands() {
 			}
 			fmt.Printf("DONE leaked=%s\n", strings.Join(ids, ","))
 		default:
+			var k int
+			if _, err := fmt.Sscanf(in.Text(), "grow %d", &k); err == nil && k > 0 {
+				grown += k
+				fmt.Printf("DONE grown=%d total=%d\n", k, grow(k))
+				continue
+			}
 			fmt.Println("DONE error unknown command")
 		}
 	}
+}
+
+// grown counts the goroutines grow leaked.
+var grown int
+
+// grow leaks k goroutines, each receiving on a channel only it holds, and
+// returns once they are parked with how many it leaked in all.
+func grow(k int) int {
+	rs := make([]record, 0, k)
+	for i := 0; i < k; i++ {
+		ch := make(chan int)
+		go func() {
+			report <- record{goid(), "grown", true}
+			<-ch
+		}()
+	}
+	for len(rs) < k {
+		rs = append(rs, <-report)
+	}
+	waitParked(rs)
+	return grown
 }
 
 // goid returns the calling goroutine's id, from its own stack header.
