@@ -131,6 +131,26 @@ func TestLeaksMatchTarget(t *testing.T) {
 				if fmt.Sprint(ours) != fmt.Sprint(runtimeSet) {
 					t.Errorf("the runtime's goroutineleak profile reports %v, gi %v", runtimeSet, ours)
 				}
+				// The runtime marked them: gi shows its marks.
+				snap2, im2, err := leak.Take(tg, func() (*inspect.Snapshot, error) { return tg.Snapshot(tracer) }, leak.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer im2.Release()
+				res2 := leak.Find(tg, snap2, im2, leak.Options{})
+				marked := 0
+				for _, g := range snap2.Goroutines {
+					if g.Status == "leaked" {
+						marked++
+						if res2.Leaked[g.ID] != "marked leaked by the runtime" {
+							t.Errorf("goroutine %d, marked leaked by the runtime: %q", g.ID, res2.Leaked[g.ID])
+						}
+					}
+				}
+				if marked != len(runtimeSet) {
+					t.Errorf("%d goroutines in status leaked after the runtime's profile, which reported %d", marked, len(runtimeSet))
+				}
+				gt.check(t, res2)
 			})
 		}
 	}

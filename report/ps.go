@@ -314,7 +314,7 @@ func (sh *sharer) goroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
 		System:         g.System,
 		Truncated:      g.Truncated,
 		Problem:        g.Problem,
-		Leaked:         g.Leaked,
+		Leaked:         g.Leaked || g.Status == "leaked",
 		LeakedWhy:      g.LeakedWhy,
 	}
 	if jg.Labels == nil {

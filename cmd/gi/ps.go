@@ -569,7 +569,7 @@ func writeObjects(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine
 
 func stateText(g *inspect.Goroutine) string {
 	s := g.State
-	if g.Leaked {
+	if g.Leaked || g.Status == "leaked" { // gi ps --leaks's verdict, or the runtime's own (Go 1.26+)
 		s += " LEAKED"
 	}
 	if g.LockedToThread {
