@@ -155,3 +155,38 @@ func TestLeaksMatchTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaksBounded: a walk that hits its bound of objects says so and
+// reports only the goroutines blocked forever by definition (a nil
+// channel, select {}), never a guess.
+func TestLeaksBounded(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping and reading another process")
+	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "3")
+	gt := readGroundTruth(t, p)
+	tg, err := inspect.Open(p.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	snap, im, err := leak.Take(tg, func() (*inspect.Snapshot, error) { return tg.Snapshot(tracer) }, leak.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Release()
+	res := leak.Find(tg, snap, im, leak.Options{Objects: 5})
+	if !strings.Contains(res.Undecided, "more than the bound of 5 reachable objects") {
+		t.Errorf("undecided %q, want the bound named", res.Undecided)
+	}
+	forever := 0
+	for id, class := range gt.leaked {
+		if class == "nilchan" || class == "selectnone" {
+			forever++
+			if _, ok := res.Leaked[id]; !ok {
+				t.Errorf("goroutine %d (%s) blocks forever by definition, not reported", id, class)
+			}
+		}
+	}
+	if len(res.Leaked) != forever || forever != 6 {
+		t.Errorf("%d reported leaked, %d block forever by definition (want 6)", len(res.Leaked), forever)
+	}
+}
