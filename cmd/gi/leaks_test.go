@@ -142,3 +142,22 @@ func TestPsLeaks(t *testing.T) {
 	_, stderr, code := runGi(t, "ps", "--leaks", "--trace", "1s", pid)
 	checkOneLineError(t, stderr, code, `--leaks and --trace: one at a time`)
 }
+
+// TestPsLeaksKernelCore: the kernel's core of testdata/leaky killed with
+// GOTRACEBACK=crash gives gi ps --leaks the same verdict as the target's
+// own account, default and stripped builds.
+func TestPsLeaksKernelCore(t *testing.T) {
+	requirePrivilege(t)
+	for _, opts := range []targets.BuildOptions{{}, {Stripped: true}} {
+		t.Run(opts.String(), func(t *testing.T) {
+			p := targets.StartToCrash(t, targets.Build(t, "leaky", opts), "-n", "3")
+			truth, _ := leakyTruth(t, p.Process)
+			path := p.Crash(t)
+			doc := giOK(t, "ps", "--leaks", "--json", path)
+			validate(t, compileSchema(t, "ps"), "gi ps --leaks --json <kernel core>", doc)
+			if got := leakedOf(t, doc); !sameSet(got, truth) {
+				t.Errorf("gi ps --leaks of the kernel's core marks %v leaked, the target leaked %v", keys(got), keys(truth))
+			}
+		})
+	}
+}
