@@ -17,13 +17,6 @@ import (
 	"github.com/gi-debug/gi/runtimelayout"
 )
 
-// Memory is the process's memory as Capture reads it: a stopped live
-// process's, or a core file's.
-type Memory interface {
-	ReadAt(p []byte, addr uint64) (int, error)
-	ReadBatch(ranges []proc.Range, dst []byte) error
-}
-
 // Image is what the walk reads of the process, copied at one instant:
 // the heap's spans and the contents of those that hold pointers, the
 // executable's data and bss, and the threads' registers.
@@ -70,12 +63,12 @@ func (im *Image) Release() {
 // spans (heap.Read), the spans that may hold pointers (heap.Copy), and
 // the executable's data and bss (the globals, load bias applied). Call
 // it while the process is stopped, or on a core file.
-func Capture(mem Memory, exe *elfbin.Binary, layout *runtimelayout.HeapLayout, bias uint64, threads []ptrace.Thread, lim Options) (*Image, error) {
+func Capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.HeapLayout, bias uint64, threads []ptrace.Thread, lim Options) (*Image, error) {
 	return capture(mem, exe, layout, bias, threads, lim, nil)
 }
 
 // capture is Capture copying the heap into buf when it is large enough.
-func capture(mem Memory, exe *elfbin.Binary, layout *runtimelayout.HeapLayout, bias uint64, threads []ptrace.Thread, lim Options, buf []byte) (*Image, error) {
+func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.HeapLayout, bias uint64, threads []ptrace.Thread, lim Options, buf []byte) (*Image, error) {
 	start := time.Now()
 	lim.defaults()
 	h, err := heap.Read(mem, layout, exe.Arch, bias, lim.Heap)

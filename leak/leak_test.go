@@ -66,6 +66,29 @@ func (gt groundTruth) check(t *testing.T, res *leak.Result) {
 
 var tracer = ptrace.NewTracer()
 
+// openTarget opens process pid until the test ends.
+func openTarget(t *testing.T, pid int) *inspect.Target {
+	t.Helper()
+	tg, err := inspect.Open(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tg.Close() })
+	return tg
+}
+
+// take takes a snapshot of tg with the image the walk reads, released
+// when the test ends.
+func take(t *testing.T, tg *inspect.Target) (*inspect.Snapshot, *leak.Image) {
+	t.Helper()
+	snap, im, err := leak.Take(tg, func() (*inspect.Snapshot, error) { return tg.Snapshot(tracer) }, leak.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(im.Release)
+	return snap, im
+}
+
 // TestLeaksMatchTarget parks goroutines of every kind the runtime's
 // detector judges (channel receive, send and select, Mutex, RWMutex,
 // WaitGroup, Cond, nil channel, select {}, a chain of two), half of them
@@ -82,16 +105,8 @@ func TestLeaksMatchTarget(t *testing.T) {
 			t.Run(opts.String(), func(t *testing.T) {
 				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "4", "-mover")
 				gt := readGroundTruth(t, p)
-				tg, err := inspect.Open(p.Pid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer tg.Close()
-				snap, im, err := leak.Take(tg, func() (*inspect.Snapshot, error) { return tg.Snapshot(tracer) }, leak.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer im.Release()
+				tg := openTarget(t, p.Pid)
+				snap, im := take(t, tg)
 				res := leak.Find(tg, snap, im, leak.Options{})
 				t.Logf("%d candidates, %d leaked, %d objects marked, %d bytes scanned in %d rounds; capture %v in a pause of %v, walk %v",
 					res.Candidates, len(res.Leaked), res.Marked, res.Scanned, res.Rounds, im.Took, snap.Pause, res.Took)
@@ -132,11 +147,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 					t.Errorf("the runtime's goroutineleak profile reports %v, gi %v", runtimeSet, ours)
 				}
 				// The runtime marked them: gi shows its marks.
-				snap2, im2, err := leak.Take(tg, func() (*inspect.Snapshot, error) { return tg.Snapshot(tracer) }, leak.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer im2.Release()
+				snap2, im2 := take(t, tg)
 				res2 := leak.Find(tg, snap2, im2, leak.Options{})
 				marked := 0
 				for _, g := range snap2.Goroutines {
@@ -163,16 +174,8 @@ func TestLeaksBounded(t *testing.T) {
 	targets.RequirePrivilege(t, "stopping and reading another process")
 	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "3")
 	gt := readGroundTruth(t, p)
-	tg, err := inspect.Open(p.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
-	snap, im, err := leak.Take(tg, func() (*inspect.Snapshot, error) { return tg.Snapshot(tracer) }, leak.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer im.Release()
+	tg := openTarget(t, p.Pid)
+	snap, im := take(t, tg)
 	res := leak.Find(tg, snap, im, leak.Options{Objects: 5})
 	if !strings.Contains(res.Undecided, "more than the bound of 5 reachable objects") {
 		t.Errorf("undecided %q, want the bound named", res.Undecided)
