@@ -97,7 +97,7 @@ bench:
 # Fuzz every parser of untrusted bytes for FUZZTIME each (the seed corpora
 # run in make test as plain tests); prints executions and any crasher.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := elfbin:FuzzBinary pclntab:FuzzPclntab trace:FuzzProbeSites runtimelayout:FuzzReadStringArray inspect:FuzzDecodeImage funcargs:FuzzDecode report:FuzzAppendString
+FUZZ_TARGETS := elfbin:FuzzBinary pclntab:FuzzPclntab trace:FuzzProbeSites runtimelayout:FuzzReadStringArray inspect:FuzzDecodeImage funcargs:FuzzDecode report:FuzzAppendString heap:FuzzReadHeap
 fuzz:
 	@set -o pipefail; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "== $$fn ($$pkg, $(FUZZTIME))"; \

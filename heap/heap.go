@@ -131,6 +131,9 @@ func (h *Heap) Find(addr uint64) (int, bool) {
 	return i, true
 }
 
+// arenaBatch is how many arenas' span maps Read reads at a time.
+const arenaBatch = 64
+
 // ErrNoHeapLayout means the binary does not describe the heap, or the
 // address of runtime.mheap_ is unknown (a stripped binary).
 var ErrNoHeapLayout = errors.New("the heap's layout is unknown")
@@ -194,37 +197,44 @@ func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim
 		}
 		arenas = append(arenas, arenaAt{ai, ai<<arenaShift + runtimelayout.ArenaBaseOffset(arch), arena})
 	}
-	// Their page bitmaps and span maps, in one batch.
+	// Their page bitmaps and span maps, a batch of arenas at a time (a
+	// batch is 4 MiB of maps), and the records of the pages that begin
+	// a span in use.
 	inUseLen, spansLen := int(pagesPerArena/8), int(pagesPerArena*8)
-	ranges := make([]proc.Range, 0, 2*len(arenas))
-	for _, a := range arenas {
-		ranges = append(ranges, proc.Range{Addr: a.addr + uint64(l.ArenaPageInUse), Len: inUseLen}, proc.Range{Addr: a.addr + uint64(l.ArenaSpans), Len: spansLen})
-	}
-	maps := make([]byte, len(arenas)*(inUseLen+spansLen))
-	if err := mem.ReadBatch(ranges, maps); err != nil {
-		return nil, fmt.Errorf("read the arenas' span maps: %w", err)
-	}
-	// The span records of the pages that begin a span in use, in one batch.
-	var records []uint64
-	var starts []uint64
-	for i, a := range arenas {
-		m := maps[i*(inUseLen+spansLen):]
-		inUse, spans := m[:inUseLen], m[inUseLen:inUseLen+spansLen]
-		for page := uint64(0); page < pagesPerArena; page++ {
-			if inUse[page/8]&(1<<(page%8)) == 0 {
-				continue
+	var records, starts []uint64
+	var maps []byte
+	for from := 0; from < len(arenas); from += arenaBatch {
+		batch := arenas[from:min(from+arenaBatch, len(arenas))]
+		ranges := make([]proc.Range, 0, 2*len(batch))
+		for _, a := range batch {
+			ranges = append(ranges, proc.Range{Addr: a.addr + uint64(l.ArenaPageInUse), Len: inUseLen}, proc.Range{Addr: a.addr + uint64(l.ArenaSpans), Len: spansLen})
+		}
+		if n := len(batch) * (inUseLen + spansLen); cap(maps) < n {
+			maps = make([]byte, n)
+		}
+		maps = maps[:len(batch)*(inUseLen+spansLen)]
+		if err := mem.ReadBatch(ranges, maps); err != nil {
+			return nil, fmt.Errorf("read the arenas' span maps: %w", err)
+		}
+		for i, a := range batch {
+			m := maps[i*(inUseLen+spansLen):]
+			inUse, spans := m[:inUseLen], m[inUseLen:inUseLen+spansLen]
+			for page := uint64(0); page < pagesPerArena; page++ {
+				if inUse[page/8]&(1<<(page%8)) == 0 {
+					continue
+				}
+				if len(records) >= lim.Spans {
+					return nil, fmt.Errorf("more than the bound of %d spans", lim.Spans)
+				}
+				records = append(records, le.Uint64(spans[8*page:]))
+				starts = append(starts, a.base+page*uint64(l.PageSize))
 			}
-			if len(records) >= lim.Spans {
-				return nil, fmt.Errorf("more than the bound of %d spans", lim.Spans)
-			}
-			records = append(records, le.Uint64(spans[8*page:]))
-			starts = append(starts, a.base+page*uint64(l.PageSize))
 		}
 	}
 	S := &l.Span
 	recLen := int(max(S.StartAddr, S.NPages, S.ElemSize, S.FreeIndex, S.NElems, S.AllocBits, S.SpanClass, S.State, S.Specials) + 8)
 	recs := make([]byte, len(records)*recLen)
-	ranges = ranges[:0]
+	ranges := make([]proc.Range, 0, len(records))
 	for _, a := range records {
 		ranges = append(ranges, proc.Range{Addr: a, Len: recLen})
 	}
