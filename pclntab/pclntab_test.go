@@ -46,6 +46,7 @@ func TestPclntab(t *testing.T) {
 		{"ExternalLinking", testPclntabExternalLinking},
 		{"Corrupt", testPclntabCorrupt},
 		{"FuncForPC", testPclntabFuncForPC},
+		{"StackMaps", testPclntabStackMaps},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, pb) })
 	}
