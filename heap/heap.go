@@ -324,7 +324,7 @@ func decodeSpan(l *runtimelayout.HeapLayout, addr uint64, rec []byte) (Span, uin
 		return Span{}, 0, fmt.Errorf("mspan %#x in state %d, not in use", addr, state)
 	}
 	pageBytes := uint64(l.PageSize)
-	if s.Pages == 0 || s.Pages > 1<<30 || s.ElemSize == 0 || s.NElems <= 0 || uint64(s.NElems) > s.Pages*pageBytes/s.ElemSize+1 || s.freeIndex > s.NElems {
+	if s.Pages == 0 || s.Pages > 1<<30 || s.ElemSize == 0 || s.ElemSize > s.Pages*pageBytes || s.NElems <= 0 || uint64(s.NElems) > s.Pages*pageBytes/s.ElemSize || s.freeIndex > s.NElems {
 		return Span{}, 0, fmt.Errorf("mspan %#x: %d pages of %d slots of %d bytes, free index %d: not a span", addr, s.Pages, s.NElems, s.ElemSize, s.freeIndex)
 	}
 	return s, le.Uint64(rec[S.AllocBits:]), nil

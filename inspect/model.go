@@ -170,6 +170,12 @@ type StackCopy struct {
 	// whole (WholeFrames counts those, of Frames).
 	Pointers            []uint64
 	Frames, WholeFrames int
+	// Unwound says the unwinding reached the stack's first frame
+	// (runtime.goexit, or a top frame): every frame is in Frames. A
+	// stack not unwound to its end, or copied Whole (from Lo: the
+	// goroutine's stack pointer was unknown, running on a system
+	// stack), is one whose every word a walk must scan.
+	Unwound, Whole bool
 }
 
 // Scanned reports whether word i of Bytes is one the garbage collector

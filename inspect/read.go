@@ -45,6 +45,9 @@ type rawG struct {
 	stackLo, stackHi uint64
 	stack            []byte // copy of [sp, sp+len(stack))
 	stackErr         string
+	// wholeStack is a copy of [stackLo, stackHi), made (KeepStacks) when
+	// sp is unknown.
+	wholeStack []byte
 
 	labels map[string]string
 
@@ -217,11 +220,20 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	// Stacks: the used part, from sp to the top.
 	stackRanges := make([]proc.Range, 0, len(scan.stackless))
 	var stackOwners []*rawG
+	// Goroutines whose stack pointer is unknown (running on a system
+	// stack: g.sched is cleared while a goroutine runs): with
+	// KeepStacks, their whole stack, for a walk that scans every word.
+	var wholeRanges []proc.Range
+	var wholeOwners []*rawG
 	total := 0
 	for _, rg := range scan.stackless {
 		if rg.sp == 0 || rg.sp < rg.stackLo || rg.sp >= rg.stackHi {
 			if rg.sp != 0 {
 				rg.stackErr = fmt.Sprintf("sp %#x outside stack [%#x, %#x)", rg.sp, rg.stackLo, rg.stackHi)
+			}
+			if t.KeepStacks && rg.stackLo < rg.stackHi && rg.stackHi-rg.stackLo <= maxStackCopy {
+				wholeRanges = append(wholeRanges, proc.Range{Addr: rg.stackLo, Len: int(rg.stackHi - rg.stackLo)})
+				wholeOwners = append(wholeOwners, rg)
 			}
 			continue
 		}
@@ -248,6 +260,31 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 	for i, rg := range stackOwners {
 		rg.stack = sbuf[off : off+stackRanges[i].Len : off+stackRanges[i].Len]
 		off += stackRanges[i].Len
+	}
+	if len(wholeRanges) > 0 {
+		n := 0
+		for _, r := range wholeRanges {
+			n += r.Len
+		}
+		wbuf := make([]byte, n)
+		var failed map[int]bool
+		if err := t.Mem.ReadBatch(wholeRanges, wbuf); err != nil {
+			var be *proc.BatchError
+			if !errors.As(err, &be) {
+				return nil, fmt.Errorf("read goroutine stacks: %w", err)
+			}
+			failed = map[int]bool{}
+			for _, i := range be.Failed {
+				failed[i] = true
+			}
+		}
+		off := 0
+		for i, rg := range wholeOwners {
+			if !failed[i] {
+				rg.wholeStack = wbuf[off : off+wholeRanges[i].Len : off+wholeRanges[i].Len]
+			}
+			off += wholeRanges[i].Len
+		}
 	}
 
 	meter.mark("stacks", true)

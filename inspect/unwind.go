@@ -148,9 +148,12 @@ func (t *Target) decode(raw *rawSnapshot, now int64) []*Goroutine {
 			g.StartFunction = f.Name
 			g.System = t.isSystem(f)
 		}
-		if t.KeepStacks && rg.sp != 0 {
+		switch {
+		case t.KeepStacks && rg.sp != 0 && rg.stack != nil:
 			g.Stack = &StackCopy{SP: rg.sp, Lo: rg.stackLo, Hi: rg.stackHi, Bytes: rg.stack,
 				Complete: rg.stackErr == "" && rg.sp+uint64(len(rg.stack)) == rg.stackHi}
+		case t.KeepStacks && rg.wholeStack != nil:
+			g.Stack = &StackCopy{SP: rg.stackLo, Lo: rg.stackLo, Hi: rg.stackHi, Bytes: rg.wholeStack, Complete: true, Whole: true}
 		}
 		t.unwind(g, rg)
 		g.Frames = arena.keep(g.Frames)
@@ -199,7 +202,7 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 	pc, sp, trap := rg.pc, rg.sp, rg.trap
 	base := rg.sp // address of rg.stack[0]
 	var live *liveWords
-	if g.Stack != nil {
+	if g.Stack != nil && !g.Stack.Whole {
 		live = newLiveWords(s, g.Stack, t.Binary.Arch)
 		defer func() { g.Stack.Frames, g.Stack.WholeFrames = live.frames, live.whole }()
 	}
@@ -238,6 +241,9 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 			g.Frames = append(g.Frames, fr)
 		}
 		if f.Flag&funcFlagTopFrame != 0 || f.Name == "runtime.goexit" {
+			if live != nil {
+				g.Stack.Unwound = true
+			}
 			break
 		}
 		if n > 0 && f.Flag&funcFlagSPWrite != 0 {

@@ -28,6 +28,10 @@ type WaitObject struct {
 	Dir string
 	// Chan is set for channels (not for a nil one).
 	Chan *ChanState
+	// Queued says the goroutine's sudog is in the channel's queue; not
+	// while a goroutine that woke it is between taking it off the queue
+	// and making it runnable, nor when the queue was not followed to it.
+	Queued bool
 	// Sync is set for sync objects.
 	Sync *SyncState
 	// FD is set for a descriptor (Addr is then its pollDesc, 0 for a

@@ -182,6 +182,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, rgs []*rawG, now int6
 				}
 				obj := shared
 				obj.Dir = chanDir[s]
+				obj.Queued = obj.Dir != ""
 				if obj.Dir == "" && reason != "select" {
 					obj.Dir = map[string]string{"chan receive": "recv", "chan send": "send"}[reason]
 				}

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gi-debug/gi/heap"
@@ -205,6 +206,24 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 		res.Undecided = "the heap was not read"
 		return res
 	}
+	if len(im.GoModules) > 0 {
+		res.Undecided = fmt.Sprintf("Go code outside the executable (%s): its globals are not read", strings.Join(im.GoModules, ", "))
+		return res
+	}
+	// A partial snapshot may lack a root or part of a wait: decide
+	// nothing on it (pprof labels aside, which hold no object).
+	for _, warning := range snap.Warnings {
+		if !strings.HasPrefix(warning, "labels: ") {
+			res.Undecided = "the snapshot is partial: " + warning
+			return res
+		}
+	}
+	for _, th := range im.Threads {
+		if th.RegsErr != nil {
+			res.Undecided = fmt.Sprintf("the registers of thread %d could not be read: %v", th.TID, th.RegsErr)
+			return res
+		}
+	}
 	if len(im.Contents.Unread) > 0 {
 		res.Undecided = fmt.Sprintf("%d spans of the heap could not be read (the first at %#x)", len(im.Contents.Unread), im.Contents.Unread[0])
 		return res
@@ -214,27 +233,22 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 		w.from = fmt.Sprintf("globals at %#x", s.Addr)
 		w.scan(s.Bytes, s.Addr, 0)
 	}
-	// The registers of the threads running goroutines: a running
-	// goroutine may hold a pointer nowhere else. (An idle thread's
-	// registers are stale; the runtime never reads them.)
-	running := map[int]bool{}
-	for _, g := range snap.Goroutines {
-		if g.Status == "running" {
-			running[g.ThreadID] = true
-			if g.HostThreadID != 0 {
-				running[g.HostThreadID] = true
-			}
-		}
-	}
+	// The registers of the threads at work, and the stacks they are on
+	// (a g0's, where the runtime may hold the only pointer to what it is
+	// about to wake): a stale word there can only keep an object alive.
 	w.from = "registers"
 	for _, th := range im.Threads {
-		if !running[th.TID] {
+		if !busy(th) {
 			continue
 		}
 		r := th.Regs
 		for _, v := range append([]uint64{r.PC, r.SP, r.BP, r.LR, r.G, r.Arg0}, r.All[:]...) {
 			w.word(v)
 		}
+	}
+	for _, s := range im.ThreadStacks {
+		w.from = fmt.Sprintf("thread stack at %#x", s.Addr)
+		w.scan(s.Bytes, s.Addr, 0)
 	}
 	for _, g := range roots {
 		if err := w.stack(g); err != nil {
@@ -303,6 +317,12 @@ func candidateOf(g *inspect.Goroutine, k kind, waitGroupOnly bool) *candidate {
 				return nil
 			}
 		case k == chanWait && o.Kind == "chan":
+			// A waiter off its channel's queue, or on a closed one, is
+			// being woken (the waker dequeues under the channel's lock,
+			// then readies it, holding no pointer to the channel).
+			if !o.Queued || o.Chan == nil || o.Chan.Closed {
+				return nil
+			}
 		case k == syncWait && (o.Kind == "mutex" || o.Kind == "rwmutex" || o.Kind == "waitgroup" || o.Kind == "cond" || o.Kind == "sema"):
 		default:
 			return nil

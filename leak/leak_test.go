@@ -2,12 +2,14 @@ package leak_test
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/targets"
 	"github.com/gi-debug/gi/leak"
@@ -191,5 +193,29 @@ func TestLeaksBounded(t *testing.T) {
 	}
 	if len(res.Leaked) != forever || forever != 6 {
 		t.Errorf("%d reported leaked, %d block forever by definition (want 6)", len(res.Leaked), forever)
+	}
+}
+
+// TestGoModules: of the files a process maps, those holding Go code
+// other than its executable (a plugin's, a -linkshared library's) are
+// named; C libraries and the executable itself are not.
+func TestGoModules(t *testing.T) {
+	leaky := targets.Build(t, "leaky", targets.BuildOptions{})
+	other := targets.Build(t, "heapobjs", targets.BuildOptions{})
+	exe, err := elfbin.Open(leaky)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	libc := ""
+	for _, p := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/bin/sh"} {
+		if _, err := os.Stat(p); err == nil {
+			libc = p
+			break
+		}
+	}
+	got := leak.GoModules("/", []string{leaky, libc, other, "[vdso]", other, "/no/such/file.so"}, exe)
+	if len(got) != 1 || got[0] != other {
+		t.Errorf("GoModules = %q, want only %s", got, other)
 	}
 }

@@ -102,8 +102,11 @@ func (w *walker) word(v uint64) {
 		return
 	}
 	s := &w.h.Spans[k]
+	// Any slot, allocated or not by its bits: a span caught between the
+	// two stores of its sweep (freeindex reset, allocBits not yet the
+	// mark bits) shows objects allocated since the last cycle as free.
 	slot, _, ok := s.Object(v)
-	if !ok || !s.Allocated(slot) {
+	if !ok {
 		return
 	}
 	m := w.marks[k]
@@ -176,7 +179,7 @@ func (w *walker) stack(g *inspect.Goroutine) error {
 		w.from = fmt.Sprintf("stack of goroutine %d", g.ID)
 	}
 	c := g.Stack
-	if g.Truncated || c.Frames == 0 {
+	if c.Whole || !c.Unwound || g.Truncated || c.Frames == 0 {
 		// Not unwound to its end: every word, as a conservative
 		// collector would.
 		w.scan(c.Bytes, c.SP, 0)

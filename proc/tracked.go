@@ -324,15 +324,13 @@ func (t *Tracked) Sync() error {
 	if err != nil && !errors.As(err, &be) {
 		return fmt.Errorf("process %d: read the pages written since tracking began: %w", t.pid, err)
 	}
+	if be != nil {
+		// Pages gone since (unmapped): what was kept of them is the
+		// process's no longer, and nothing else can stand for it.
+		return fmt.Errorf("process %d: %d pages written since tracking began could not be read again (the first at %#x)", t.pid, len(be.Failed), dirty[be.Failed[0]].page)
+	}
 	for i, h := range dirty {
 		copy(h.buf, buf[i*pageSize:])
-	}
-	if be != nil {
-		// Pages gone since (unmapped): what the kept bytes say of
-		// them is the process's no longer.
-		for _, i := range be.Failed {
-			clear(dirty[i].buf)
-		}
 	}
 	return nil
 }

@@ -225,7 +225,14 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 			return err
 		}
 		if o.leaks {
-			im, capErr := leak.Capture(c.Process.Mem, t.Binary, &t.Layout.Heap, t.Bias, c.Threads, leakOptions(o, errOut))
+			im, capErr := leak.Capture(c.Process.Mem, t.Binary, t.Layout, t.Bias, c.Threads, leakOptions(o, errOut))
+			if im != nil {
+				var paths []string
+				for _, m := range c.Mappings {
+					paths = append(paths, m.Path)
+				}
+				im.GoModules = leak.GoModules("/", paths, t.Binary)
+			}
 			leaks = findLeaks(t, snap, im, capErr, o, errOut)
 		}
 		if err := warnMissing(errOut, c, snap); err != nil {
