@@ -219,3 +219,32 @@ func TestGoModules(t *testing.T) {
 		t.Errorf("GoModules = %q, want only %s", got, other)
 	}
 }
+
+// TestLeaksRunningOnSystemStack stops testdata/leaky while a goroutine
+// of it spins reading the clock, until a stop finds it running on its
+// thread's system stack (the vDSO call: its own stack pointer unknown,
+// its stack copied and scanned whole); the verdict is exact every time.
+func TestLeaksRunningOnSystemStack(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping and reading another process")
+	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "2", "-clock")
+	gt := readGroundTruth(t, p)
+	tg := openTarget(t, p.Pid)
+	for i := 0; i < 500; i++ {
+		snap, im := take(t, tg)
+		whole := false
+		for _, g := range snap.Goroutines {
+			if g.Status == "running" && g.Stack != nil && g.Stack.Whole {
+				whole = true
+			}
+		}
+		res := leak.Find(tg, snap, im, leak.Options{})
+		gt.check(t, res)
+		snap.ReleaseStacks()
+		im.Release()
+		if t.Failed() || whole {
+			t.Logf("stop %d found a goroutine running on a system stack: %v", i+1, whole)
+			return
+		}
+	}
+	t.Fatal("500 stops never found the clock-reading goroutine on its system stack")
+}

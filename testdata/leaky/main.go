@@ -8,7 +8,7 @@
 //	G <goid> <class> leaked|kept
 //
 // once every one of them is parked (as the runtime's own dump says).
-// With -mover, one kept goroutine waits on a channel that a goroutine
+// With -clock, a goroutine spins reading the clock. With -mover, one kept goroutine waits on a channel that a goroutine
 // moves, every few microseconds, between two heap objects far apart: a
 // copy of the heap taken while the program runs, unless made exact at
 // the stop, can miss it in both.
@@ -70,7 +70,11 @@ var (
 func main() {
 	n := flag.Int("n", 5, "goroutines of each kind")
 	mover := flag.Bool("mover", false, "keep a channel moving between two heap objects")
+	clock := flag.Bool("clock", false, "keep a goroutine reading the clock (in the vDSO, on its thread's system stack)")
 	flag.Parse()
+	if *clock {
+		go readClock()
+	}
 	// The goroutines that outlive the spawning start first: their
 	// stacks hold no stale word of it.
 	go commands()
@@ -267,6 +271,17 @@ func move(s *slots) {
 			}
 		}
 		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// clockSink keeps readClock's result.
+var clockSink int64
+
+// readClock reads the clock forever: running, and much of the time on
+// its thread's g0 stack, where the runtime calls the vDSO.
+func readClock() {
+	for {
+		clockSink += time.Now().UnixNano() & 1
 	}
 }
 
