@@ -41,6 +41,15 @@ type Image struct {
 	// that hold Go code (GoModules): their globals are not read, and
 	// Find decides nothing.
 	GoModules []string
+	// Queued are the blocks queued finalizers and cleanups wait in to
+	// run (off the heap: roots); QueuedUnknown says why they could not
+	// be read, and Find then decides nothing.
+	Queued        []Segment
+	QueuedUnknown string
+	// Runtime are the runtime's Ps and Ms, by address, with the masks
+	// of their pointer words: the walk follows only those (their
+	// buffers hold stale addresses as integers).
+	Runtime map[uint64]*runtimelayout.PointerMask
 	// Took is how long the capture took (Take: its part in the stop).
 	Took time.Duration
 	// PreCopy is how long Take copied the heap before the stop, Synced
@@ -53,10 +62,12 @@ type Image struct {
 	buffer []byte // the mapping the heap was copied into, Take's
 }
 
-// Segment is a copy of memory at Addr.
+// Segment is a copy of memory at Addr; Mask, when not nil, has bit i
+// set for the words that hold pointers (the others are not followed).
 type Segment struct {
 	Addr  uint64
 	Bytes []byte
+	Mask  []byte
 }
 
 // Release frees the image's copies.
@@ -94,6 +105,74 @@ func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeL
 		return nil, err
 	}
 	im := &Image{Heap: h, Contents: c, Threads: threads}
+	if im.Globals, err = globals(mem, exe, &layout.Module, bias); err != nil {
+		c.Release()
+		return nil, err
+	}
+	im.ThreadStacks = threadStacks(mem, layout, threads)
+	im.Queued, im.QueuedUnknown = queued(mem, &layout.Heap.Queues, bias)
+	im.Runtime = runtimeObjects(mem, &layout.Heap.Objects, bias)
+	im.Took = time.Since(start)
+	return im, nil
+}
+
+// maxQueueBlocks bounds the blocks of finalizers or cleanups read.
+const maxQueueBlocks = 1 << 20
+
+// queued copies the blocks queued finalizers (runtime.allfin's chain)
+// and cleanups (Go 1.25+, runtime.gcCleanups.all's) wait in, or says why
+// it cannot.
+func queued(mem heap.Reader, q *runtimelayout.QueueLayout, bias uint64) ([]Segment, string) {
+	if q.AllFin == 0 {
+		return nil, "where queued finalizers wait (runtime.allfin) is unknown"
+	}
+	var out []Segment
+	chain := func(head uint64, link, size int64, what string) string {
+		var b [8]byte
+		if _, err := mem.ReadAt(b[:], head); err != nil {
+			return fmt.Sprintf("%s: %v", what, err)
+		}
+		for p, n := binary.LittleEndian.Uint64(b[:]), 0; p != 0; n++ {
+			if n == maxQueueBlocks {
+				return fmt.Sprintf("%s: more than %d blocks", what, maxQueueBlocks)
+			}
+			block := make([]byte, size)
+			if _, err := mem.ReadAt(block, p); err != nil {
+				return fmt.Sprintf("%s: block %#x: %v", what, p, err)
+			}
+			out = append(out, Segment{Addr: p, Bytes: block})
+			p = binary.LittleEndian.Uint64(block[link:])
+		}
+		return ""
+	}
+	if why := chain(q.AllFin+bias, q.FinBlockAllLink, q.FinBlockSize, "queued finalizers"); why != "" {
+		return nil, why
+	}
+	if q.CleanupQueueAll != runtimelayout.Missing {
+		if q.GCCleanups == 0 {
+			return nil, "where queued cleanups wait (runtime.gcCleanups) is unknown"
+		}
+		if why := chain(q.GCCleanups+bias+uint64(q.CleanupQueueAll), q.CleanupBlockAllLink, q.CleanupBlockSize, "queued cleanups"); why != "" {
+			return nil, why
+		}
+	}
+	return out, ""
+}
+
+// maxGlobals bounds the bytes of globals copied.
+const maxGlobals = 1 << 30
+
+// globals copies the executable's globals that may hold pointers: the
+// data and bss its moduledata bounds, with the masks the runtime built
+// of which words do (precise); where those are unknown, the .data and
+// .bss sections, every word of which the walk then follows.
+func globals(mem heap.Reader, exe *elfbin.Binary, l *runtimelayout.ModuleLayout, bias uint64) ([]Segment, error) {
+	if md := exe.Lines.Module(); md != 0 && l.GCBSSMask > 0 {
+		out, err := maskedGlobals(mem, md+bias, l)
+		if err == nil {
+			return out, nil
+		}
+	}
 	var ranges []proc.Range
 	total := 0
 	for _, name := range []string{".data", ".bss"} {
@@ -104,23 +183,102 @@ func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeL
 		ranges = append(ranges, proc.Range{Addr: s.Addr + bias, Len: int(s.Size)})
 		total += int(s.Size)
 	}
-	if len(ranges) == 0 {
-		c.Release()
-		return nil, errors.New("the executable has no .data or .bss section: its globals are unknown")
+	if len(ranges) == 0 || total > maxGlobals {
+		return nil, errors.New("the executable's globals are unknown: no .data or .bss section")
 	}
-	globals := make([]byte, total)
-	if err := mem.ReadBatch(ranges, globals); err != nil {
-		c.Release()
+	buf := make([]byte, total)
+	if err := mem.ReadBatch(ranges, buf); err != nil {
 		return nil, fmt.Errorf("copy the globals: %w", err)
 	}
+	var out []Segment
 	off := 0
 	for _, r := range ranges {
-		im.Globals = append(im.Globals, Segment{Addr: r.Addr, Bytes: globals[off : off+r.Len]})
+		out = append(out, Segment{Addr: r.Addr, Bytes: buf[off : off+r.Len]})
 		off += r.Len
 	}
-	im.ThreadStacks = threadStacks(mem, layout, threads)
-	im.Took = time.Since(start)
-	return im, nil
+	return out, nil
+}
+
+// maskedGlobals copies the module's data and bss from the bounds its
+// moduledata at md holds, with their pointer masks.
+func maskedGlobals(mem heap.Reader, md uint64, l *runtimelayout.ModuleLayout) ([]Segment, error) {
+	word := func(off int64) (uint64, error) {
+		var b [8]byte
+		_, err := mem.ReadAt(b[:], md+uint64(off))
+		return binary.LittleEndian.Uint64(b[:]), err
+	}
+	var out []Segment
+	for _, part := range []struct{ lo, hi, mask int64 }{{l.Data, l.EData, l.GCDataMask}, {l.BSS, l.EBSS, l.GCBSSMask}} {
+		lo, err := word(part.lo)
+		if err != nil {
+			return nil, err
+		}
+		hi, err := word(part.hi)
+		if err != nil {
+			return nil, err
+		}
+		n, err := word(part.mask) // bitvector.n, an int32, then padding
+		if err != nil {
+			return nil, err
+		}
+		bits, err := word(part.mask + 8)
+		if err != nil {
+			return nil, err
+		}
+		nbits := uint64(uint32(n))
+		if hi < lo || hi-lo > maxGlobals || nbits != (hi-lo)/8 {
+			return nil, fmt.Errorf("moduledata: globals [%#x, %#x) with a mask of %d bits", lo, hi, nbits)
+		}
+		seg := Segment{Addr: lo, Bytes: make([]byte, hi-lo), Mask: make([]byte, (nbits+7)/8)}
+		if _, err := mem.ReadAt(seg.Bytes, lo); err != nil {
+			return nil, err
+		}
+		if len(seg.Mask) > 0 {
+			if _, err := mem.ReadAt(seg.Mask, bits); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, seg)
+	}
+	return out, nil
+}
+
+// maxRuntimeObjects bounds the Ps and the Ms read.
+const maxRuntimeObjects = 1 << 16
+
+// runtimeObjects returns the runtime's Ps (runtime.allp) and Ms
+// (runtime.allm's chain) with their masks; none where their addresses or
+// masks are unknown (a stripped binary): the walk then scans them whole.
+func runtimeObjects(mem heap.Reader, o *runtimelayout.ObjectsLayout, bias uint64) map[uint64]*runtimelayout.PointerMask {
+	out := map[uint64]*runtimelayout.PointerMask{}
+	var b [16]byte
+	if o.AllP != 0 && o.P.Known() {
+		if _, err := mem.ReadAt(b[:], o.AllP+bias); err == nil {
+			ptr, n := binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])
+			if n <= maxRuntimeObjects {
+				ps := make([]byte, 8*n)
+				if _, err := mem.ReadAt(ps, ptr); err == nil {
+					for i := uint64(0); i < n; i++ {
+						if p := binary.LittleEndian.Uint64(ps[8*i:]); p != 0 {
+							out[p] = &o.P
+						}
+					}
+				}
+			}
+		}
+	}
+	if o.AllM != 0 && o.M.Known() {
+		if _, err := mem.ReadAt(b[:8], o.AllM+bias); err == nil {
+			for m, n := binary.LittleEndian.Uint64(b[:8]), 0; m != 0 && n < maxRuntimeObjects; n++ {
+				out[m] = &o.M
+				if _, err := mem.ReadAt(b[:8], m+uint64(o.MAllLink)); err != nil {
+					break
+				}
+				m = binary.LittleEndian.Uint64(b[:8])
+			}
+		}
+	}
+	return out
 }
 
 // maxThreadStack bounds the bytes of a thread's stack copied.

@@ -206,6 +206,10 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 		res.Undecided = "the heap was not read"
 		return res
 	}
+	if im.QueuedUnknown != "" {
+		res.Undecided = im.QueuedUnknown
+		return res
+	}
 	if len(im.GoModules) > 0 {
 		res.Undecided = fmt.Sprintf("Go code outside the executable (%s): its globals are not read", strings.Join(im.GoModules, ", "))
 		return res
@@ -231,7 +235,7 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 	w := newWalker(im, snap, layout, lim)
 	for _, s := range im.Globals {
 		w.from = fmt.Sprintf("globals at %#x", s.Addr)
-		w.scan(s.Bytes, s.Addr, 0)
+		w.scanSegment(s)
 	}
 	// The registers of the threads at work, and the stacks they are on
 	// (a g0's, where the runtime may hold the only pointer to what it is
@@ -255,6 +259,10 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 			res.Undecided = err.Error()
 			return res
 		}
+	}
+	for _, s := range im.Queued {
+		w.from = fmt.Sprintf("queued finalizers or cleanups at %#x", s.Addr)
+		w.scan(s.Bytes, s.Addr, 0)
 	}
 	w.from = "finalizers"
 	for i := range im.Heap.Spans {

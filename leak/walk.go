@@ -28,6 +28,9 @@ type walker struct {
 	// start to where the word that marked it was found.
 	parent map[uint64]string
 	from   string
+	// masks are the runtime's structures whose pointer words are known,
+	// by address: Ps, Ms, and every goroutine's g.
+	masks map[uint64]*runtimelayout.PointerMask
 	// sudogs maps the start of each sudog's slot to the value the walk
 	// does not follow there: c for a channel wait, elem (the semaphore,
 	// the Cond's notifyList) for a sync wait — the runtime's
@@ -45,6 +48,15 @@ func newWalker(im *Image, snap *inspect.Snapshot, layout *runtimelayout.RuntimeL
 	w := &walker{im: im, h: h, marks: make([][]uint64, len(h.Spans)), lim: lim, start: time.Now(), sudogs: map[uint64]uint64{}}
 	if lim.Trace != nil {
 		w.parent = map[uint64]string{}
+	}
+	w.masks = make(map[uint64]*runtimelayout.PointerMask, len(im.Runtime)+len(snap.Goroutines))
+	for a, m := range im.Runtime {
+		w.masks[a] = m
+	}
+	if g := &layout.Heap.Objects.G; g.Known() {
+		for _, gr := range snap.Goroutines {
+			w.masks[gr.Addr] = g
+		}
 	}
 	if n := len(h.Spans); n > 0 {
 		w.lo, w.hi = h.Spans[0].Start, h.Spans[n-1].Start+h.Spans[n-1].Pages*h.PageSize
@@ -138,6 +150,33 @@ func (w *walker) scan(b []byte, start, skip uint64) {
 	}
 }
 
+// scanSegment marks what a copied segment's words point to: those its
+// mask says hold pointers, or, without a mask, every word.
+func (w *walker) scanSegment(s Segment) {
+	if s.Mask == nil {
+		w.scan(s.Bytes, s.Addr, 0)
+		return
+	}
+	w.scanned += int64(len(s.Bytes))
+	for i := 0; 8*i+8 <= len(s.Bytes); i++ {
+		if i/8 < len(s.Mask) && s.Mask[i/8]&(1<<(i%8)) != 0 {
+			w.word(binary.LittleEndian.Uint64(s.Bytes[8*i:]))
+		}
+	}
+}
+
+// scanMasked marks what the pointer words of a runtime structure (a P,
+// an M, a g) point to.
+func (w *walker) scanMasked(b []byte, m *runtimelayout.PointerMask) {
+	n := min(len(b), int(m.Size)) / 8
+	w.scanned += int64(8 * n)
+	for i := 0; i < n; i++ {
+		if m.Pointer(i) {
+			w.word(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	}
+}
+
 // drain scans the marked objects not yet scanned, until none is left.
 func (w *walker) drain() error {
 	for n := 0; len(w.work) > 0; n++ {
@@ -160,6 +199,10 @@ func (w *walker) drain() error {
 		start := s.Start + uint64(o.slot)*s.ElemSize
 		if w.parent != nil {
 			w.from = fmt.Sprintf("object %#x", start)
+		}
+		if m := w.masks[start]; m != nil {
+			w.scanMasked(b, m)
+			continue
 		}
 		w.scan(b, start, w.sudogs[start])
 	}

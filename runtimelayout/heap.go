@@ -40,6 +40,12 @@ type HeapLayout struct {
 	// Special is runtime.special, the records of a span's specials
 	// list (finalizers, cleanups, weak handles, profiling samples).
 	Special SpecialLayout
+	// Queues are where finalizers and cleanups wait to run, once the
+	// sweeper took them off their objects.
+	Queues QueueLayout
+	// Objects are the runtime's own structures in the heap whose
+	// pointer words a walk can know (Ps, Ms, gs).
+	Objects ObjectsLayout
 	// objects.
 	SpanInUse int64
 }
@@ -136,6 +142,12 @@ func heapLayout(d *Debug) (HeapLayout, error) {
 	if h.Special, err = specialLayout(d); err != nil {
 		return h, err
 	}
+	if h.Queues, err = queueLayout(d); err != nil {
+		return h, err
+	}
+	if h.Objects, err = objectsLayout(d); err != nil {
+		return h, err
+	}
 	_, nt, _ := FieldOffset(span, "nelems")
 	_, ft, _ := FieldOffset(span, "freeindex")
 	if s.NElemsSize = nt.Size(); ft.Size() != s.NElemsSize || (s.NElemsSize != 2 && s.NElemsSize != 8) {
@@ -178,6 +190,104 @@ func specialLayout(d *Debug) (SpecialLayout, error) {
 		}
 	}
 	return sp, nil
+}
+
+// ObjectsLayout finds the runtime's Ps and Ms in the heap and says
+// which of their words, and of a g's, hold pointers.
+type ObjectsLayout struct {
+	// AllP and AllM are the link-time addresses of runtime.allp (a
+	// slice of *p) and runtime.allm (the chain of every m, through
+	// MAllLink); 0 in the generated table.
+	AllP, AllM uint64
+	MAllLink   int64
+	// P, M and G are the pointer masks of runtime.p, runtime.m and
+	// runtime.g.
+	P, M, G PointerMask
+}
+
+// objectsLayout reads where the Ps and Ms are and the masks.
+func objectsLayout(d *Debug) (ObjectsLayout, error) {
+	var o ObjectsLayout
+	var ok bool
+	if o.AllP, ok = d.Variable("runtime.allp"); !ok {
+		return o, fmt.Errorf("no runtime.allp in DWARF")
+	}
+	if o.AllM, ok = d.Variable("runtime.allm"); !ok {
+		return o, fmt.Errorf("no runtime.allm in DWARF")
+	}
+	m, err := d.Struct("runtime.m")
+	if err != nil {
+		return o, err
+	}
+	if err := readFields(m, "runtime.m", []fieldSpec{{&o.MAllLink, []string{"alllink"}, 8, false}}); err != nil {
+		return o, err
+	}
+	for _, x := range []struct {
+		dst  *PointerMask
+		name string
+	}{{&o.P, "runtime.p"}, {&o.M, "runtime.m"}, {&o.G, "runtime.g"}} {
+		if *x.dst, err = pointerMask(d, x.name); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// QueueLayout is where the runtime keeps the finalizers and cleanups
+// it queued to run: blocks outside the heap, chained from a global,
+// which its collector scans as roots.
+type QueueLayout struct {
+	// AllFin is the link-time address of runtime.allfin, the chain of
+	// every finBlock (0 in the generated table: stripped binaries find
+	// it in their code); FinBlockAllLink the offset of its link in a
+	// block, FinBlockSize a block's size.
+	AllFin                        uint64
+	FinBlockAllLink, FinBlockSize int64
+	// GCCleanups is the link-time address of runtime.gcCleanups (Go
+	// 1.25+, 0 before and in the table), CleanupQueueAll the offset of
+	// its chain of every cleanupBlock (Missing before 1.25),
+	// CleanupBlockAllLink the offset of a block's link, CleanupBlockSize
+	// a block's size.
+	GCCleanups                                             uint64
+	CleanupQueueAll, CleanupBlockAllLink, CleanupBlockSize int64
+}
+
+// queueLayout reads where finalizers and cleanups wait to run.
+func queueLayout(d *Debug) (QueueLayout, error) {
+	q := QueueLayout{CleanupQueueAll: Missing, CleanupBlockAllLink: Missing}
+	var ok bool
+	if q.AllFin, ok = d.Variable("runtime.allfin"); !ok {
+		return q, fmt.Errorf("no runtime.allfin in DWARF")
+	}
+	fb, err := d.Struct("runtime.finBlock") // Go 1.23+
+	if err != nil {
+		if fb, err = d.Struct("runtime.finblock"); err != nil {
+			return q, err
+		}
+	}
+	if err := readFields(fb, "runtime.finBlock", []fieldSpec{{&q.FinBlockAllLink, []string{"alllink"}, 8, false}}); err != nil {
+		return q, err
+	}
+	q.FinBlockSize = fb.Size()
+	cq, err := d.Struct("runtime.cleanupQueue")
+	if err != nil {
+		return q, nil // before Go 1.25: cleanups wait as finalizers
+	}
+	if q.GCCleanups, ok = d.Variable("runtime.gcCleanups"); !ok {
+		return q, fmt.Errorf("no runtime.gcCleanups in DWARF")
+	}
+	cb, err := d.Struct("runtime.cleanupBlock")
+	if err != nil {
+		return q, err
+	}
+	if err := readFields(cq, "runtime.cleanupQueue", []fieldSpec{{&q.CleanupQueueAll, []string{"all"}, 8, false}}); err != nil {
+		return q, err
+	}
+	if err := readFields(cb, "runtime.cleanupBlock", []fieldSpec{{&q.CleanupBlockAllLink, []string{"cleanupBlockHeader", "alllink"}, 8, false}}); err != nil {
+		return q, err
+	}
+	q.CleanupBlockSize = cb.Size()
+	return q, nil
 }
 
 // SpecialLayout is where runtime.special's fields are, and the kinds

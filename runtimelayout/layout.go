@@ -63,6 +63,12 @@ type ModuleLayout struct {
 	Text     int64 // moduledata.text
 	GoFunc   int64 // moduledata.gofunc: the address of go:func.*
 	EPclntab int64 // moduledata.epclntab (Go 1.24+), or Missing
+	// Data, EData, BSS and EBSS bound the module's globals that may
+	// hold pointers; GCDataMask and GCBSSMask are the bitvectors
+	// ({n int32; bytedata *uint8}) the runtime builds at start-up of
+	// which of their words do.
+	Data, EData, BSS, EBSS int64
+	GCDataMask, GCBSSMask  int64
 }
 
 // LabelsKind tells how g.labels is represented in a Go release.
@@ -194,6 +200,9 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 	if err := readFields(md, "runtime.moduledata", []fieldSpec{
 		{&l.Module.Text, []string{"text"}, 8, false}, {&l.Module.GoFunc, []string{"gofunc"}, 8, false},
 		{&l.Module.EPclntab, []string{"epclntab"}, 8, true},
+		{&l.Module.Data, []string{"data"}, 8, false}, {&l.Module.EData, []string{"edata"}, 8, false},
+		{&l.Module.BSS, []string{"bss"}, 8, false}, {&l.Module.EBSS, []string{"ebss"}, 8, false},
+		{&l.Module.GCDataMask, []string{"gcdatamask"}, 16, false}, {&l.Module.GCBSSMask, []string{"gcbssmask"}, 16, false},
 	}); err != nil {
 		return nil, err
 	}

@@ -59,9 +59,152 @@ func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 	}
 	// Without it, sync waiters are said unknown: not fatal.
 	cp.Wait.SemTable, _ = FindSemtable(bin)
-	// Without it, the heap is not walked (gi ps --leaks says why).
+	// Without them, the heap is not walked (gi ps --leaks says why).
 	cp.Heap.MHeap, _ = FindMHeap(bin)
+	cp.Heap.Queues.AllFin, _ = FindAllfin(bin)
+	if q := &cp.Heap.Queues; q.CleanupQueueAll != Missing {
+		var err error
+		if q.GCCleanups, err = FindGCCleanups(bin, q.CleanupQueueAll); errors.Is(err, ErrNoCleanups) {
+			q.CleanupQueueAll = Missing // no cleanup can wait: no queue to read
+		}
+	}
 	return &cp, v, nil
+}
+
+// FindAllfin locates runtime.allfin, the chain of the blocks queued
+// finalizers wait in, in a binary without symbols: the one static
+// address both runtime.queuefinalizer (which links a new block in) and
+// runtime.markroot (which scans the chain) read or write, but
+// runtime.allgadd does not (the write barrier's flag, which all three
+// test), that markroot reads as a value (not finptrmask, the blocks'
+// pointer mask, whose address it passes on) and that neither loads as a
+// byte (arm64's CPU feature flags).
+func FindAllfin(b Source) (uint64, error) {
+	if b.Arch != "amd64" && b.Arch != "arm64" {
+		return 0, fmt.Errorf("finding runtime.allfin without symbols is implemented for amd64 and arm64, not %s", b.Arch)
+	}
+	common, err := staticRefs(b, "runtime.queuefinalizer")
+	if err != nil {
+		return 0, err
+	}
+	markroot, err := staticRefs(b, "runtime.markroot")
+	if err != nil {
+		return 0, err
+	}
+	allgadd, err := staticRefs(b, "runtime.allgadd")
+	if err != nil {
+		return 0, err
+	}
+	// What markroot reads as a value (a pointer to follow), not the
+	// address of (a mask to pass on); not a CPU feature flag.
+	code, entry, err := funcCode(b, "runtime.markroot")
+	if err != nil {
+		return 0, err
+	}
+	loadedByMarkroot := map[uint64]bool{}
+	flags := map[uint64]bool{}
+	if b.Arch == "arm64" {
+		r := staticRefsARM64(code, entry)
+		loadedByMarkroot = r.loads
+		for _, name := range []string{"runtime.queuefinalizer", "runtime.markroot"} {
+			code, entry, err := funcCode(b, name)
+			if err != nil {
+				return 0, err
+			}
+			for a := range staticRefsARM64(code, entry).flags {
+				flags[a] = true
+			}
+		}
+	} else {
+		taken, err := leaTargets(b, "runtime.markroot")
+		if err != nil {
+			return 0, err
+		}
+		for a := range markroot {
+			if !taken[a] {
+				loadedByMarkroot[a] = true
+			}
+		}
+	}
+	for a := range common {
+		if !loadedByMarkroot[a] || allgadd[a] || flags[a] {
+			delete(common, a)
+		}
+	}
+	if len(common) != 1 {
+		return 0, fmt.Errorf("runtime.queuefinalizer and runtime.markroot share %d static addresses, want 1 (runtime.allfin)", len(common))
+	}
+	for a := range common {
+		return a, nil
+	}
+	return 0, nil
+}
+
+// ErrNoCleanups means a binary has no code that runs cleanups
+// (runtime.runCleanups was left out by the linker: the program never
+// adds one), so none can wait in runtime.gcCleanups.
+var ErrNoCleanups = errors.New("the program runs no cleanups")
+
+// FindGCCleanups locates runtime.gcCleanups (Go 1.25+), the queue of
+// cleanups, in a binary without symbols: the static address
+// runtime.runCleanups takes (to call the queue's methods) whose field
+// all, at offset allOff, runtime.markroot reads (to scan every block).
+func FindGCCleanups(b Source, allOff int64) (uint64, error) {
+	if b.Arch != "amd64" && b.Arch != "arm64" {
+		return 0, fmt.Errorf("finding runtime.gcCleanups without symbols is implemented for amd64 and arm64, not %s", b.Arch)
+	}
+	if b.Lines.FuncByName("runtime.runCleanups") == nil {
+		return 0, ErrNoCleanups
+	}
+	taken, err := leaTargets(b, "runtime.runCleanups")
+	if err != nil {
+		return 0, err
+	}
+	markroot, err := staticRefs(b, "runtime.markroot")
+	if err != nil {
+		return 0, err
+	}
+	var found []uint64
+	for a := range taken {
+		if markroot[a+uint64(allOff)] {
+			found = append(found, a)
+		}
+	}
+	if len(found) != 1 {
+		return 0, fmt.Errorf("%d static addresses runtime.runCleanups takes have a field runtime.markroot reads at +%d, want 1 (runtime.gcCleanups)", len(found), allOff)
+	}
+	return found[0], nil
+}
+
+// staticRefs returns every static address a function's code reads,
+// writes or takes: RIP-relative operands (amd64), ADRP-built addresses
+// and their loads and stores (arm64).
+func staticRefs(b Source, name string) (map[uint64]bool, error) {
+	code, entry, err := funcCode(b, name)
+	if err != nil {
+		return nil, err
+	}
+	if b.Arch == "arm64" {
+		return staticRefsARM64(code, entry).refs, nil
+	}
+	refs, _, _ := allgaddRefsAMD64(code, entry)
+	return refs, nil
+}
+
+// funcCode returns the code of the function named name and its entry.
+func funcCode(b Source, name string) ([]byte, uint64, error) {
+	f := b.Lines.FuncByName(name)
+	if f == nil {
+		return nil, 0, fmt.Errorf("%s not in the pclntab", name)
+	}
+	if f.End <= f.Entry || f.End-f.Entry > maxScannedFunc {
+		return nil, 0, fmt.Errorf("%s has an implausible size", name)
+	}
+	code := make([]byte, f.End-f.Entry)
+	if _, err := b.Contents.ReadAt(code, f.Entry); err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", name, err)
+	}
+	return code, f.Entry, nil
 }
 
 // FindMHeap locates runtime.mheap_ in a binary without symbols: the one
@@ -175,6 +318,7 @@ type arm64Refs struct {
 	stored   []uint64        // written by an STLR (an atomic store)
 	taken    map[uint64]bool // built whole with ADRP and ADD: the arm64 form of a LEAQ
 	flags    map[uint64]bool // read as one byte (LDRB): a bool, such as runtime.arm64HasATOMICS
+	loads    map[uint64]bool // read (LDR of any size)
 }
 
 // staticRefsARM64 follows the static addresses arm64 code builds (ADRP gives
@@ -182,7 +326,7 @@ type arm64Refs struct {
 // register written any other way is forgotten. Only the instruction classes
 // the runtime functions read here use are decoded, from their encodings.
 func staticRefsARM64(code []byte, entry uint64) arm64Refs {
-	r := arm64Refs{refs: map[uint64]bool{}, compared: map[uint64]bool{}, taken: map[uint64]bool{}, flags: map[uint64]bool{}}
+	r := arm64Refs{refs: map[uint64]bool{}, compared: map[uint64]bool{}, taken: map[uint64]bool{}, flags: map[uint64]bool{}, loads: map[uint64]bool{}}
 	refs, compared, taken := r.refs, r.compared, r.taken
 	addr := map[uint32]uint64{}   // register -> the static address it holds
 	loaded := map[uint32]uint64{} // register -> the static address it was loaded from
@@ -225,6 +369,7 @@ func staticRefsARM64(code []byte, entry uint64) arm64Refs {
 			refs[a] = true
 			if load {
 				loaded[rd] = a
+				r.loads[a] = true
 				if size == 0 {
 					r.flags[a] = true
 				}

@@ -10,8 +10,10 @@ import (
 
 // TestFindAllgsWithoutSymbols finds runtime.allgs and runtime.allglen through
 // the code of runtime.allgadd, runtime.semtable through the code of
-// semacquire1 and semrelease1, and runtime.mheap_ through the code of
-// mcentral.grow, mcache.allocLarge and mallocinit, as for a stripped binary, and checks
+// semacquire1 and semrelease1, runtime.mheap_ through the code of
+// mcentral.grow, mcache.allocLarge and mallocinit, and the queues of
+// finalizers and cleanups (runtime.allfin, runtime.gcCleanups) through
+// queuefinalizer, runCleanups and markroot, as for a stripped binary, and checks
 // the results against the symbol table, for every Go release in the
 // table, amd64 and arm64, PIE and not.
 func TestFindAllgsWithoutSymbols(t *testing.T) {
@@ -32,6 +34,21 @@ func TestFindAllgsWithoutSymbols(t *testing.T) {
 				sm, _ := b.Symbol("runtime.mheap_")
 				if mhErr != nil || mh != sm.Addr || mh == 0 {
 					t.Errorf("%s %s %s: found mheap_ %#x (%v), the symbol says %#x", tc, arch, pie, mh, mhErr, sm.Addr)
+				}
+				af, afErr := runtimelayout.FindAllfin(b.Layout())
+				sa, _ := b.Symbol("runtime.allfin")
+				if afErr != nil || af != sa.Addr || af == 0 {
+					t.Errorf("%s %s %s: found allfin %#x (%v), the symbol says %#x", tc, arch, pie, af, afErr, sa.Addr)
+				}
+				if sc, ok := b.Symbol("runtime.gcCleanups"); ok && b.Lines.FuncByName("runtime.runCleanups") != nil {
+					l, _, err := b.RuntimeLayout()
+					if err != nil {
+						t.Fatal(err)
+					}
+					gc, gcErr := runtimelayout.FindGCCleanups(b.Layout(), l.Heap.Queues.CleanupQueueAll)
+					if gcErr != nil || gc != sc.Addr {
+						t.Errorf("%s %s %s: found gcCleanups %#x (%v), the symbol says %#x", tc, arch, pie, gc, gcErr, sc.Addr)
+					}
 				}
 				sem, semErr := runtimelayout.FindSemtable(b.Layout())
 				ss, _ := b.Symbol("runtime.semtable")

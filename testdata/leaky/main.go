@@ -8,7 +8,8 @@
 //	G <goid> <class> leaked|kept
 //
 // once every one of them is parked (as the runtime's own dump says).
-// With -clock, a goroutine spins reading the clock. With -mover, one kept goroutine waits on a channel that a goroutine
+// With -finq, a kept goroutine waits on a channel that only a queued
+// finalizer holds. With -clock, a goroutine spins reading the clock. With -mover, one kept goroutine waits on a channel that a goroutine
 // moves, every few microseconds, between two heap objects far apart: a
 // copy of the heap taken while the program runs, unless made exact at
 // the stop, can miss it in both.
@@ -71,6 +72,7 @@ func main() {
 	n := flag.Int("n", 5, "goroutines of each kind")
 	mover := flag.Bool("mover", false, "keep a channel moving between two heap objects")
 	clock := flag.Bool("clock", false, "keep a goroutine reading the clock (in the vDSO, on its thread's system stack)")
+	finq := flag.Bool("finq", false, "park a goroutine on a channel only a queued finalizer holds")
 	flag.Parse()
 	if *clock {
 		go readClock()
@@ -80,8 +82,18 @@ func main() {
 	go commands()
 	go holder()
 	spawned := make(chan int)
+	total := 0
+	if *finq {
+		// First: its collections run before any object of the others
+		// exists (a collection leaves pointers behind in the runtime's
+		// buffers, which a conservative scan of the heap may take for
+		// references).
+		total++
+		go func() { spawned <- spawnQueued() }()
+		<-spawned
+	}
 	go func() { spawned <- spawn(*n) }() // its stack is gone once it returns
-	total := <-spawned
+	total += <-spawned
 	if *mover {
 		total++
 		go func() { spawned <- spawnMoved() }()
@@ -272,6 +284,48 @@ func move(s *slots) {
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
+}
+
+// finObj is an object whose finalizer closes a channel.
+type finObj struct {
+	ch  chan int
+	pad [64]byte
+}
+
+// spawnQueued parks a kept goroutine on a channel that only a queued
+// finalizer holds: the runtime's finalizer goroutine is kept busy by
+// another object's finalizer, and the one that would close the channel
+// waits in the queue behind it (off the heap, where the collector finds
+// it as a root).
+func spawnQueued() int {
+	busy := make(chan struct{})
+	func() {
+		a := new([64]byte)
+		runtime.SetFinalizer(a, func(*[64]byte) {
+			close(busy)
+			time.Sleep(24 * time.Hour)
+		})
+	}()
+	for done := false; !done; {
+		runtime.GC()
+		select {
+		case <-busy:
+			done = true
+		case <-time.After(time.Millisecond):
+		}
+	}
+	ch := make(chan int)
+	func() {
+		b := &finObj{ch: ch}
+		runtime.SetFinalizer(b, func(o *finObj) { close(o.ch) })
+	}()
+	go func() {
+		report <- record{goid(), "finq", false}
+		<-ch
+	}()
+	runtime.GC() // b is unreachable: its finalizer is queued
+	runtime.GC()
+	return 0
 }
 
 // clockSink keeps readClock's result.
