@@ -167,7 +167,11 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 	var roots []*inspect.Goroutine
 	for _, g := range snap.Goroutines {
 		if hasLeaked && g.StatusValue == leakedStatus {
-			res.Leaked[g.ID] = "marked leaked by the runtime"
+			// Go 1.26 marks the main goroutine's select {} too (1.27
+			// reverts it): not reported, as the rule says.
+			if !(g.ID == 1 && g.WaitReason == "select (no cases)") {
+				res.Leaked[g.ID] = "marked leaked by the runtime"
+			}
 			continue
 		}
 		k := notJudged

@@ -75,7 +75,7 @@ given with --binary.`,
 	f.BoolVar(&o.group, "group", false, "fold goroutines with the same state and stack")
 	f.BoolVar(&o.json, "json", false, "print one JSON document")
 	f.BoolVar(&o.objects, "objects", false, "list the objects goroutines wait on (channels, mutexes, ...), most waiters first")
-	f.BoolVar(&o.leaks, "leaks", false, "find the leaked goroutines: blocked on channels and sync objects that nothing able to run can reach (the heap is copied in the stop and walked after it)")
+	f.BoolVar(&o.leaks, "leaks", false, "find the leaked goroutines: blocked on channels and sync objects that nothing able to run can reach (the heap copied in the stop, or before it where the kernel tracks written pages, and walked after it)")
 	f.BoolVar(&o.leakTrace, "leaks-trace", false, "with --leaks: say, on stderr, how each blocked goroutine found able to run is reached")
 	f.MarkHidden("leaks-trace")
 	f.DurationVar(&o.watch, "watch", 0, "take a snapshot now and one every `D`, and print after each how the goroutines grew: by creation site and by stack, with rates, and how many have not moved (until Ctrl-C, or --count)")
