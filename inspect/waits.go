@@ -32,8 +32,11 @@ type WaitObject struct {
 	// while a goroutine that woke it is between taking it off the queue
 	// and making it runnable, nor when the queue was not followed to it.
 	Queued bool
-	// Sync is set for sync objects.
+	// Sync is set for sync objects; Sema is then the semaphore the
+	// goroutine sleeps on (a word of the object: &m.sema, &wg.sema),
+	// 0 if unknown.
 	Sync *SyncState
+	Sema uint64
 	// FD is set for a descriptor (Addr is then its pollDesc, 0 for a
 	// blocking system call).
 	FD *proc.FD

@@ -262,7 +262,7 @@ func (t *Target) decodeWaits(w *rawWaits, gs []*Goroutine, rgs []*rawG, now int6
 			}
 			obj.Sync.Waiters++
 			o := *obj
-			o.Dir = dir
+			o.Dir, o.Sema = dir, sema
 			g.WaitingOn = []WaitObject{o}
 		}
 	}

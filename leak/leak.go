@@ -152,7 +152,7 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 			if why, ok := res.Leaked[g.ID]; ok {
 				g.Leaked, g.LeakedWhy = true, why
 				for i := range g.WaitingOn {
-					if o := &g.WaitingOn[i]; res.Unreachable[o.Addr] {
+					if o := &g.WaitingOn[i]; res.Unreachable[o.Addr] || (o.Sema != 0 && res.Unreachable[o.Sema]) {
 						o.Unreachable = true
 					}
 				}
@@ -339,7 +339,14 @@ func candidateOf(g *inspect.Goroutine, k kind, waitGroupOnly bool) *candidate {
 		default:
 			return nil
 		}
-		c.objects = append(c.objects, o.Addr)
+		// A sync wait is judged on its semaphore, as the runtime judges
+		// it (sudog.elem): a word inside the object, whose start gi
+		// derives from the waiting frames.
+		a := o.Addr
+		if k == syncWait && o.Sema != 0 {
+			a = o.Sema
+		}
+		c.objects = append(c.objects, a)
 	}
 	if len(c.objects) == 0 {
 		return nil
