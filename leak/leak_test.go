@@ -79,6 +79,34 @@ func openTarget(t *testing.T, pid int) *inspect.Target {
 	return tg
 }
 
+// takeQuiet takes snapshots of tg until one finds it quiet — every
+// thread waiting in a system call, no goroutine running — and returns
+// it: a thread at work has its registers and system stack scanned whole,
+// and their stale words may hide a leak (never invent one), which an
+// exact verdict cannot allow. A target that parked everything is quiet
+// within a few stops (the runtime finishing a collection's work).
+func takeQuiet(t *testing.T, tg *inspect.Target) (*inspect.Snapshot, *leak.Image) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		snap, im := take(t, tg)
+		quiet := true
+		for _, th := range im.Threads {
+			quiet = quiet && th.RegsErr == nil && th.Regs.Syscall >= 0
+		}
+		for _, g := range snap.Goroutines {
+			quiet = quiet && g.Status != "running"
+		}
+		if quiet {
+			return snap, im
+		}
+		snap.ReleaseStacks()
+		im.Release()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("200 stops never found the target quiet")
+	return nil, nil
+}
+
 // take takes a snapshot of tg with the image the walk reads, released
 // when the test ends.
 func take(t *testing.T, tg *inspect.Target) (*inspect.Snapshot, *leak.Image) {
@@ -110,7 +138,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "4")
 				gt := readGroundTruth(t, p)
 				tg := openTarget(t, p.Pid)
-				snap, im := take(t, tg)
+				snap, im := takeQuiet(t, tg)
 				res := leak.Find(tg, snap, im, leak.Options{})
 				t.Logf("%d candidates, %d leaked, %d objects marked, %d bytes scanned in %d rounds; capture %v in a pause of %v, walk %v",
 					res.Candidates, len(res.Leaked), res.Marked, res.Scanned, res.Rounds, im.Took, snap.Pause, res.Took)
@@ -151,7 +179,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 					t.Errorf("the runtime's goroutineleak profile reports %v, gi %v", runtimeSet, ours)
 				}
 				// The runtime marked them: gi shows its marks.
-				snap2, im2 := take(t, tg)
+				snap2, im2 := takeQuiet(t, tg)
 				res2 := leak.Find(tg, snap2, im2, leak.Options{})
 				marked := 0
 				for _, g := range snap2.Goroutines {
@@ -267,7 +295,7 @@ func TestLeaksQueuedFinalizer(t *testing.T) {
 				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "1", "-finq")
 				gt := readGroundTruth(t, p)
 				tg := openTarget(t, p.Pid)
-				snap, im := take(t, tg)
+				snap, im := takeQuiet(t, tg)
 				res := leak.Find(tg, snap, im, leak.Options{})
 				if res.Undecided != "" {
 					t.Fatalf("undecided: %s", res.Undecided)
