@@ -37,6 +37,9 @@ type Image struct {
 	// does work in flight: a timer firing, a goroutine being readied).
 	Threads      []ptrace.Thread
 	ThreadStacks []Segment
+	// Busy are the threads (by id) stopped at work (busyThreads): the
+	// walk scans their registers and stacks.
+	Busy map[int]bool
 	// GoModules are files the process maps, beside its executable,
 	// that hold Go code (GoModules): their globals are not read, and
 	// Find decides nothing.
@@ -109,7 +112,8 @@ func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeL
 		c.Release()
 		return nil, err
 	}
-	im.ThreadStacks = threadStacks(mem, layout, threads)
+	im.Busy = busyThreads(exe, bias, threads)
+	im.ThreadStacks = threadStacks(mem, layout, threads, im.Busy)
 	im.Queued, im.QueuedUnknown = queued(mem, &layout.Heap.Queues, bias)
 	im.Runtime = runtimeObjects(mem, &layout.Heap.Objects, bias)
 	im.Took = time.Since(start)
@@ -288,11 +292,11 @@ const maxThreadStack = 8 << 20
 // stack pointer is on, from there up, when its g register (r14, x28)
 // names a g whose stack holds the stack pointer. A thread in C code,
 // whose g register is anything, is left out.
-func threadStacks(mem heap.Reader, l *runtimelayout.RuntimeLayout, threads []ptrace.Thread) []Segment {
+func threadStacks(mem heap.Reader, l *runtimelayout.RuntimeLayout, threads []ptrace.Thread, busy map[int]bool) []Segment {
 	var out []Segment
 	for _, th := range threads {
 		r := th.Regs
-		if !busy(th) || r.G == 0 || r.SP == 0 {
+		if !busy[th.TID] || r.G == 0 || r.SP == 0 {
 			continue
 		}
 		var b [16]byte
@@ -425,15 +429,37 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	return snap, im, nil
 }
 
-// busy reports whether a thread was stopped at work, not in a system
-// call: an idle thread waits in one (futex, epoll_pwait, nanosleep), and
-// what its registers and its g0 stack hold is left over from work done,
-// which the runtime never reads; a busy one may be in the middle of work
-// that holds the only pointer to an object (a timer firing, a goroutine
-// being readied). (A thread whose registers are unknown leaves the walk
-// undecided.)
-func busy(th ptrace.Thread) bool {
-	return th.RegsErr == nil && th.Regs.Syscall < 0
+// idleWaits are the runtime's functions an idle thread waits in, in a
+// system call: where the stop finds it when the kernel does not say it
+// is in one (arm64's threads, whose system call is not always known).
+var idleWaits = []string{"runtime.futex", "runtime.epollwait", "runtime.usleep", "runtime.nanosleep", "internal/runtime/syscall.Syscall6", "runtime/internal/syscall.Syscall6"}
+
+// busyThreads returns which threads were stopped at work: not waiting in
+// a system call (the kernel says so, or the thread's pc is in one of
+// the runtime's idle waits). An idle thread's registers and g0 stack
+// hold what is left over from work done, which the runtime never reads;
+// a busy one may be in the middle of work that holds the only pointer to
+// an object (a timer firing, a goroutine being readied). A thread whose
+// registers are unknown is not busy (the walk is then undecided).
+func busyThreads(exe *elfbin.Binary, bias uint64, threads []ptrace.Thread) map[int]bool {
+	out := map[int]bool{}
+	for _, th := range threads {
+		if th.RegsErr != nil || th.Regs.Syscall >= 0 {
+			continue
+		}
+		idle := false
+		if f := exe.Lines.FuncForPC(th.Regs.PC - bias); f != nil {
+			for _, w := range idleWaits {
+				if f.Name == w || strings.HasPrefix(f.Name, w+".") {
+					idle = true
+				}
+			}
+		}
+		if !idle {
+			out[th.TID] = true
+		}
+	}
+	return out
 }
 
 // GoModules returns the files of paths (the files a process maps, each

@@ -246,7 +246,7 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 	// about to wake): a stale word there can only keep an object alive.
 	w.from = "registers"
 	for _, th := range im.Threads {
-		if !busy(th) {
+		if !im.Busy[th.TID] {
 			continue
 		}
 		r := th.Regs

@@ -79,8 +79,8 @@ func openTarget(t *testing.T, pid int) *inspect.Target {
 	return tg
 }
 
-// takeQuiet takes snapshots of tg until one finds it quiet — every
-// thread waiting in a system call, no goroutine running — and returns
+// takeQuiet takes snapshots of tg until one finds it quiet — no thread
+// at work (Image.Busy), no goroutine running — and returns
 // it: a thread at work has its registers and system stack scanned whole,
 // and their stale words may hide a leak (never invent one), which an
 // exact verdict cannot allow. A target that parked everything is quiet
@@ -89,10 +89,7 @@ func takeQuiet(t *testing.T, tg *inspect.Target) (*inspect.Snapshot, *leak.Image
 	t.Helper()
 	for i := 0; i < 200; i++ {
 		snap, im := take(t, tg)
-		quiet := true
-		for _, th := range im.Threads {
-			quiet = quiet && th.RegsErr == nil && th.Regs.Syscall >= 0
-		}
+		quiet := len(im.Busy) == 0
 		for _, g := range snap.Goroutines {
 			quiet = quiet && g.Status != "running"
 		}
