@@ -432,7 +432,9 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 // idleWaits are the runtime's functions an idle thread waits in, in a
 // system call: where the stop finds it when the kernel does not say it
 // is in one (arm64's threads, whose system call is not always known).
-var idleWaits = []string{"runtime.futex", "runtime.epollwait", "runtime.usleep", "runtime.nanosleep", "internal/runtime/syscall.Syscall6", "runtime/internal/syscall.Syscall6"}
+var idleWaits = []string{"runtime.futex", "runtime.epollwait", "runtime.usleep", "runtime.nanosleep",
+	"internal/runtime/syscall/linux.Syscall6", "internal/runtime/syscall.Syscall6", "runtime/internal/syscall.Syscall6",
+	"syscall.Syscall6", "syscall.RawSyscall6", "syscall.rawSyscallNoError", "syscall.RawSyscall", "syscall.Syscall"}
 
 // busyThreads returns which threads were stopped at work: not waiting in
 // a system call (the kernel says so, or the thread's pc is in one of
