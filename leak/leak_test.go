@@ -87,20 +87,32 @@ func openTarget(t *testing.T, pid int) *inspect.Target {
 // within a few stops (the runtime finishing a collection's work).
 func takeQuiet(t *testing.T, tg *inspect.Target) (*inspect.Snapshot, *leak.Image) {
 	t.Helper()
+	var last []string
 	for i := 0; i < 200; i++ {
 		snap, im := take(t, tg)
-		quiet := len(im.Busy) == 0
-		for _, g := range snap.Goroutines {
-			quiet = quiet && g.Status != "running"
+		last = last[:0]
+		for _, th := range im.Threads {
+			if im.Busy[th.TID] {
+				fn := "?"
+				if f := tg.Binary.Lines.FuncForPC(th.Regs.PC - tg.Bias); f != nil {
+					fn = f.Name
+				}
+				last = append(last, fmt.Sprintf("thread %d at work in %s (system call %d)", th.TID, fn, th.Regs.Syscall))
+			}
 		}
-		if quiet {
+		for _, g := range snap.Goroutines {
+			if g.Status == "running" {
+				last = append(last, fmt.Sprintf("goroutine %d running", g.ID))
+			}
+		}
+		if len(last) == 0 {
 			return snap, im
 		}
 		snap.ReleaseStacks()
 		im.Release()
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("200 stops never found the target quiet")
+	t.Fatalf("200 stops never found the target quiet; the last: %s", strings.Join(last, "; "))
 	return nil, nil
 }
 
