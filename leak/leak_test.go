@@ -51,13 +51,30 @@ func readGroundTruth(t *testing.T, p *targets.Process) groundTruth {
 // (the main goroutine's select {} included).
 func (gt groundTruth) check(t *testing.T, res *leak.Result) {
 	t.Helper()
+	gt.checkFound(t, res, len(gt.leaked))
+}
+
+// checkFound is check allowing misses, down to found of the leaked
+// goroutines: never a goroutine reported that the target kept, every
+// one that blocks forever by definition reported. A stripped binary's
+// Ps and Ms (runtime.allp and allm unknown) are scanned conservatively,
+// and a word their buffers hold may keep a leaked object alive.
+func (gt groundTruth) checkFound(t *testing.T, res *leak.Result, found int) {
+	t.Helper()
 	if res.Undecided != "" {
 		t.Fatalf("undecided: %s", res.Undecided)
 	}
+	missed := 0
 	for id, class := range gt.leaked {
 		if _, ok := res.Leaked[id]; !ok {
-			t.Errorf("goroutine %d (%s, leaked) not reported", id, class)
+			missed++
+			if found == len(gt.leaked) || class == "nilchan" || class == "selectnone" {
+				t.Errorf("goroutine %d (%s, leaked) not reported", id, class)
+			}
 		}
+	}
+	if len(gt.leaked)-missed < found {
+		t.Errorf("%d of the %d leaked goroutines reported, want at least %d", len(gt.leaked)-missed, len(gt.leaked), found)
 	}
 	for id, why := range res.Leaked {
 		if _, ok := gt.leaked[id]; !ok {
@@ -134,7 +151,8 @@ func take(t *testing.T, tg *inspect.Target) (*inspect.Snapshot, *leak.Image) {
 // on objects only they hold and half on objects a global or a sleeping
 // goroutine keeps, and checks that gi ps --leaks reports exactly the
 // leaked ones, on every release under test, default, PIE and stripped
-// builds; on
+// builds (stripped: never one it kept, at least three in four of the
+// others, as its Ps are scanned conservatively); on
 // Go 1.27 also that the runtime's own goroutineleak profile, requested
 // after gi, reports the same set. The target is quiet: no thread at work
 // whose registers and system stack the walk would scan whole, whose stale
@@ -159,9 +177,13 @@ func TestLeaksMatchTarget(t *testing.T) {
 				default:
 					t.Logf("heap copied in the stop: %s", im.InStop)
 				}
-				gt.check(t, res)
+				if opts.Stripped {
+					gt.checkFound(t, res, len(gt.leaked)*3/4)
+				} else {
+					gt.check(t, res)
+				}
 				for _, g := range snap.Goroutines {
-					if _, ok := gt.leaked[g.ID]; ok != g.Leaked {
+					if _, ok := gt.leaked[g.ID]; g.Leaked && !ok || !opts.Stripped && ok != g.Leaked {
 						t.Errorf("goroutine %d: Leaked %v in the snapshot", g.ID, g.Leaked)
 					}
 				}
@@ -184,7 +206,16 @@ func TestLeaksMatchTarget(t *testing.T) {
 				}
 				sort.Slice(runtimeSet, func(i, j int) bool { return runtimeSet[i] < runtimeSet[j] })
 				sort.Slice(ours, func(i, j int) bool { return ours[i] < ours[j] })
-				if fmt.Sprint(ours) != fmt.Sprint(runtimeSet) {
+				inRuntime := map[uint64]bool{}
+				for _, id := range runtimeSet {
+					inRuntime[id] = true
+				}
+				for _, id := range ours {
+					if !inRuntime[id] {
+						t.Errorf("gi reports goroutine %d leaked, the runtime's goroutineleak profile does not (%v)", id, runtimeSet)
+					}
+				}
+				if !opts.Stripped && fmt.Sprint(ours) != fmt.Sprint(runtimeSet) {
 					t.Errorf("the runtime's goroutineleak profile reports %v, gi %v", runtimeSet, ours)
 				}
 				// The runtime marked them: gi shows its marks.
@@ -202,7 +233,11 @@ func TestLeaksMatchTarget(t *testing.T) {
 				if marked != len(runtimeSet) {
 					t.Errorf("%d goroutines in status leaked after the runtime's profile, which reported %d", marked, len(runtimeSet))
 				}
-				gt.check(t, res2)
+				if opts.Stripped {
+					gt.checkFound(t, res2, len(gt.leaked)*3/4)
+				} else {
+					gt.check(t, res2)
+				}
 			})
 		}
 	}
