@@ -44,13 +44,6 @@ type Viewer interface {
 // ErrTooBig means the spans to copy hold more bytes than the bound.
 var ErrTooBig = errors.New("the heap is larger than the bound")
 
-// Copy reads every span of h whose objects may hold pointers, at most
-// maxBytes in all (0: no bound); through a Viewer, it keeps the views
-// instead of copying.
-func Copy(mem BatchReader, h *Heap, maxBytes int64) (*Contents, error) {
-	return CopyInto(mem, h, maxBytes, nil)
-}
-
 // ScanBytes returns the bytes of h's spans whose objects may hold
 // pointers: what Copy copies.
 func (h *Heap) ScanBytes() int64 {
@@ -63,9 +56,12 @@ func (h *Heap) ScanBytes() int64 {
 	return n
 }
 
-// CopyInto is Copy into buf, the caller's (prepared before a stop, its
-// pages faulted in), when it is large enough; Release does not free it.
-func CopyInto(mem BatchReader, h *Heap, maxBytes int64, buf []byte) (*Contents, error) {
+// Copy reads every span of h whose objects may hold pointers, at most
+// maxBytes in all (0: no bound), into buf when it is large enough (the
+// caller's, prepared before a stop, its pages faulted in; Release does
+// not free it), else into a buffer of its own; through a Viewer, it
+// keeps the views instead of copying.
+func Copy(mem BatchReader, h *Heap, maxBytes int64, buf []byte) (*Contents, error) {
 	c := &Contents{heap: h, data: make([][]byte, len(h.Spans))}
 	var ranges []proc.Range
 	var idx []int

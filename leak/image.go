@@ -103,7 +103,7 @@ func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeL
 	if err != nil {
 		return nil, fmt.Errorf("read the heap: %w", err)
 	}
-	c, err := heap.CopyInto(mem, h, lim.Bytes, buf)
+	c, err := heap.Copy(mem, h, lim.Bytes, buf)
 	if err != nil {
 		return nil, err
 	}
