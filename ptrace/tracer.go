@@ -38,6 +38,7 @@ type Tracer struct {
 
 	mu      sync.Mutex
 	stopped map[*Stopped]struct{}
+	frozen  map[*Frozen]struct{}
 }
 
 // NewTracer starts the thread-locked goroutine that serves ptrace requests.
@@ -94,7 +95,8 @@ func (t *Tracer) Close() error {
 	return nil
 }
 
-// ResumeAll resumes every process this tracer holds stopped. It is meant for
+// ResumeAll resumes every process this tracer holds stopped and ends
+// every Frozen copy it made. It is meant for
 // signal handlers and panic paths; it gives up after a short budget (the
 // kernel resumes the tracees anyway when gi exits).
 func (t *Tracer) ResumeAll() {
@@ -103,12 +105,19 @@ func (t *Tracer) ResumeAll() {
 	for s := range t.stopped {
 		list = append(list, s)
 	}
+	copies := make([]*Frozen, 0, len(t.frozen))
+	for f := range t.frozen {
+		copies = append(copies, f)
+	}
 	t.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for _, s := range list {
 			s.Resume()
+		}
+		for _, f := range copies {
+			f.Release()
 		}
 	}()
 	select {
@@ -237,6 +246,10 @@ type seized struct {
 	stopped bool
 	gone    bool
 	sig     int
+	// stopSig and event are what the stop reported: a pure interrupt
+	// is SIGTRAP with PTRACE_EVENT_STOP.
+	stopSig syscall.Signal
+	event   int
 }
 
 // stop runs on the tracer thread.
@@ -361,6 +374,7 @@ func (s *Stopped) waitStops(order []int) error {
 				pending--
 				sig := ws.StopSignal()
 				event := int(ws) >> 16 & 0xff
+				st.stopSig, st.event = sig, event
 				// A signal-delivery-stop (not our interrupt, not a group
 				// stop) holds a signal that must be delivered on detach.
 				if event == 0 && sig != syscall.SIGSTOP && sig != syscall.SIGTRAP {

@@ -1,0 +1,77 @@
+package ptrace
+
+import (
+	"golang.org/x/sys/unix"
+)
+
+// System call numbers the calls use (arm64).
+const (
+	sysClone = unix.SYS_CLONE
+	sysWait4 = unix.SYS_WAIT4
+)
+
+// callRegs are a thread's registers, as a call saves, changes and
+// restores them.
+type callRegs struct{ r unix.PtraceRegsArm64 }
+
+func readCallRegs(tid int) (*callRegs, error) {
+	c := &callRegs{}
+	if err := unix.PtraceGetRegSetArm64(tid, unix.NT_PRSTATUS, &c.r); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *callRegs) write(tid int) error {
+	return unix.PtraceSetRegSetArm64(tid, unix.NT_PRSTATUS, &c.r)
+}
+
+// result is the system call's return value (a negative errno on failure).
+func (c *callRegs) result() int64 { return int64(c.r.Regs[0]) }
+
+// cloneArgs orders clone's arguments (flags, stack, parent_tid, tls,
+// child_tid) as arm64 takes them.
+func cloneArgs(flags uint64) [6]uint64 { return [6]uint64{flags} }
+
+// callFrame returns the registers that make the thread call nr(args) at
+// the gadget's SVC, with the link register at the gadget's exit: a copy
+// made by the call that ever ran would return there and exit. Nothing is
+// written to memory (scratch 0).
+func callFrame(saved *callRegs, g Gadget, nr uint64, args [6]uint64) (frame *callRegs, scratch, word uint64) {
+	f := *saved
+	r := &f.r
+	r.Pc = g.Syscall
+	r.Regs[8] = nr
+	copy(r.Regs[:6], args[:])
+	r.Regs[30] = g.Exit
+	return &f, 0, 0
+}
+
+// Calls whose interrupted state arm64's stop does not show whole: the
+// kernel rewinds a thread blocked in a call to its SVC before the stop,
+// but arranges restart_syscall (for a call with a timeout that must
+// resume where it was) only after it, and only if the pc it left is
+// still there.
+const (
+	sysNanosleep      = 101
+	sysClockNanosleep = 115
+	sysFutex          = 98
+	sysRestartSyscall = 128
+)
+
+// callable tells whether the stopped thread can make a call and be put
+// back exactly: not rewound to restart a call that restarts through
+// restart_syscall (a sleep, a futex wait with a timeout).
+func callable(th *Thread) bool {
+	r := &th.Regs
+	if r.Syscall < 0 {
+		return true
+	}
+	switch r.Syscall {
+	case sysNanosleep, sysClockNanosleep, sysRestartSyscall:
+		return false
+	case sysFutex:
+		return r.All[3] == 0 // x3: the timeout
+	}
+	return true
+}

@@ -1,0 +1,482 @@
+package ptrace
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gi-debug/gi/proc"
+)
+
+// Bounds of the system calls gi makes a stopped thread run.
+const (
+	injectTimeout = 2 * time.Second
+	injectStops   = 64
+	releaseWait   = 10 * time.Second
+)
+
+// ErrFreezeRefused wraps the reasons a process cannot be frozen: a
+// seccomp filter gi may not suspend, no thread in a state to make the
+// call, the kernel or the process's limits refusing a new process. The
+// process is unharmed; the caller reads it in the stop instead.
+var ErrFreezeRefused = errors.New("cannot freeze a copy of the process")
+
+// Frozen is a copy of a stopped process's memory, made by the process
+// itself (a thread made to call clone without CLONE_VM in the stop): a
+// new process, stopped by gi before it runs a single instruction, whose
+// memory is the process's as it was in the stop, page for page, however
+// the process changes its own after it resumes. Reading it costs the
+// process nothing but the pages it writes while the copy lives (the
+// kernel copies each on its first write). Release ends it.
+type Frozen struct {
+	// Pid is the copy's process id, in gi's PID namespace.
+	Pid int
+	// Took is how long the copy took, in the stop.
+	Took time.Duration
+
+	parent  int    // the process the copy was made of
+	gadget  Gadget // its runtime.exit, for the call that reaps the copy
+	nsPid   int    // the copy's id in the process's own PID namespace
+	t       *Tracer
+	once    sync.Once
+	release error
+}
+
+// Freeze makes a Frozen copy of the stopped process, with the Gadget of
+// its runtime.exit. The copy shares the process's descriptor table
+// (CLONE_FILES: no descriptor gains a reference) and sends no signal when
+// it ends. A refusal (ErrFreezeRefused) leaves the process as it was.
+func (s *Stopped) Freeze(g Gadget) (*Frozen, error) { return s.freezeOn(0, g) }
+
+// freezeOn is Freeze with the thread that calls clone chosen: tid, or
+// the first callable one if 0.
+func (s *Stopped) freezeOn(tid int, g Gadget) (*Frozen, error) {
+	if s.resumed {
+		return nil, fmt.Errorf("process %d: freeze after resume", s.Pid)
+	}
+	var f *Frozen
+	err := s.t.do(func() error {
+		start := time.Now()
+		child, err := s.freeze(tid, g)
+		if err != nil {
+			return err
+		}
+		f = &Frozen{Pid: child, parent: s.Pid, gadget: g, t: s.t, Took: time.Since(start)}
+		f.nsPid = namespacePid(child)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.t.mu.Lock()
+	if s.t.frozen == nil {
+		s.t.frozen = map[*Frozen]struct{}{}
+	}
+	s.t.frozen[f] = struct{}{}
+	s.t.mu.Unlock()
+	return f, nil
+}
+
+// freeze runs on the tracer thread.
+func (s *Stopped) freeze(tid int, g Gadget) (int, error) {
+	st, err := s.callThread(tid)
+	if err != nil {
+		return 0, err
+	}
+	if err := g.check(st.tid, runtime.GOARCH); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrFreezeRefused, err)
+	}
+	ret, child, err := s.call(st, g, sysClone, cloneArgs(unix.CLONE_FILES), true)
+	if err != nil {
+		if child > 0 {
+			endCopy(child)
+		}
+		return 0, err
+	}
+	if ret < 0 {
+		return 0, fmt.Errorf("%w: clone in process %d: %v", ErrFreezeRefused, s.Pid, unix.Errno(-ret))
+	}
+	if child <= 0 {
+		return 0, fmt.Errorf("process %d: clone returned %d but no new process was reported", s.Pid, ret)
+	}
+	// The copy stops before its first instruction (it is seized, as its
+	// parent thread was).
+	ws, err := waitStop(child, injectTimeout)
+	if err != nil {
+		endCopy(child)
+		return 0, fmt.Errorf("process %d: its copy %d: %w", s.Pid, child, err)
+	}
+	if !ws.Stopped() {
+		return 0, fmt.Errorf("process %d: its copy %d ended: %v", s.Pid, child, ws)
+	}
+	return child, nil
+}
+
+// callThread picks the thread to make the calls (tid, or any if 0):
+// stopped by gi's interrupt alone (no signal held, not in a group stop),
+// its registers read, and not inside a system call whose restart the
+// thread's state would not carry (callable).
+func (s *Stopped) callThread(tid int) (*seized, error) {
+	for i := range s.Threads {
+		th := &s.Threads[i]
+		if tid != 0 && th.TID != tid {
+			continue
+		}
+		st := s.threadsState[th.TID]
+		if st == nil || st.gone || !st.stopped || st.sig != 0 || th.RegsErr != nil {
+			continue
+		}
+		if st.stopSig != syscall.SIGTRAP || st.event != unix.PTRACE_EVENT_STOP {
+			continue
+		}
+		if !callable(th) {
+			continue
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("%w: process %d: no thread stopped in a state to make a call", ErrFreezeRefused, s.Pid)
+}
+
+// call makes the stopped thread st run system call nr(args) at the
+// gadget, and puts it back as it was: in the same interrupt stop, its
+// registers restored, the system call it was in restarting as it would
+// have (the kernel decides that after the stop, from the restored
+// registers). clone says the call may create a process (reported, then
+// seized and stopped, as child). A signal that arrives for the thread
+// meanwhile is sent to it again.
+func (s *Stopped) call(st *seized, g Gadget, nr uint64, args [6]uint64, clone bool) (ret int64, child int, err error) {
+	tid := st.tid
+	saved, err := readCallRegs(tid)
+	if err != nil {
+		return 0, 0, fmt.Errorf("process %d: thread %d registers: %w", s.Pid, tid, err)
+	}
+	opts := unix.PTRACE_O_TRACESYSGOOD
+	if clone {
+		opts |= unix.PTRACE_O_TRACECLONE
+	}
+	if seccompFiltered(tid) {
+		opts |= unix.PTRACE_O_SUSPEND_SECCOMP
+	}
+	if err := unix.PtraceSetOptions(tid, opts); err != nil {
+		if opts&unix.PTRACE_O_SUSPEND_SECCOMP != 0 {
+			return 0, 0, fmt.Errorf("%w: process %d has a seccomp filter gi may not suspend (needs CAP_SYS_ADMIN): %v", ErrFreezeRefused, s.Pid, err)
+		}
+		return 0, 0, fmt.Errorf("process %d: thread %d options: %w", s.Pid, tid, err)
+	}
+	defer unix.PtraceSetOptions(tid, 0)
+	frame, scratch, word := callFrame(saved, g, nr, args)
+	var old [8]byte
+	if scratch != 0 {
+		if _, err := peek(tid, scratch, old[:]); err != nil {
+			return 0, 0, fmt.Errorf("process %d: thread %d stack at %#x: %w", s.Pid, tid, scratch, err)
+		}
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], word)
+		if _, err := unix.PtracePokeData(tid, uintptr(scratch), w[:]); err != nil {
+			return 0, 0, fmt.Errorf("process %d: thread %d stack at %#x: %w", s.Pid, tid, scratch, err)
+		}
+	}
+	// Every signal blocked on the thread while it makes the call: one
+	// sent to the process stays for the thread the kernel would have
+	// chosen, one sent to this thread waits for it.
+	oldMask, maskErr := sigmask(tid, unix.PTRACE_GETSIGMASK, 0)
+
+	if maskErr == nil {
+		if _, err := sigmask(tid, unix.PTRACE_SETSIGMASK, ^uint64(0)); err != nil {
+			maskErr = err
+		}
+	}
+	var signals []pendingSignal
+	restore := func() error {
+		var first error
+		if err := saved.write(tid); err != nil {
+			first = fmt.Errorf("process %d: restore thread %d registers: %w", s.Pid, tid, err)
+		}
+		if scratch != 0 {
+			if _, err := unix.PtracePokeData(tid, uintptr(scratch), old[:]); err != nil && first == nil {
+				first = fmt.Errorf("process %d: restore thread %d stack: %w", s.Pid, tid, err)
+			}
+		}
+		if maskErr == nil {
+			if _, err := sigmask(tid, unix.PTRACE_SETSIGMASK, oldMask); err != nil && first == nil {
+				first = fmt.Errorf("process %d: restore thread %d signal mask: %w", s.Pid, tid, err)
+			}
+		}
+		for _, sig := range signals {
+			sig.send(s.Pid, tid)
+		}
+		return first
+	}
+	if err := frame.write(tid); err != nil {
+		restore()
+		return 0, 0, fmt.Errorf("process %d: thread %d registers: %w", s.Pid, tid, err)
+	}
+	ret, child, signals, err = runCall(tid)
+	if err != nil {
+		// Back in a stop, if it can be, before its registers go back.
+		if !st.gone {
+			unix.PtraceInterrupt(tid)
+			waitStop(tid, injectTimeout)
+		}
+		restore()
+		return 0, child, fmt.Errorf("process %d: thread %d call: %w", s.Pid, tid, err)
+	}
+	if err := restore(); err != nil {
+		return 0, child, err
+	}
+	return ret, child, nil
+}
+
+// runCall resumes tid into the prepared system call and brings it back
+// to an interrupt stop once the call has returned: syscall stops (entry,
+// exit) until an exit that is not a restart, then an interrupt taken on
+// its way back to user code — where the kernel decides a restart after
+// the stop, so restoring the registers there restores the thread whole.
+// Signal-delivery stops on the way are suppressed and returned.
+func runCall(tid int) (ret int64, child int, signals []pendingSignal, err error) {
+	deadline := time.Now().Add(injectTimeout)
+	if err := unix.PtraceSyscall(tid, 0); err != nil {
+		return 0, 0, nil, err
+	}
+	entered, returned := false, false
+	for i := 0; ; i++ {
+		if i >= injectStops {
+			return ret, child, signals, fmt.Errorf("no end after %d stops", i)
+		}
+		ws, err := waitStop(tid, time.Until(deadline))
+		if err != nil {
+			return ret, child, signals, err
+		}
+		if !ws.Stopped() {
+			return ret, child, signals, fmt.Errorf("thread ended: %v", ws)
+		}
+		sig, event := ws.StopSignal(), int(ws)>>16&0xff
+		resume := unix.PtraceSyscall
+		switch {
+		case sig == syscall.SIGTRAP|0x80:
+			if !entered {
+				entered = true
+				break
+			}
+			entered = false
+			r, err := readCallRegs(tid)
+			if err != nil {
+				return ret, child, signals, err
+			}
+			ret = r.result()
+			if ret >= -516 && ret <= -512 {
+				break // restarted after a signal: entered again
+			}
+			returned = true
+			if err := unix.PtraceInterrupt(tid); err != nil {
+				return ret, child, signals, err
+			}
+			resume = unix.PtraceCont
+		case event == unix.PTRACE_EVENT_CLONE:
+			msg, err := unix.PtraceGetEventMsg(tid)
+			if err != nil {
+				return ret, child, signals, err
+			}
+			child = int(msg)
+		case event == unix.PTRACE_EVENT_STOP:
+			if returned && sig == syscall.SIGTRAP {
+				return ret, child, signals, nil
+			}
+			if returned {
+				resume = unix.PtraceCont
+			}
+		case event == 0 && sig != syscall.SIGTRAP:
+			signals = append(signals, takenSignal(tid, sig))
+			if returned {
+				resume = unix.PtraceCont
+			}
+		default:
+			if returned {
+				resume = unix.PtraceCont
+			}
+		}
+		if err := resume(tid, 0); err != nil {
+			return ret, child, signals, err
+		}
+	}
+}
+
+// pendingSignal is a signal the thread took while making a call (one
+// its blocked mask does not stop: the mask could not be set, or a call
+// restored another), suppressed there and sent again once it is back.
+type pendingSignal struct {
+	sig    syscall.Signal
+	thread bool // sent to the thread (tgkill), not to the process
+}
+
+// siTkill is SI_TKILL, the si_code of a signal sent by tgkill.
+const siTkill = -6
+
+// takenSignal describes the signal sig tid stopped to take.
+func takenSignal(tid int, sig syscall.Signal) pendingSignal {
+	var info [128]byte
+	_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(tid), 0, uintptr(unsafe.Pointer(&info[0])), 0, 0)
+	code := int32(binary.LittleEndian.Uint32(info[8:]))
+	return pendingSignal{sig: sig, thread: errno == 0 && code == siTkill}
+}
+
+// send sends the signal again, to the thread or the process, as it was.
+func (p pendingSignal) send(pid, tid int) {
+	if p.thread {
+		unix.Tgkill(pid, tid, p.sig)
+		return
+	}
+	unix.Kill(pid, p.sig)
+}
+
+// sigmask gets (PTRACE_GETSIGMASK) or sets (PTRACE_SETSIGMASK, to mask)
+// the blocked signals of the stopped thread tid.
+func sigmask(tid, req int, mask uint64) (uint64, error) {
+	_, _, errno := unix.Syscall6(unix.SYS_PTRACE, uintptr(req), uintptr(tid), 8, uintptr(unsafe.Pointer(&mask)), 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return mask, nil
+}
+
+// waitStop waits, bounded, for tid's next stop or end.
+func waitStop(tid int, timeout time.Duration) (unix.WaitStatus, error) {
+	deadline := time.Now().Add(timeout)
+	nap := 2 * time.Microsecond
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(tid, &ws, unix.WNOHANG|unix.WALL, nil)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return ws, err
+		}
+		if wpid == tid {
+			return ws, nil
+		}
+		if time.Now().After(deadline) {
+			return ws, fmt.Errorf("thread %d: no stop within %v", tid, timeout)
+		}
+		time.Sleep(nap)
+		if nap < time.Millisecond {
+			nap *= 2
+		}
+	}
+}
+
+// seccompFiltered tells whether thread tid runs under a seccomp filter.
+func seccompFiltered(tid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return true // unknown: ask to suspend, refused if gi may not
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			return strings.TrimSpace(v) != "0"
+		}
+	}
+	return false
+}
+
+// namespacePid returns pid's id in its own PID namespace (the last of
+// its NSpid line), pid itself where the kernel does not say.
+func namespacePid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return pid
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return pid
+}
+
+// peek reads len(p) bytes of tid's memory at addr.
+func peek(tid int, addr uint64, p []byte) (int, error) {
+	return unix.PtracePeekData(tid, uintptr(addr), p)
+}
+
+// endCopy kills a copy and collects its end (gi is its tracer). Its
+// parent still holds its exit status: Release reaps it there.
+func endCopy(pid int) {
+	unix.Kill(pid, unix.SIGKILL)
+	deadline := time.Now().Add(releaseWait)
+	for time.Now().Before(deadline) {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(pid, &ws, unix.WNOHANG|unix.WALL, nil)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return // ECHILD: collected
+		}
+		if wpid == pid && (ws.Exited() || ws.Signaled()) {
+			return
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// Release ends the copy and reaps it in the process it was made of (a
+// stop of a few milliseconds, the process made to call wait4 for it),
+// so that no zombie is left behind. Calling it again does nothing.
+func (f *Frozen) Release() error {
+	if f == nil {
+		return nil
+	}
+	f.once.Do(func() {
+		f.release = f.t.do(func() error { endCopy(f.Pid); return nil })
+		if errors.Is(f.release, ErrClosed) {
+			// The tracer thread is gone: the copy, let go, ran its
+			// exit gadget.
+			f.release = nil
+		} else if f.release == nil && proc.Alive(f.parent) {
+			f.release = f.reap()
+		}
+		f.t.mu.Lock()
+		delete(f.t.frozen, f)
+		f.t.mu.Unlock()
+	})
+	return f.release
+}
+
+// reap stops the parent and has it collect the copy's exit status.
+func (f *Frozen) reap() error {
+	s, err := f.t.Stop(f.parent)
+	if err != nil {
+		if errors.Is(err, proc.ErrProcessExited) || errors.Is(err, proc.ErrNoSuchProcess) {
+			return nil // its children go to init, which reaps them
+		}
+		return fmt.Errorf("reap the copy %d of process %d: %w", f.Pid, f.parent, err)
+	}
+	defer s.Resume()
+	return s.t.do(func() error {
+		st, err := s.callThread(0)
+		if err != nil {
+			return fmt.Errorf("reap the copy %d: %w", f.Pid, err)
+		}
+		ret, _, err := s.call(st, f.gadget, sysWait4, [6]uint64{uint64(f.nsPid), 0, unix.WNOHANG | unix.WALL}, false)
+		if err != nil {
+			return fmt.Errorf("reap the copy %d: %w", f.Pid, err)
+		}
+		if ret != int64(f.nsPid) && ret != -int64(unix.ECHILD) {
+			return fmt.Errorf("reap the copy %d in process %d: wait4 returned %d", f.Pid, f.parent, ret)
+		}
+		return nil
+	})
+}
