@@ -89,6 +89,36 @@ func TestSnapshotStripped(t *testing.T) {
 	}
 }
 
+// TestSnapshotFrozen compares the snapshot read from a copy the target
+// made of itself in the stop (Target.Freeze) with the target's own dump,
+// on every toolchain, PIE and stripped, and checks the copy is gone: no
+// process, no zombie left among the target's children.
+func TestSnapshotFrozen(t *testing.T) {
+	requirePrivilege(t)
+	for _, tc := range targets.Toolchains() {
+		for _, opts := range []targets.BuildOptions{{Toolchain: tc}, {Toolchain: tc, PIE: true}, {Toolchain: tc, Stripped: true}} {
+			t.Run(opts.String(), func(t *testing.T) {
+				t.Parallel()
+				p := targets.Start(t, targets.Build(t, "psstates", opts), "-park", "2000", "-depth", "300")
+				compareFrozen(t, p)
+			})
+		}
+	}
+}
+
+// compareFrozen takes a frozen snapshot of p, compares it with p's dump,
+// and checks that no copy is left among p's children.
+func compareFrozen(t *testing.T, p *targets.Process) *inspect.Snapshot {
+	snap := takeAndCompare(t, p, true)
+	if !snap.Frozen || snap.FreezeRefused != "" {
+		t.Fatalf("snapshot not frozen: %q", snap.FreezeRefused)
+	}
+	if kids := targets.Children(p.Pid); len(kids) != 0 {
+		t.Errorf("the target has children after the snapshot: %v", kids)
+	}
+	return snap
+}
+
 func compareWithDump(t *testing.T, bin string, args ...string) {
 	compareSnapshot(t, targets.Start(t, bin, args...))
 }
@@ -96,11 +126,16 @@ func compareWithDump(t *testing.T, bin string, args ...string) {
 // compareSnapshot compares gi's snapshot of a running psstates target with
 // the dump the target took of itself.
 func compareSnapshot(t *testing.T, p *targets.Process) *inspect.Snapshot {
+	return takeAndCompare(t, p, false)
+}
+
+func takeAndCompare(t *testing.T, p *targets.Process, freeze bool) *inspect.Snapshot {
 	tgt, err := inspect.Open(p.Pid)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	defer tgt.Close()
+	tgt.Freeze = freeze
 	snap, err := tgt.Snapshot(sharedTracer())
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
@@ -275,6 +310,8 @@ func TestSnapshotInContainer(t *testing.T) {
 				t.Errorf("snapshot says namespace pid %d, want 1", snap.NSPid)
 			}
 			checkRunningInNamespace(t, p.Pid, snap)
+			// The copy of a namespace's init is reaped by its pid there.
+			checkRunningInNamespace(t, p.Pid, compareFrozen(t, p))
 		})
 	}
 }

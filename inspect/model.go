@@ -33,6 +33,14 @@ type Snapshot struct {
 	GoVersion string
 	// Pause is how long the target was stopped.
 	Pause time.Duration
+	// Frozen says the snapshot was read from a copy the process made of
+	// itself in the stop (Target.Freeze; the Pause ends once the copy
+	// exists), ReapPause how long the process was stopped again to reap
+	// the copy; FreezeRefused why a Freeze asked for was not made (""
+	// when it was, or not asked).
+	Frozen        bool
+	ReapPause     time.Duration
+	FreezeRefused string
 	// Origin says where a snapshot not taken by stopping a live process
 	// came from ("core core.1234 (server, SIGABRT)"); "" for a stop.
 	Origin string

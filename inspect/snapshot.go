@@ -69,6 +69,15 @@ type Target struct {
 	// KeepStacks keeps a copy of each goroutine's stack in its
 	// Goroutine.Stack (gi ps --leaks scans them).
 	KeepStacks bool
+	// Freeze has the process make a copy of itself in the stop
+	// (ptrace.Freeze) and resumes it at once: the snapshot and the
+	// Hooks' Stopped read the copy, as the process was in the stop,
+	// while the process runs. A process that cannot be frozen is read
+	// in the stop, and Snapshot.FreezeRefused says why.
+	Freeze bool
+
+	// frozen is the copy being read, while a snapshot reads one.
+	frozen *ptrace.Frozen
 
 	waitReasons []string
 	statusNames []string
@@ -278,7 +287,8 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	var pre *preCopy
 	// Without g.trackingSeq (before Go 1.17) nothing tells a goroutine
 	// that ran and parked again at the same place from one that never ran.
-	if !t.StacksInStop && t.Layout.G.TrackingSeq != runtimelayout.Missing {
+	// A frozen copy is read whole after the process resumed.
+	if !t.StacksInStop && !t.Freeze && t.Layout.G.TrackingSeq != runtimelayout.Missing {
 		pre = t.preCopyStacks(bufs)
 	}
 	meter.mark("precopy", false)
@@ -305,6 +315,35 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	}
 	now := monotonicNow() + int64(t.clockOffset) // the target's clock
 	taken := time.Now()
+	var resumeErr error
+	var reapPause time.Duration
+	releaseCopy := func() {}
+	freezeRefused := ""
+	if t.Freeze {
+		var copyMem *proc.Memory
+		copyMem, freezeRefused = t.freeze(stopped)
+		meter.mark("freeze", true)
+		if copyMem != nil {
+			// Everything is read from the copy, with the process
+			// running: no stack is copied before.
+			resumeErr = stopped.Resume()
+			meter.mark("resume", true)
+			liveMem := t.Mem
+			t.Mem = copyMem
+			release := func() {
+				if t.frozen == nil {
+					return
+				}
+				t.Mem = liveMem
+				copyMem.Close()
+				t.frozen.Release()
+				reapPause = t.frozen.ReapPause
+				t.frozen = nil
+			}
+			defer release()
+			releaseCopy = release
+		}
+	}
 	raw, copyErr := func() (raw *rawSnapshot, err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -317,8 +356,14 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		}
 		return raw, err
 	}()
-	resumeErr := stopped.Resume()
-	meter.mark("resume", true)
+	frozen := t.frozen != nil
+	if frozen {
+		releaseCopy()
+		meter.mark("release", false)
+	} else {
+		resumeErr = stopped.Resume()
+		meter.mark("resume", true)
+	}
 	if t.Hooks != nil && t.Hooks.Resumed != nil {
 		t.Hooks.Resumed()
 	}
@@ -352,6 +397,11 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	}
 	snap.NSPid = t.process.NSPID
 	snap.Pause, snap.Taken = pause, taken
+	snap.FreezeRefused = freezeRefused
+	if frozen {
+		snap.Frozen = true
+		snap.ReapPause = reapPause
+	}
 	snap.StacksBeforeStop = raw.stacksBeforeStop
 	snap.TracebackLabels = t.tracebackLabels()
 	meter.mark("decode", false)
@@ -361,6 +411,46 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 		OnSnapshot(snap)
 	}
 	return snap, nil
+}
+
+// freeze has the stopped process make a Frozen copy of itself and
+// opens the copy's memory; on a refusal, it returns why.
+func (t *Target) freeze(stopped *ptrace.Stopped) (*proc.Memory, string) {
+	if !t.live {
+		return nil, "not a live process"
+	}
+	f := t.Binary.Lines.FuncByName("runtime.exit")
+	if f == nil || f.End <= f.Entry || f.End-f.Entry > 256 {
+		return nil, "no runtime.exit in the binary's pclntab"
+	}
+	code := make([]byte, f.End-f.Entry)
+	if _, err := t.Mem.ReadAt(code, f.Entry+t.Bias); err != nil {
+		return nil, fmt.Sprintf("read runtime.exit: %v", err)
+	}
+	g, err := ptrace.ExitGadget(t.Binary.Arch, f.Entry+t.Bias, code)
+	if err != nil {
+		return nil, err.Error()
+	}
+	frozen, err := stopped.Freeze(g)
+	if err != nil {
+		return nil, err.Error()
+	}
+	mem, err := proc.OpenMemory(frozen.Pid)
+	if err != nil {
+		frozen.Release()
+		return nil, fmt.Sprintf("open the copy's memory: %v", err)
+	}
+	t.frozen = frozen
+	return mem, ""
+}
+
+// FrozenCopy returns the pid of the Frozen copy the snapshot being taken
+// reads (from the Hooks' Stopped), 0 if it reads the stopped process.
+func (t *Target) FrozenCopy() int {
+	if t.frozen == nil {
+		return 0
+	}
+	return t.frozen.Pid
 }
 
 // newSnapshot decodes a raw copy taken when the target's clock read now,

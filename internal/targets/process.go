@@ -271,3 +271,22 @@ func NotStopped(pid int) error {
 type stderrCopy struct{}
 
 func (stderrCopy) Write(b []byte) (int, error) { return os.Stderr.Write(b) }
+
+// Children returns the pids of pid's children (those of every thread),
+// zombies included.
+func Children(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
