@@ -76,8 +76,10 @@ type Target struct {
 	// in the stop, and Snapshot.FreezeRefused says why.
 	Freeze bool
 
-	// frozen is the copy being read, while a snapshot reads one.
-	frozen *ptrace.Frozen
+	// frozen is the copy being read, while a snapshot reads one;
+	// freezeRefused why the last Freeze asked for was refused.
+	frozen        *ptrace.Frozen
+	freezeRefused string
 
 	waitReasons []string
 	statusNames []string
@@ -322,6 +324,7 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	if t.Freeze {
 		var copyMem *proc.Memory
 		copyMem, freezeRefused = t.freeze(stopped)
+		t.freezeRefused = freezeRefused
 		meter.mark("freeze", true)
 		if copyMem != nil {
 			// Everything is read from the copy, with the process
@@ -452,6 +455,10 @@ func (t *Target) FrozenCopy() int {
 	}
 	return t.frozen.Pid
 }
+
+// FreezeRefused says why the Freeze of the snapshot being taken (or the
+// last one) was refused, "" if it was not.
+func (t *Target) FreezeRefused() string { return t.freezeRefused }
 
 // newSnapshot decodes a raw copy taken when the target's clock read now,
 // its rawGs made (gsAfterStop).

@@ -61,6 +61,11 @@ type Image struct {
 	PreCopy           time.Duration
 	Synced, Rewritten int
 	InStop            string
+	// Frozen says the capture read a copy the process made of itself
+	// in the stop (inspect.Target.Freeze): nothing of it was read in
+	// the stop, which ended once the copy existed; Took is then all
+	// after the stop.
+	Frozen bool
 
 	buffer []byte // the mapping the heap was copied into, Take's
 }
@@ -323,19 +328,32 @@ func threadStacks(mem heap.Reader, l *runtimelayout.RuntimeLayout, threads []ptr
 // (t.Snapshot, or t.SnapshotCore to write a core of the same stop, which
 // then holds what the walk read: set Options.InStop), its stacks kept,
 // and captures the image the walk reads (Capture) as the process was
-// when the goroutines were copied. Where the kernel tracks the pages a
-// process writes (proc.Track), the heap and the globals are copied
-// before the stop, while the process runs, and in the stop only the
-// pages it wrote since are read again; elsewhere, and with InStop, they
-// are copied in the stop. The hooks the Target already has still run. A
-// failed capture returns the snapshot with the error.
+// when the goroutines were copied. A live process makes a copy of
+// itself in the stop (inspect.Target.Freeze), which everything is read
+// from once it runs again. Where it cannot (ptrace.FreezeBlocked) and
+// the kernel tracks the pages a process writes (proc.Track), the heap
+// and the globals are copied before the stop, while the process runs,
+// and in the stop only the pages it wrote since are read again;
+// elsewhere, on a refused freeze, and with InStop, they are copied in
+// the stop. The hooks the Target already has still run. A failed
+// capture returns the snapshot with the error.
 func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Options) (*inspect.Snapshot, *Image, error) {
 	var tracked *proc.Tracked
 	var precopy time.Duration
 	why := "asked to (a core of the stop holds what it copies)"
+	_, live := t.Mem.(*proc.Memory)
+	freeze := false
 	if !opts.InStop {
 		why = "the process's memory is not a live process's"
-		if live, ok := t.Mem.(*proc.Memory); ok {
+		if live {
+			if err := ptrace.FreezeBlocked(t.PID); err == nil {
+				freeze = true
+			} else {
+				why = err.Error()
+			}
+		}
+		if live && !freeze {
+			live := t.Mem.(*proc.Memory)
 			start := time.Now()
 			var err error
 			if tracked, err = proc.Track(t.PID, live); err == nil {
@@ -348,7 +366,7 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 				}
 				precopy = time.Since(start)
 			} else {
-				why = err.Error()
+				why += "; " + err.Error()
 			}
 		}
 	}
@@ -387,7 +405,18 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 			}
 		}
 		threads = append([]ptrace.Thread(nil), threads...)
+		if t.FrozenCopy() != 0 {
+			// t.Mem is the copy, the process running.
+			im, capErr = capture(t.Mem, t.Binary, t.Layout, t.Bias, threads, opts, buf)
+			if im != nil {
+				im.Frozen, im.buffer, whole = true, whole, nil
+			}
+			return nil
+		}
 		if tracked == nil {
+			if freeze {
+				why = "the process could not be frozen: " + t.FreezeRefused()
+			}
 			im, capErr = capture(t.Mem, t.Binary, t.Layout, t.Bias, threads, opts, buf)
 			if im != nil {
 				im.InStop, im.buffer, whole = why, whole, nil
@@ -409,10 +438,10 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	// that ran a multiple of 256 times (g.trackingSeq) and parked again
 	// in the same place has the same stamp and other values on its
 	// stack — a pointer the walk would miss.
-	keep, inStop := t.KeepStacks, t.StacksInStop
-	t.Hooks, t.KeepStacks, t.StacksInStop = hooks, true, true
+	keep, inStop, frz := t.KeepStacks, t.StacksInStop, t.Freeze
+	t.Hooks, t.KeepStacks, t.StacksInStop, t.Freeze = hooks, true, true, freeze
 	defer func() {
-		t.Hooks, t.KeepStacks, t.StacksInStop = prev, keep, inStop
+		t.Hooks, t.KeepStacks, t.StacksInStop, t.Freeze = prev, keep, inStop, frz
 		if whole != nil { // not handed to an image
 			unix.Munmap(whole)
 		}

@@ -134,6 +134,14 @@ func take(t *testing.T, tg *inspect.Target) (*inspect.Snapshot, *leak.Image) {
 		t.Fatal(err)
 	}
 	t.Cleanup(im.Release)
+	// A live target is read from a copy it made of itself in the stop,
+	// where gi may have it make one.
+	if !im.Frozen && ptrace.FreezeBlocked(tg.PID) == nil {
+		t.Fatalf("the capture was not read from a frozen copy: %s", im.InStop)
+	}
+	if kids := targets.Children(tg.PID); len(kids) != 0 {
+		t.Fatalf("the target has children after the capture: %v", kids)
+	}
 	return snap, im
 }
 

@@ -41,8 +41,9 @@ var ErrFreezeRefused = errors.New("cannot freeze a copy of the process")
 type Frozen struct {
 	// Pid is the copy's process id, in gi's PID namespace.
 	Pid int
-	// Took is how long the copy took, in the stop.
-	Took time.Duration
+	// Took is how long the copy took, in the stop; ReapPause how long
+	// Release stopped the process again to reap the copy.
+	Took, ReapPause time.Duration
 
 	parent  int    // the process the copy was made of
 	gadget  Gadget // its runtime.exit, for the call that reaps the copy
@@ -464,7 +465,10 @@ func (f *Frozen) reap() error {
 		}
 		return fmt.Errorf("reap the copy %d of process %d: %w", f.Pid, f.parent, err)
 	}
-	defer s.Resume()
+	defer func() {
+		s.Resume()
+		f.ReapPause = s.Pause()
+	}()
 	return s.t.do(func() error {
 		st, err := s.callThread(0)
 		if err != nil {
@@ -479,4 +483,37 @@ func (f *Frozen) reap() error {
 		}
 		return nil
 	})
+}
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in a capability set.
+const capSysAdmin = 21
+
+// FreezeBlocked tells, before any stop, what would make Freeze refuse
+// process pid for certain: an architecture gi has no gadget for, or a
+// seccomp filter on its threads and no CAP_SYS_ADMIN for gi to suspend
+// it. nil does not promise Freeze succeeds (the kernel, the process's
+// limits may still refuse).
+func FreezeBlocked(pid int) error {
+	if _, ok := exitSequences[runtime.GOARCH]; !ok {
+		return fmt.Errorf("%w: no exit gadget known for %s", ErrFreezeRefused, runtime.GOARCH)
+	}
+	if seccompFiltered(pid) && !effectiveCap(capSysAdmin) {
+		return fmt.Errorf("%w: process %d has a seccomp filter, and gi no CAP_SYS_ADMIN to suspend it", ErrFreezeRefused, pid)
+	}
+	return nil
+}
+
+// effectiveCap tells whether gi holds capability bit c.
+func effectiveCap(c uint) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<c) != 0
+		}
+	}
+	return false
 }

@@ -45,8 +45,8 @@ type Leaks struct {
 	// Undecided says why reachability could not be decided: only the
 	// goroutines leaked by definition are marked then.
 	Undecided string `json:"undecided,omitempty"`
-	// CaptureNS is the part of the pause spent copying the heap and
-	// the globals; WalkNS the walk's time, after the stop; HeapBytes
+	// CaptureNS is the time spent copying the heap and the globals
+	// (part of the pause unless Frozen); WalkNS the walk's time, after the stop; HeapBytes
 	// the bytes of heap spans copied; MarkedObjects the objects found
 	// reachable.
 	CaptureNS     int64 `json:"capture_ns"`
@@ -60,6 +60,12 @@ type Leaks struct {
 	PreCopyNS      int64  `json:"precopy_ns"`
 	RewrittenPages int    `json:"rewritten_pages"`
 	InStop         string `json:"in_stop,omitempty"`
+	// Frozen says everything was read from a copy the process made of
+	// itself in the stop, after it resumed (CaptureNS is then not part
+	// of the pause); ReapPauseNS is how long the process was stopped
+	// again to reap the copy.
+	Frozen      bool  `json:"frozen,omitempty"`
+	ReapPauseNS int64 `json:"reap_pause_ns,omitempty"`
 	// Sites are the leaked goroutines by the go statement that created
 	// them, most first.
 	Sites []LeakSite `json:"sites"`

@@ -42,6 +42,9 @@ func findLeaks(t *inspect.Target, snap *inspect.Snapshot, im *leak.Image, capErr
 	if im != nil {
 		r.doc.CaptureNS, r.doc.HeapBytes = im.Took.Nanoseconds(), im.Contents.Bytes
 		r.doc.PreCopyNS, r.doc.RewrittenPages, r.doc.InStop = im.PreCopy.Nanoseconds(), im.Rewritten, im.InStop
+		if im.Frozen {
+			r.doc.Frozen, r.doc.ReapPauseNS = true, snap.ReapPause.Nanoseconds()
+		}
 		im.Release()
 	}
 	return r
@@ -110,7 +113,11 @@ func (r *leakReport) write(out io.Writer) error {
 	}
 	if d.Candidates > 0 {
 		how := fmt.Sprintf("heap %.1f MB copied in the stop in %v (%s)", float64(d.HeapBytes)/1e6, time.Duration(d.CaptureNS).Round(time.Microsecond), d.InStop)
-		if d.InStop == "" {
+		switch {
+		case d.Frozen:
+			how = fmt.Sprintf("heap %.1f MB read in %v from a copy the process made of itself in the stop, after it resumed; the copy reaped in a second stop of %v", float64(d.HeapBytes)/1e6,
+				time.Duration(d.CaptureNS).Round(time.Microsecond), time.Duration(d.ReapPauseNS).Round(time.Microsecond))
+		case d.InStop == "":
 			how = fmt.Sprintf("heap %.1f MB copied before the stop in %v, the %d pages written since read again in %v of the pause", float64(d.HeapBytes)/1e6,
 				time.Duration(d.PreCopyNS).Round(time.Microsecond), d.RewrittenPages, time.Duration(d.CaptureNS).Round(time.Microsecond))
 		}

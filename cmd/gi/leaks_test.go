@@ -122,12 +122,35 @@ func TestPsLeaks(t *testing.T) {
 		t.Errorf("gi ps --leaks --json <its core> marks %v leaked, the target leaked %v", keys(got), keys(truth))
 	}
 
+	// Live, without --core: read from a copy the target made of itself
+	// in the stop, reaped after.
+	frozen := giOK(t, "ps", "--leaks", "--json", pid)
+	validate(t, compileSchema(t, "ps"), "gi ps --leaks --json", frozen)
+	var fdoc struct {
+		Leaks struct {
+			Frozen      bool  `json:"frozen"`
+			ReapPauseNS int64 `json:"reap_pause_ns"`
+		} `json:"leaks"`
+	}
+	if err := json.Unmarshal([]byte(frozen), &fdoc); err != nil {
+		t.Fatal(err)
+	}
+	if !fdoc.Leaks.Frozen || fdoc.Leaks.ReapPauseNS <= 0 {
+		t.Errorf("gi ps --leaks of a live target: frozen %v, reap pause %dns; want a frozen copy, reaped", fdoc.Leaks.Frozen, fdoc.Leaks.ReapPauseNS)
+	}
+	if got := leakedOf(t, frozen); !sameSet(got, truth) {
+		t.Errorf("gi ps --leaks --json (frozen) marks %v leaked, the target leaked %v", keys(got), keys(truth))
+	}
+	if kids := targets.Children(p.Pid); len(kids) != 0 {
+		t.Errorf("the target has children after gi ps --leaks: %v", kids)
+	}
+
 	table := giOK(t, "ps", "--leaks", pid)
 	if n := strings.Count(table, " LEAKED "); n != len(truth) {
 		t.Errorf("%d rows LEAKED, want %d:\n%s", n, len(truth), table)
 	}
 	want := regexp.MustCompile(`(?m)^leaks: ` + strconv.Itoa(len(truth)) + ` leaked goroutines \(\d+ blocked on channels and sync objects were judged\)\n  ` +
-		strconv.Itoa(len(truth)) + ` leaked goroutines created at main\.spawn\.func1 \(leaky/main\.go:\d+\)\nleaks: stacks precise, heap and globals conservative \(a leak may be missed, never invented\); heap [0-9.]+ MB copied (in|before) the stop`)
+		strconv.Itoa(len(truth)) + ` leaked goroutines created at main\.spawn\.func1 \(leaky/main\.go:\d+\)\nleaks: stacks precise, heap and globals conservative \(a leak may be missed, never invented\); heap [0-9.]+ MB read in \S+ from a copy the process made of itself in the stop, after it resumed; the copy reaped in a second stop of \S+; walked in`)
 	if !want.MatchString(table) {
 		t.Errorf("no leaks footer matching %s:\n%s", want, table)
 	}
