@@ -36,6 +36,7 @@ var guestTargets = []struct {
 	{"argfuncs", targets.BuildOptions{PIE: true}},
 	{"lockserver", targets.BuildOptions{}},
 	{"reparker", targets.BuildOptions{}},
+	{"syscaller", targets.BuildOptions{}},
 	{"waiters", targets.BuildOptions{}},
 	{"waiters", targets.BuildOptions{PIE: true}},
 	{"waiters", targets.BuildOptions{Stripped: true}},
@@ -69,7 +70,7 @@ func buildInitramfs(root, cache, out, arch string) (string, error) {
 	}
 	for _, t := range []struct{ name, pkg string }{
 		{"inspect.test", "./inspect/"}, {"trace.test", "./trace/"}, {"gi.test", "./cmd/gi/"}, {"bpf.test", "./bpf/"},
-		{"leak.test", "./leak/"}, {"proc.test", "./proc/"},
+		{"leak.test", "./leak/"}, {"proc.test", "./proc/"}, {"ptrace.test", "./ptrace/"},
 	} {
 		if err := gobuild("/tests/"+t.name, "test", "-c", "-o", filepath.Join(bdir, t.name), t.pkg); err != nil {
 			return "", err

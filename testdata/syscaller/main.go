@@ -109,15 +109,27 @@ func timedSleeper() {
 // process call must never take a child of its own.
 func parent() {
 	for {
-		if err := exec.Command("/bin/true").Run(); err != nil {
-			fail("run /bin/true: %v", err)
+		if err := exec.Command(self, "-child").Run(); err != nil {
+			fail("run a child: %v", err)
 		}
 		children.Add(1)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
+// self is this program's executable: its children run it with -child,
+// and exit at once.
+var self string
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-child" {
+		return
+	}
+	var err error
+	if self, err = os.Executable(); err != nil {
+		fmt.Println("executable:", err)
+		os.Exit(1)
+	}
 	var p [2]int
 	if err := syscall.Pipe(p[:]); err != nil {
 		fmt.Println("pipe:", err)
