@@ -49,6 +49,12 @@ func callFrame(saved *callRegs, g Gadget, nr uint64, args [6]uint64) (frame *cal
 }
 
 // callable tells whether the stopped thread can make a call and be put
-// back exactly: on x86_64 always, the kernel deciding a restart after
-// the stop from the registers gi restores.
-func callable(th *Thread) bool { return true }
+// back exactly: the kernel decides a restart after the stop, from the
+// registers gi restores; but not a thread in a call that swapped its
+// signal mask for its duration (maskSwapped).
+func callable(th *Thread) bool {
+	r := &th.Regs
+	// user_regs_struct: r8 is word 9.
+	return !maskSwapped(r.Syscall, r.All[9], unix.SYS_EPOLL_PWAIT,
+		unix.SYS_PPOLL, unix.SYS_PSELECT6, unix.SYS_RT_SIGSUSPEND, unix.SYS_EPOLL_PWAIT2, unix.SYS_IO_PGETEVENTS)
+}

@@ -61,11 +61,16 @@ const (
 
 // callable tells whether the stopped thread can make a call and be put
 // back exactly: not rewound to restart a call that restarts through
-// restart_syscall (a sleep, a futex wait with a timeout).
+// restart_syscall (a sleep, a futex wait with a timeout), nor in a call
+// that swapped its signal mask for its duration (maskSwapped).
 func callable(th *Thread) bool {
 	r := &th.Regs
 	if r.Syscall < 0 {
 		return true
+	}
+	if maskSwapped(r.Syscall, r.All[4], unix.SYS_EPOLL_PWAIT,
+		unix.SYS_PPOLL, unix.SYS_PSELECT6, unix.SYS_RT_SIGSUSPEND, unix.SYS_EPOLL_PWAIT2, unix.SYS_IO_PGETEVENTS) {
+		return false
 	}
 	switch r.Syscall {
 	case sysNanosleep, sysClockNanosleep, sysRestartSyscall:

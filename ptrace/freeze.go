@@ -350,6 +350,27 @@ func sigmask(tid, req int, mask uint64) (uint64, error) {
 	return mask, nil
 }
 
+// maskSwapped tells whether system call nr (its fifth argument arg4)
+// is one of masked, calls that run with a signal mask of their own and
+// put the thread's back as they return (the kernel's saved_sigmask): gi
+// blocking the thread's signals for a call would lose the mask to put
+// back. epoll_pwait swaps only when given a mask (its fifth argument);
+// Go's runtime gives none.
+func maskSwapped(nr int64, arg4 uint64, epollPwait int, masked ...int) bool {
+	if nr < 0 {
+		return false
+	}
+	if nr == int64(epollPwait) {
+		return arg4 != 0
+	}
+	for _, m := range masked {
+		if nr == int64(m) {
+			return true
+		}
+	}
+	return false
+}
+
 // waitStop waits, bounded, for tid's next stop or end.
 func waitStop(tid int, timeout time.Duration) (unix.WaitStatus, error) {
 	deadline := time.Now().Add(timeout)

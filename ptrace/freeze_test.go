@@ -251,3 +251,22 @@ func freezeHelper() {
 	fmt.Println(f.Pid)
 	time.Sleep(time.Minute)
 }
+
+func TestMaskSwapped(t *testing.T) {
+	const epollPwait, ppoll = 281, 271
+	for _, c := range []struct {
+		nr   int64
+		arg4 uint64
+		want bool
+	}{
+		{-1, 0, false},
+		{202, 0, false},        // futex
+		{epollPwait, 0, false}, // Go's netpoller: no mask
+		{epollPwait, 0xc000010000, true},
+		{ppoll, 0, true},
+	} {
+		if got := ptrace.MaskSwapped(c.nr, c.arg4, epollPwait, ppoll); got != c.want {
+			t.Errorf("maskSwapped(%d, %#x) = %v, want %v", c.nr, c.arg4, got, c.want)
+		}
+	}
+}
