@@ -98,9 +98,16 @@ func (s *Stopped) freeze(tid int, g Gadget) (int, error) {
 		return 0, fmt.Errorf("%w: %v", ErrFreezeRefused, err)
 	}
 	ret, child, err := s.call(st, g, sysClone, cloneArgs(unix.CLONE_FILES), true)
+	// A copy made but not kept is ended and reaped in this stop.
+	abandon := func(err error) (int, error) {
+		ns := namespacePid(child)
+		endCopy(child)
+		s.reapCopy(ns, g)
+		return 0, err
+	}
 	if err != nil {
 		if child > 0 {
-			endCopy(child)
+			return abandon(err)
 		}
 		return 0, err
 	}
@@ -114,11 +121,10 @@ func (s *Stopped) freeze(tid int, g Gadget) (int, error) {
 	// parent thread was).
 	ws, err := waitStop(child, injectTimeout)
 	if err != nil {
-		endCopy(child)
-		return 0, fmt.Errorf("process %d: its copy %d: %w", s.Pid, child, err)
+		return abandon(fmt.Errorf("process %d: its copy %d: %w", s.Pid, child, err))
 	}
 	if !ws.Stopped() {
-		return 0, fmt.Errorf("process %d: its copy %d ended: %v", s.Pid, child, ws)
+		return abandon(fmt.Errorf("process %d: its copy %d ended: %v", s.Pid, child, ws))
 	}
 	return child, nil
 }
@@ -491,19 +497,28 @@ func (f *Frozen) reap() error {
 		f.ReapPause = s.Pause()
 	}()
 	return s.t.do(func() error {
-		st, err := s.callThread(0)
-		if err != nil {
+		if err := s.reapCopy(f.nsPid, f.gadget); err != nil {
 			return fmt.Errorf("reap the copy %d: %w", f.Pid, err)
-		}
-		ret, _, err := s.call(st, f.gadget, sysWait4, [6]uint64{uint64(f.nsPid), 0, unix.WNOHANG | unix.WALL}, false)
-		if err != nil {
-			return fmt.Errorf("reap the copy %d: %w", f.Pid, err)
-		}
-		if ret != int64(f.nsPid) && ret != -int64(unix.ECHILD) {
-			return fmt.Errorf("reap the copy %d in process %d: wait4 returned %d", f.Pid, f.parent, ret)
 		}
 		return nil
 	})
+}
+
+// reapCopy has the stopped process collect its ended copy nsPid (as its
+// PID namespace numbers it) with wait4. It runs on the tracer thread.
+func (s *Stopped) reapCopy(nsPid int, g Gadget) error {
+	st, err := s.callThread(0)
+	if err != nil {
+		return err
+	}
+	ret, _, err := s.call(st, g, sysWait4, [6]uint64{uint64(nsPid), 0, unix.WNOHANG | unix.WALL}, false)
+	if err != nil {
+		return err
+	}
+	if ret != int64(nsPid) && ret != -int64(unix.ECHILD) {
+		return fmt.Errorf("process %d: wait4 for %d returned %d", s.Pid, nsPid, ret)
+	}
+	return nil
 }
 
 // capSysAdmin is CAP_SYS_ADMIN's bit in a capability set.
