@@ -46,7 +46,7 @@ type frozenTarget struct {
 	gadget  ptrace.Gadget
 }
 
-func startSyscaller(t *testing.T) *frozenTarget {
+func startSyscaller(t *testing.T, args ...string) *frozenTarget {
 	t.Helper()
 	bin := targets.Build(t, "syscaller", targets.BuildOptions{})
 	exe, err := elfbin.Open(bin)
@@ -57,7 +57,7 @@ func startSyscaller(t *testing.T) *frozenTarget {
 	if !ok {
 		t.Fatal("no main.counter in the target")
 	}
-	p := targets.Start(t, bin)
+	p := targets.Start(t, bin, args...)
 	mem, err := proc.OpenMemory(p.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +179,56 @@ func TestFreeze(t *testing.T) {
 		if after[k] == before[k] {
 			t.Errorf("the target's %s did not advance: %s", k, after[k])
 		}
+	}
+}
+
+// TestFreezeSeccomp freezes a target whose seccomp filter refuses the
+// very clone gi makes it call: gi, with CAP_SYS_ADMIN, suspends the
+// filter for the thread making the call; the filter stays on.
+func TestFreezeSeccomp(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping another process and making it call clone")
+	ft := startSyscaller(t, "-seccomp")
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(ft.p.Pid) + "/status")
+	if err != nil || !strings.Contains(string(status), "Seccomp:\t2") {
+		t.Fatalf("the target is not under a seccomp filter: %v\n%s", err, status)
+	}
+	if err := ptrace.FreezeBlocked(ft.p.Pid); err != nil {
+		t.Fatalf("FreezeBlocked: %v (gi runs as root, with CAP_SYS_ADMIN)", err)
+	}
+	tr := ptrace.NewTracer()
+	defer tr.Close()
+	for i := 0; i < 10; i++ {
+		s, err := tr.Stop(ft.p.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v0 := readWord(t, ft.mem, ft.counter)
+		f, err := s.Freeze(ft.gadget)
+		s.Resume()
+		if err != nil {
+			t.Fatalf("freeze %d: %v", i, err)
+		}
+		cm, err := proc.OpenMemory(f.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readWord(t, cm, ft.counter); got != v0 {
+			t.Errorf("freeze %d: the copy's counter is %d, the stop's %d", i, got, v0)
+		}
+		cm.Close()
+		if err := f.Release(); err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+	}
+	if kids := targets.Children(ft.p.Pid); len(kids) > 1 { // its own child, at most
+		t.Errorf("the target has children after the copies: %v", kids)
+	}
+	after, err := ft.p.Do("check", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after["bad"] != "0" {
+		t.Errorf("the target saw wrong results: %v\n%s", after, strings.Join(ft.p.Lines(), "\n"))
 	}
 }
 

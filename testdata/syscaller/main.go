@@ -16,6 +16,7 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,7 +24,59 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
+
+var denyCopies = flag.Bool("seccomp", false, "run under a seccomp filter that refuses clone(CLONE_FILES), the call gi makes a thread of it make")
+
+// sockFilter and sockFprog are the kernel's struct sock_filter and
+// sock_fprog.
+type sockFilter struct {
+	code   uint16
+	jt, jf uint8
+	k      uint32
+}
+
+type sockFprog struct {
+	len    uint16
+	filter *sockFilter
+}
+
+// installFilter puts every thread under a seccomp filter that makes
+// clone(CLONE_FILES) fail with EPERM and allows everything else: gi
+// freezes the process only by suspending it.
+func installFilter() error {
+	const (
+		ldAbsW  = 0x20 // BPF_LD|BPF_W|BPF_ABS
+		jeqK    = 0x15 // BPF_JMP|BPF_JEQ|BPF_K
+		retK    = 0x06 // BPF_RET|BPF_K
+		allow   = 0x7fff0000
+		deny    = 0x00050000 | uint32(syscall.EPERM)
+		tsync   = 1
+		setMode = 1 // SECCOMP_SET_MODE_FILTER
+	)
+	prog := []sockFilter{
+		{ldAbsW, 0, 0, 0},                         // nr
+		{jeqK, 0, 3, uint32(syscall.SYS_CLONE)},   // clone?
+		{ldAbsW, 0, 0, 16},                        // args[0], low half
+		{jeqK, 0, 1, uint32(syscall.CLONE_FILES)}, // exactly CLONE_FILES?
+		{retK, 0, 0, deny},
+		{retK, 0, 0, allow},
+	}
+	fp := sockFprog{len: uint16(len(prog)), filter: &prog[0]}
+	const prSetNoNewPrivs = 38
+	sysSeccomp := uintptr(317) // x86_64
+	if runtime.GOARCH == "arm64" {
+		sysSeccomp = 277
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0); errno != 0 {
+		return errno
+	}
+	if _, _, errno := syscall.RawSyscall(sysSeccomp, setMode, tsync, uintptr(unsafe.Pointer(&fp))); errno != 0 {
+		return errno
+	}
+	return nil
+}
 
 // counter is incremented without pause; a test reads it from the copy.
 var counter atomic.Uint64
@@ -124,6 +177,13 @@ var self string
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "-child" {
 		return
+	}
+	flag.Parse()
+	if *denyCopies {
+		if err := installFilter(); err != nil {
+			fmt.Println("seccomp:", err)
+			os.Exit(1)
+		}
 	}
 	var err error
 	if self, err = os.Executable(); err != nil {
