@@ -346,7 +346,9 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	if !opts.InStop {
 		why = "the process's memory is not a live process's"
 		if live {
-			if err := ptrace.FreezeBlocked(t.PID); err == nil {
+			if opts.NoFreeze {
+				why = "asked not to freeze the process"
+			} else if err := ptrace.FreezeBlocked(t.PID); err == nil {
 				freeze = true
 			} else {
 				why = err.Error()

@@ -54,6 +54,10 @@ type Options struct {
 	// InStop copies the heap and the globals in the stop, none before
 	// (gi ps --core: the core holds what the stop read).
 	InStop bool
+	// NoFreeze reads a live process in the stop, or before it where the
+	// kernel tracks written pages, not from a copy it makes of itself
+	// (Take): the paths a process that cannot be frozen takes.
+	NoFreeze bool
 	// Trace, if set, receives for each goroutine found able to run
 	// again the path by which the walk reached what it waits on: why
 	// it is not leaked.

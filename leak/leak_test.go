@@ -129,14 +129,20 @@ func takeQuiet(t *testing.T, tg *inspect.Target) (*inspect.Snapshot, *leak.Image
 // when the test ends.
 func take(t *testing.T, tg *inspect.Target) (*inspect.Snapshot, *leak.Image) {
 	t.Helper()
-	snap, im, err := leak.Take(tg, func() (*inspect.Snapshot, error) { return tg.Snapshot(tracer) }, leak.Options{})
+	return takeWith(t, tg, leak.Options{})
+}
+
+// takeWith is take with the capture's options.
+func takeWith(t *testing.T, tg *inspect.Target, opts leak.Options) (*inspect.Snapshot, *leak.Image) {
+	t.Helper()
+	snap, im, err := leak.Take(tg, func() (*inspect.Snapshot, error) { return tg.Snapshot(tracer) }, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(im.Release)
 	// A live target is read from a copy it made of itself in the stop,
 	// where gi may have it make one.
-	if !im.Frozen && ptrace.FreezeBlocked(tg.PID) == nil {
+	if !im.Frozen && !opts.NoFreeze && ptrace.FreezeBlocked(tg.PID) == nil {
 		t.Fatalf("the capture was not read from a frozen copy: %s", im.InStop)
 	}
 	if kids := targets.Children(tg.PID); len(kids) != 0 {
@@ -385,18 +391,26 @@ func TestLeaksMovingChannel(t *testing.T) {
 		t.Fatal("the target parked no goroutine on the moving channel")
 	}
 	tg := openTarget(t, p.Pid)
-	for i := 0; i < 10; i++ {
-		snap, im := take(t, tg)
-		res := leak.Find(tg, snap, im, leak.Options{})
-		if res.Undecided != "" {
-			t.Fatalf("stop %d: undecided: %s", i+1, res.Undecided)
-		}
-		for id, why := range res.Leaked {
-			if _, ok := gt.leaked[id]; !ok {
-				t.Errorf("stop %d: goroutine %d (%s) reported leaked: %s", i+1, id, gt.kept[id], why)
+	// From a frozen copy, and as a process that cannot be frozen is
+	// read: before the stop where the kernel tracks written pages, else
+	// in it.
+	for _, opts := range []leak.Options{{}, {NoFreeze: true}} {
+		for i := 0; i < 10; i++ {
+			snap, im := takeWith(t, tg, opts)
+			if opts.NoFreeze && im.Frozen {
+				t.Fatal("NoFreeze: read from a frozen copy all the same")
 			}
+			res := leak.Find(tg, snap, im, leak.Options{})
+			if res.Undecided != "" {
+				t.Fatalf("%+v, stop %d: undecided: %s", opts, i+1, res.Undecided)
+			}
+			for id, why := range res.Leaked {
+				if _, ok := gt.leaked[id]; !ok {
+					t.Errorf("%+v, stop %d: goroutine %d (%s) reported leaked: %s", opts, i+1, id, gt.kept[id], why)
+				}
+			}
+			snap.ReleaseStacks()
+			im.Release()
 		}
-		snap.ReleaseStacks()
-		im.Release()
 	}
 }
