@@ -440,7 +440,7 @@ func (t *Target) freeze(stopped *ptrace.Stopped) (*proc.Memory, string) {
 	}
 	mem, err := proc.OpenMemory(frozen.Pid)
 	if err != nil {
-		frozen.Release()
+		frozen.ReleaseIn(stopped)
 		return nil, fmt.Sprintf("open the copy's memory: %v", err)
 	}
 	t.frozen = frozen

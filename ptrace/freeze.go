@@ -483,6 +483,27 @@ func (f *Frozen) Release() error {
 	return f.release
 }
 
+// ReleaseIn is Release for a caller that still holds the process the
+// copy was made of stopped (s): the copy is reaped in that stop.
+func (f *Frozen) ReleaseIn(s *Stopped) error {
+	if f == nil {
+		return nil
+	}
+	f.once.Do(func() {
+		f.release = s.t.do(func() error {
+			endCopy(f.Pid)
+			if err := s.reapCopy(f.nsPid, f.gadget); err != nil {
+				return fmt.Errorf("reap the copy %d: %w", f.Pid, err)
+			}
+			return nil
+		})
+		f.t.mu.Lock()
+		delete(f.t.frozen, f)
+		f.t.mu.Unlock()
+	})
+	return f.release
+}
+
 // reap stops the parent and has it collect the copy's exit status.
 func (f *Frozen) reap() error {
 	s, err := f.t.Stop(f.parent)

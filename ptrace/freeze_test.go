@@ -320,3 +320,38 @@ func TestMaskSwapped(t *testing.T) {
 		}
 	}
 }
+
+// TestFreezeReleaseIn ends copies in the stop they were made in, as a
+// caller that gives one up before resuming does: no child is left.
+func TestFreezeReleaseIn(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping another process and making it call clone")
+	ft := startSyscaller(t)
+	tr := ptrace.NewTracer()
+	defer tr.Close()
+	for i := 0; i < 5; i++ {
+		s, err := tr.Stop(ft.p.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := s.Freeze(ft.gadget)
+		if err != nil {
+			s.Resume()
+			t.Fatal(err)
+		}
+		rerr := f.ReleaseIn(s)
+		s.Resume()
+		if rerr != nil {
+			t.Fatalf("release %d: %v", i, rerr)
+		}
+		if st := procState(f.Pid); st != "" {
+			t.Fatalf("release %d: copy %d still there, state %q", i, f.Pid, st)
+		}
+	}
+	after, err := ft.p.Do("check", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after["bad"] != "0" {
+		t.Errorf("the target saw wrong results: %v", after)
+	}
+}
