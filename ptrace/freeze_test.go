@@ -78,6 +78,26 @@ func startSyscaller(t *testing.T, args ...string) *frozenTarget {
 	return &frozenTarget{p: p, mem: mem, counter: sym.Addr, gadget: g}
 }
 
+// checkAndRelease checks that copy f holds the counter the stop read
+// (v0), then releases it: gone, reaped.
+func checkAndRelease(t *testing.T, ft *frozenTarget, f *ptrace.Frozen, v0 uint64, i int) {
+	t.Helper()
+	cm, err := proc.OpenMemory(f.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readWord(t, cm, ft.counter); got != v0 {
+		t.Errorf("freeze %d: the copy's counter is %d, the stop's %d", i, got, v0)
+	}
+	cm.Close()
+	if err := f.Release(); err != nil {
+		t.Fatalf("release %d: %v", i, err)
+	}
+	if st := procState(f.Pid); st != "" {
+		t.Fatalf("release %d: copy %d still there, state %q", i, f.Pid, st)
+	}
+}
+
 func readWord(t *testing.T, mem interface {
 	ReadAt([]byte, uint64) (int, error)
 }, addr uint64) uint64 {
@@ -149,20 +169,7 @@ func TestFreeze(t *testing.T) {
 			}
 			runtime.Gosched()
 		}
-		cm, err := proc.OpenMemory(f.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := readWord(t, cm, ft.counter); got != v0 {
-			t.Errorf("freeze %d: the copy's counter is %d, the stop's %d", i, got, v0)
-		}
-		cm.Close()
-		if err := f.Release(); err != nil {
-			t.Fatalf("release %d: %v", i, err)
-		}
-		if st := procState(f.Pid); st != "" {
-			t.Fatalf("release %d: copy %d still there, state %q", i, f.Pid, st)
-		}
+		checkAndRelease(t, ft, f, v0, i)
 		targets.CheckNotStopped(t, ft.p.Pid)
 	}
 	if len(callers) < 5 {
@@ -208,17 +215,7 @@ func TestFreezeSeccomp(t *testing.T) {
 		if err != nil {
 			t.Fatalf("freeze %d: %v", i, err)
 		}
-		cm, err := proc.OpenMemory(f.Pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := readWord(t, cm, ft.counter); got != v0 {
-			t.Errorf("freeze %d: the copy's counter is %d, the stop's %d", i, got, v0)
-		}
-		cm.Close()
-		if err := f.Release(); err != nil {
-			t.Fatalf("release %d: %v", i, err)
-		}
+		checkAndRelease(t, ft, f, v0, i)
 	}
 	if kids := targets.Children(ft.p.Pid); len(kids) > 1 { // its own child, at most
 		t.Errorf("the target has children after the copies: %v", kids)
