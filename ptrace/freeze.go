@@ -4,10 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -403,36 +400,19 @@ func waitStop(tid int, timeout time.Duration) (unix.WaitStatus, error) {
 	}
 }
 
-// seccompFiltered tells whether thread tid runs under a seccomp filter.
+// seccompFiltered tells whether thread tid runs under a seccomp filter
+// (unreadable counts as filtered: gi asks to suspend it, refused if it
+// may not; a kernel without seccomp reports no field).
 func seccompFiltered(tid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return true // unknown: ask to suspend, refused if gi may not
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
-			return strings.TrimSpace(v) != "0"
-		}
-	}
-	return false
+	v, err := proc.StatusField(tid, 0, "Seccomp")
+	return err != nil || v != "" && v != "0"
 }
 
-// namespacePid returns pid's id in its own PID namespace (the last of
-// its NSpid line), pid itself where the kernel does not say.
+// namespacePid returns pid's id in its own PID namespace, pid itself
+// where the kernel does not say.
 func namespacePid(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return pid
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
-					return n
-				}
-			}
-		}
+	if ns, err := proc.NamespacePID(pid); err == nil {
+		return ns
 	}
 	return pid
 }
@@ -542,9 +522,6 @@ func (s *Stopped) reapCopy(nsPid int, g Gadget) error {
 	return nil
 }
 
-// capSysAdmin is CAP_SYS_ADMIN's bit in a capability set.
-const capSysAdmin = 21
-
 // FreezeBlocked tells, before any stop, what would make Freeze refuse
 // process pid for certain: an architecture gi has no gadget for, or a
 // seccomp filter on its threads and no CAP_SYS_ADMIN for gi to suspend
@@ -554,23 +531,8 @@ func FreezeBlocked(pid int) error {
 	if _, ok := exitSequences[runtime.GOARCH]; !ok {
 		return fmt.Errorf("%w: no exit gadget known for %s", ErrFreezeRefused, runtime.GOARCH)
 	}
-	if seccompFiltered(pid) && !effectiveCap(capSysAdmin) {
+	if has, _ := proc.HasCapabilities(unix.CAP_SYS_ADMIN); seccompFiltered(pid) && !has {
 		return fmt.Errorf("%w: process %d has a seccomp filter, and gi no CAP_SYS_ADMIN to suspend it", ErrFreezeRefused, pid)
 	}
 	return nil
-}
-
-// effectiveCap tells whether gi holds capability bit c.
-func effectiveCap(c uint) bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && caps&(1<<c) != 0
-		}
-	}
-	return false
 }

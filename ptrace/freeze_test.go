@@ -109,18 +109,14 @@ func readWord(t *testing.T, mem interface {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// procState returns the state letter of /proc/<pid>/stat, "" when the
-// process is gone.
+// procState returns the state letter of pid (targets.ProcState), ""
+// when the process is gone.
 func procState(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, _, err := targets.ProcState(pid)
+	if err != nil || st == "" {
 		return ""
 	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2 : i+3]
-	}
-	return "?"
+	return st[:1]
 }
 
 // TestFreeze freezes the target again and again while its threads sit in
