@@ -194,7 +194,6 @@ func (s *Stopped) call(st *seized, g Gadget, nr uint64, args [6]uint64, clone bo
 	// sent to the process stays for the thread the kernel would have
 	// chosen, one sent to this thread waits for it.
 	oldMask, maskErr := sigmask(tid, unix.PTRACE_GETSIGMASK, 0)
-
 	if maskErr == nil {
 		if _, err := sigmask(tid, unix.PTRACE_SETSIGMASK, ^uint64(0)); err != nil {
 			maskErr = err
@@ -374,7 +373,11 @@ func maskSwapped(nr int64, arg4 uint64, epollPwait int, masked ...int) bool {
 	return false
 }
 
-// waitStop waits, bounded, for tid's next stop or end.
+// errNoStop says waitStop's bound passed with no stop or end reported.
+var errNoStop = errors.New("no stop")
+
+// waitStop waits, bounded, for tid's next stop or end: its status, or
+// the error of wait4 (ECHILD: gone and collected), or errNoStop.
 func waitStop(tid int, timeout time.Duration) (unix.WaitStatus, error) {
 	deadline := time.Now().Add(timeout)
 	nap := 2 * time.Microsecond
@@ -391,7 +394,7 @@ func waitStop(tid int, timeout time.Duration) (unix.WaitStatus, error) {
 			return ws, nil
 		}
 		if time.Now().After(deadline) {
-			return ws, fmt.Errorf("thread %d: no stop within %v", tid, timeout)
+			return ws, fmt.Errorf("thread %d: %w within %v", tid, errNoStop, timeout)
 		}
 		time.Sleep(nap)
 		if nap < time.Millisecond {
@@ -427,16 +430,11 @@ func peek(tid int, addr uint64, p []byte) (int, error) {
 func endCopy(pid int) {
 	unix.Kill(pid, unix.SIGKILL)
 	deadline := time.Now().Add(releaseWait)
-	for time.Now().Before(deadline) {
-		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(pid, &ws, unix.WNOHANG|unix.WALL, nil)
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return // ECHILD: collected
+	for {
+		ws, err := waitStop(pid, time.Until(deadline))
+		if err != nil || ws.Exited() || ws.Signaled() {
+			return // collected, or given up
 		}
-		if wpid == pid && (ws.Exited() || ws.Signaled()) {
-			return
-		}
-		time.Sleep(200 * time.Microsecond)
 	}
 }
 

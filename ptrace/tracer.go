@@ -425,23 +425,21 @@ func (s *Stopped) detachAll() error {
 		if !st.stopped {
 			deadline := time.Now().Add(time.Second)
 			for {
-				var ws unix.WaitStatus
-				wpid, err := unix.Wait4(tid, &ws, unix.WNOHANG|unix.WALL, nil)
-				if err != nil || (wpid == tid && (ws.Exited() || ws.Signaled())) {
+				ws, err := waitStop(tid, time.Until(deadline))
+				if errors.Is(err, errNoStop) {
+					break
+				}
+				if err != nil || ws.Exited() || ws.Signaled() {
 					st.gone = true
 					break
 				}
-				if wpid == tid && ws.Stopped() {
+				if ws.Stopped() {
 					st.stopped = true
 					if ev := int(ws) >> 16 & 0xff; ev == 0 && ws.StopSignal() != syscall.SIGSTOP && ws.StopSignal() != syscall.SIGTRAP {
 						st.sig = int(ws.StopSignal())
 					}
 					break
 				}
-				if time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(50 * time.Microsecond)
 			}
 			if st.gone || !st.stopped {
 				// Left to the kernel: it detaches when the tracer thread exits.
