@@ -341,7 +341,7 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	var tracked *proc.Tracked
 	var precopy time.Duration
 	why := "asked to (a core of the stop holds what it copies)"
-	_, live := t.Mem.(*proc.Memory)
+	liveMem, live := t.Mem.(*proc.Memory)
 	freeze := false
 	if !opts.InStop {
 		why = "the process's memory is not a live process's"
@@ -355,10 +355,9 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 			}
 		}
 		if live && !freeze {
-			live := t.Mem.(*proc.Memory)
 			start := time.Now()
 			var err error
-			if tracked, err = proc.Track(t.PID, live); err == nil {
+			if tracked, err = proc.Track(t.PID, liveMem); err == nil {
 				// What is read now is kept, and what the process
 				// writes before the stop read again in it. A capture
 				// of a running process may fail (a span being made):
@@ -372,9 +371,10 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 			}
 		}
 	}
-	// Copied in the stop: the copy's buffer is made before it, its pages
-	// faulted in (a heap of a gigabyte is a quarter of a million pages),
-	// sized from the heap as it is now, with room to grow.
+	// Copied in the stop or from the frozen copy: the buffer is made
+	// before the stop, its pages faulted in (a heap of a gigabyte is a
+	// quarter of a million pages), sized from the heap as it is now,
+	// with room to grow.
 	var buf, whole []byte
 	if tracked == nil {
 		if h, err := heap.Read(t.Mem, &t.Layout.Heap, t.Binary.Arch, t.Bias, opts.Heap); err == nil {
@@ -407,21 +407,19 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 			}
 		}
 		threads = append([]ptrace.Thread(nil), threads...)
-		if t.FrozenCopy() != 0 {
-			// t.Mem is the copy, the process running.
-			im, capErr = capture(t.Mem, t.Binary, t.Layout, t.Bias, threads, opts, buf)
-			if im != nil {
-				im.Frozen, im.buffer, whole = true, whole, nil
-			}
-			return nil
-		}
-		if tracked == nil {
-			if freeze {
+		if frozen := t.FrozenCopy() != 0; frozen || tracked == nil {
+			// t.Mem is the frozen copy, the process running, or the
+			// stopped process.
+			if freeze && !frozen {
 				why = "the process could not be frozen: " + t.FreezeRefused()
 			}
 			im, capErr = capture(t.Mem, t.Binary, t.Layout, t.Bias, threads, opts, buf)
 			if im != nil {
-				im.InStop, im.buffer, whole = why, whole, nil
+				im.buffer, whole = whole, nil
+				im.Frozen = frozen
+				if !frozen {
+					im.InStop = why
+				}
 			}
 			return nil
 		}
