@@ -33,9 +33,7 @@ type SiteGrowth struct {
 	Function string
 	File     string
 	Line     int
-	// Before and After count its goroutines in each snapshot, Unmoved
-	// those of After that have not moved.
-	Before, After, Unmoved int
+	Counts
 }
 
 // StackGrowth is the goroutines in one state and stack.
@@ -43,15 +41,17 @@ type StackGrowth struct {
 	// Representative is one of them, in the later snapshot (or the
 	// earlier, when none is left).
 	Representative *Goroutine
-	Before, After  int
-	Unmoved        int
+	Counts
+}
+
+// Counts are a group's goroutines in each snapshot (Before, After) and
+// those of After that have not moved (Unmoved).
+type Counts struct {
+	Before, After, Unmoved int
 }
 
 // Delta returns how many more goroutines the later snapshot has.
-func (s SiteGrowth) Delta() int { return s.After - s.Before }
-
-// Delta returns how many more goroutines the later snapshot has.
-func (s StackGrowth) Delta() int { return s.After - s.Before }
+func (c Counts) Delta() int { return c.After - c.Before }
 
 // Compare returns how the goroutines of after grew since before: both
 // snapshots of one process, system goroutines left out.

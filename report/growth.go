@@ -29,19 +29,18 @@ type Growth struct {
 }
 
 // SiteGrowth is one go statement's goroutines then and now.
-type SiteGrowth struct {
-	Function string  `json:"function"`
-	File     string  `json:"file"`
-	Line     int     `json:"line"`
-	Before   int     `json:"before"`
-	After    int     `json:"after"`
-	Unmoved  int     `json:"unmoved"`
-	PerSec   float64 `json:"per_sec"`
-}
+type SiteGrowth = GroupGrowth
 
 // StackGrowth is one state and stack's goroutines then and now.
 type StackGrowth struct {
-	State    string  `json:"state"`
+	State string `json:"state"`
+	GroupGrowth
+	Goid uint64 `json:"goid"`
+}
+
+// GroupGrowth is a group's place (its go statement, or its stack's
+// innermost frame) and its goroutines then and now, with the rate.
+type GroupGrowth struct {
 	Function string  `json:"function"`
 	File     string  `json:"file"`
 	Line     int     `json:"line"`
@@ -49,7 +48,6 @@ type StackGrowth struct {
 	After    int     `json:"after"`
 	Unmoved  int     `json:"unmoved"`
 	PerSec   float64 `json:"per_sec"`
-	Goid     uint64  `json:"goid"`
 }
 
 // maxUnmovedGoids bounds the goroutine ids a Growth document lists.
@@ -70,14 +68,16 @@ func NewGrowth(pid int, g *inspect.Growth, limit int) *Growth {
 		if limit > 0 && i == limit {
 			break
 		}
-		out.Sites = append(out.Sites, SiteGrowth{Function: s.Function, File: s.File, Line: s.Line, Before: s.Before, After: s.After, Unmoved: s.Unmoved, PerSec: rate(s.Delta())})
+		out.Sites = append(out.Sites, SiteGrowth{Function: s.Function, File: s.File, Line: s.Line,
+			Before: s.Before, After: s.After, Unmoved: s.Unmoved, PerSec: rate(s.Delta())})
 	}
 	for i, s := range g.Stacks {
 		if limit > 0 && i == limit {
 			break
 		}
 		r := s.Representative
-		st := StackGrowth{State: r.State, Before: s.Before, After: s.After, Unmoved: s.Unmoved, PerSec: rate(s.Delta()), Goid: r.ID}
+		st := StackGrowth{State: r.State, Goid: r.ID,
+			GroupGrowth: GroupGrowth{Before: s.Before, After: s.After, Unmoved: s.Unmoved, PerSec: rate(s.Delta())}}
 		if loc, ok := r.Location(); ok {
 			st.Function, st.File, st.Line = loc.Function, loc.File, loc.Line
 		}
