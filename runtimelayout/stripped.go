@@ -80,8 +80,8 @@ func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 // pointer mask, whose address it passes on) and that neither loads as a
 // byte (arm64's CPU feature flags).
 func FindAllfin(b Source) (uint64, error) {
-	if b.Arch != "amd64" && b.Arch != "arm64" {
-		return 0, fmt.Errorf("finding runtime.allfin without symbols is implemented for amd64 and arm64, not %s", b.Arch)
+	if err := codeArch(b, "runtime.allfin"); err != nil {
+		return 0, err
 	}
 	common, err := staticRefs(b, "runtime.queuefinalizer")
 	if err != nil {
@@ -150,8 +150,8 @@ var ErrNoCleanups = errors.New("the program runs no cleanups")
 // runtime.runCleanups takes (to call the queue's methods) whose field
 // all, at offset allOff, runtime.markroot reads (to scan every block).
 func FindGCCleanups(b Source, allOff int64) (uint64, error) {
-	if b.Arch != "amd64" && b.Arch != "arm64" {
-		return 0, fmt.Errorf("finding runtime.gcCleanups without symbols is implemented for amd64 and arm64, not %s", b.Arch)
+	if err := codeArch(b, "runtime.gcCleanups"); err != nil {
+		return 0, err
 	}
 	if b.Lines.FuncByName("runtime.runCleanups") == nil {
 		return 0, ErrNoCleanups
@@ -212,8 +212,8 @@ func funcCode(b Source, name string) ([]byte, uint64, error) {
 // and runtime.mallocinit all take (each calls a method of the heap on
 // it: mheap_.alloc, mheap_.init).
 func FindMHeap(b Source) (uint64, error) {
-	if b.Arch != "amd64" && b.Arch != "arm64" {
-		return 0, fmt.Errorf("finding runtime.mheap_ without symbols is implemented for amd64 and arm64, not %s", b.Arch)
+	if err := codeArch(b, "runtime.mheap_"); err != nil {
+		return 0, err
 	}
 	return commonStatic(b, "runtime.mheap_", "runtime.(*mcentral).grow", "runtime.(*mcache).allocLarge", "runtime.mallocinit")
 }
@@ -229,8 +229,8 @@ func FindMHeap(b Source) (uint64, error) {
 // (and ADD, or a load's offset), allgadd compares a loaded allgptr, and the
 // atomic stores are STLR to an address built with ADRP and ADD.
 func FindAllgs(b Source) (allgs, allglen uint64, err error) {
-	if b.Arch != "amd64" && b.Arch != "arm64" {
-		return 0, 0, fmt.Errorf("finding runtime.allgs without symbols is implemented for amd64 and arm64, not %s", b.Arch)
+	if err := codeArch(b, "runtime.allgs"); err != nil {
+		return 0, 0, err
 	}
 	f := b.Lines.FuncByName("runtime.allgadd")
 	if f == nil {
@@ -417,8 +417,8 @@ func staticRefsARM64(code []byte, entry uint64) arm64Refs {
 // one static address both runtime.semacquire1 and runtime.semrelease1 take
 // with a RIP-relative LEAQ (semroot, inlined in both, indexes the table).
 func FindSemtable(b Source) (uint64, error) {
-	if b.Arch != "amd64" && b.Arch != "arm64" {
-		return 0, fmt.Errorf("finding runtime.semtable without symbols is implemented for amd64 and arm64, not %s", b.Arch)
+	if err := codeArch(b, "runtime.semtable"); err != nil {
+		return 0, err
 	}
 	return commonStatic(b, "runtime.semtable", "runtime.semacquire1", "runtime.semrelease1")
 }
@@ -492,4 +492,13 @@ func leaTargets(b Source, name string) (map[uint64]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// codeArch checks that gi can find variable name in b's code: it reads
+// amd64 and arm64 code only.
+func codeArch(b Source, name string) error {
+	if b.Arch != "amd64" && b.Arch != "arm64" {
+		return fmt.Errorf("finding %s without symbols is implemented for amd64 and arm64, not %s", name, b.Arch)
+	}
+	return nil
 }
