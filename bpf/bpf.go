@@ -34,6 +34,10 @@ const CookieTLS = 1 << 32
 // through them, so a name that no longer exists in the C fails to compile.
 type Specs = giSpecs
 
+// ProgCost is one program kind's runs and the nanoseconds spent in them,
+// on one CPU: the value of the cost map.
+type ProgCost = giProgCost
+
 // Objects are the loaded programs, maps and variables (bpf2go's binding).
 type Objects = giObjects
 
@@ -201,6 +205,8 @@ const (
 	LostEvents = 0
 	// LostFloatRegs counts calls reported without their float registers.
 	LostFloatRegs = 1
+	// SentSignals counts the signals sent to read float registers.
+	SentSignals = 2
 )
 
 // FloatRegisters is how many float registers a plan may read (X0-X15 on

@@ -271,12 +271,13 @@ struct {
 
 // Per CPU: [0] events the ring buffer had no room for; [1] held calls
 // released without their float registers (the signal did not come, or
-// came elsewhere).
+// came elsewhere); [2] signals sent to read float registers.
 #define GI_LOST_EVENTS 0
 #define GI_LOST_FREGS 1
+#define GI_SENT_SIGNALS 2
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
@@ -286,6 +287,53 @@ static __always_inline void count_lost(__u32 what)
 	__u64 *n = bpf_map_lookup_elem(&lost, &what);
 	if (n)
 		*n += 1;
+}
+
+// What the probes cost the traced process, for the overhead gi measures
+// and bounds: hits counts each probe's hits by its index (every hit, the
+// filtered ones too: the trap costs the target either way); cost sums,
+// per program kind, its runs and the nanoseconds spent in it.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1); // set by gi: the number of probes
+	__type(key, __u32);
+	__type(value, __u64);
+} hits SEC(".maps");
+
+#define GI_COST_ENTRY 0
+#define GI_COST_RETURN 1
+#define GI_COST_ENTRY_RETURN 2
+#define GI_COST_GOEXIT 3
+#define GI_COST_SIGNAL 4
+#define GI_COST_KINDS 5
+struct prog_cost {
+	__u64 runs;
+	__u64 ns;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GI_COST_KINDS);
+	__type(key, __u32);
+	__type(value, struct prog_cost);
+} cost SEC(".maps");
+
+// count_hit counts a hit of the probe with cookie.
+static __always_inline void count_hit(__u64 cookie)
+{
+	__u32 i = (__u32)cookie;
+	__u64 *n = bpf_map_lookup_elem(&hits, &i);
+	if (n)
+		*n += 1;
+}
+
+// account adds one run of a program of kind, begun at start, to cost.
+static __always_inline void account(__u32 kind, __u64 start)
+{
+	struct prog_cost *c = bpf_map_lookup_elem(&cost, &kind);
+	if (c) {
+		c->runs += 1;
+		c->ns += bpf_ktime_get_ns() - start;
+	}
 }
 
 // Goroutine ids to trace when filter_goids is set.
@@ -611,8 +659,12 @@ static __always_inline void hold(struct gi_regs *regs, struct event *e, struct a
 		h->probe_sp = GI_SP(regs);
 	}
 	h->n = i + 1;
-	if (reads && bpf_send_signal_thread(GI_SIGURG) != 0)
-		release_held(ktid);
+	if (reads) {
+		if (bpf_send_signal_thread(GI_SIGURG) != 0)
+			release_held(ktid);
+		else
+			count_lost(GI_SENT_SIGNALS);
+	}
 }
 
 // emit reports one event of kind; with_args (a constant) says whether the
@@ -689,19 +741,25 @@ lost:
 SEC("uprobe.multi")
 int gi_entry(struct gi_regs *regs)
 {
-	__u64 cookie;
+	__u64 start = bpf_ktime_get_ns(), cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	return emit(regs, GI_EVENT_ENTRY, cookie, 1, 0);
+	count_hit(cookie);
+	emit(regs, GI_EVENT_ENTRY, cookie, 1, 0);
+	account(GI_COST_ENTRY, start);
+	return 0;
 }
 
 SEC("uprobe.multi")
 int gi_return(struct gi_regs *regs)
 {
-	__u64 cookie;
+	__u64 start = bpf_ktime_get_ns(), cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	return emit(regs, GI_EVENT_RETURN, cookie, 1, 0);
+	count_hit(cookie);
+	emit(regs, GI_EVENT_RETURN, cookie, 1, 0);
+	account(GI_COST_RETURN, start);
+	return 0;
 }
 
 // The entry of a function whose entry probe site is also one of its RETs
@@ -711,13 +769,16 @@ int gi_return(struct gi_regs *regs)
 SEC("uprobe.multi")
 int gi_entry_return(struct gi_regs *regs)
 {
-	__u64 cookie;
+	__u64 start = bpf_ktime_get_ns(), cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
+	count_hit(cookie);
 	emit(regs, GI_EVENT_ENTRY, cookie, 1, 0);
 	if (cookie >> GI_COOKIE_PLAN_SHIFT)
 		cookie += 1ULL << GI_COOKIE_PLAN_SHIFT;
-	return emit(regs, GI_EVENT_RETURN, cookie, 1, 1);
+	emit(regs, GI_EVENT_RETURN, cookie, 1, 1);
+	account(GI_COST_ENTRY_RETURN, start);
+	return 0;
 }
 
 // The kernel's signal frame, where gi_signal finds the interrupted
@@ -788,10 +849,13 @@ static __always_inline int read_fregs(struct args_event *a, struct arg_plan *pla
 SEC("uprobe.multi")
 int gi_signal(struct gi_regs *regs)
 {
+	__u64 start = bpf_ktime_get_ns();
 	__u32 ktid = (__u32)bpf_get_current_pid_tgid();
 	struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
-	if (!h)
+	if (!h) {
+		account(GI_COST_SIGNAL, start);
 		return 0;
+	}
 	__u64 ctx = 0, ip = 0, sp = 0, fregs = 0;
 	__u32 w = signal_ctx_word;
 	if (w < GI_REG_WORDS && bpf_probe_read_kernel(&ctx, sizeof(ctx), (__u64 *)regs + w) == 0 && ctx)
@@ -812,16 +876,20 @@ int gi_signal(struct gi_regs *regs)
 	}
 	output_held(h);
 	bpf_map_delete_elem(&held, &ktid);
+	account(GI_COST_SIGNAL, start);
 	return 0;
 }
 
 SEC("uprobe.multi")
 int gi_goexit(struct gi_regs *regs)
 {
-	__u64 cookie;
+	__u64 start = bpf_ktime_get_ns(), cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
-	return emit(regs, GI_EVENT_GOEXIT, cookie, 0, 0);
+	count_hit(cookie);
+	emit(regs, GI_EVENT_GOEXIT, cookie, 0, 0);
+	account(GI_COST_GOEXIT, start);
+	return 0;
 }
 
 // An empty program on the same probe points: the baseline of the per-call

@@ -89,16 +89,24 @@ type giHeldCalls struct {
 	Rec      [2]giArgsEvent
 }
 
+type giProgCost struct {
+	_    structs.HostLayout
+	Runs uint64
+	Ns   uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	giMapCookies          = "cookies"
+	giMapCost             = "cost"
 	giMapEvents           = "events"
 	giMapFilteredCalls    = "filtered_calls"
 	giMapGoids            = "goids"
 	giMapHeld             = "held"
 	giMapHeldTemplate     = "held_template"
+	giMapHits             = "hits"
 	giMapLost             = "lost"
 	giMapPlans            = "plans"
 	giProgGiEmpty         = "gi_empty"
@@ -179,11 +187,13 @@ type giProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type giMapSpecs struct {
 	Cookies       *ebpf.MapSpec `ebpf:"cookies"`
+	Cost          *ebpf.MapSpec `ebpf:"cost"`
 	Events        *ebpf.MapSpec `ebpf:"events"`
 	FilteredCalls *ebpf.MapSpec `ebpf:"filtered_calls"`
 	Goids         *ebpf.MapSpec `ebpf:"goids"`
 	Held          *ebpf.MapSpec `ebpf:"held"`
 	HeldTemplate  *ebpf.MapSpec `ebpf:"held_template"`
+	Hits          *ebpf.MapSpec `ebpf:"hits"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
 	Plans         *ebpf.MapSpec `ebpf:"plans"`
 }
@@ -230,11 +240,13 @@ func (o *giObjects) Close() error {
 // It can be passed to loadGiObjects or ebpf.CollectionSpec.LoadAndAssign.
 type giMaps struct {
 	Cookies       *ebpf.Map `ebpf:"cookies"`
+	Cost          *ebpf.Map `ebpf:"cost"`
 	Events        *ebpf.Map `ebpf:"events"`
 	FilteredCalls *ebpf.Map `ebpf:"filtered_calls"`
 	Goids         *ebpf.Map `ebpf:"goids"`
 	Held          *ebpf.Map `ebpf:"held"`
 	HeldTemplate  *ebpf.Map `ebpf:"held_template"`
+	Hits          *ebpf.Map `ebpf:"hits"`
 	Lost          *ebpf.Map `ebpf:"lost"`
 	Plans         *ebpf.Map `ebpf:"plans"`
 }
@@ -242,11 +254,13 @@ type giMaps struct {
 func (m *giMaps) Close() error {
 	return _GiClose(
 		m.Cookies,
+		m.Cost,
 		m.Events,
 		m.FilteredCalls,
 		m.Goids,
 		m.Held,
 		m.HeldTemplate,
+		m.Hits,
 		m.Lost,
 		m.Plans,
 	)

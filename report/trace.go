@@ -41,6 +41,28 @@ type TraceSummary struct {
 	Probes       int    `json:"probes"`
 	AttachNS     int64  `json:"attach_ns"`
 	DetachNS     int64  `json:"detach_ns"`
+	// Overhead is what the probes cost the traced process (nil when
+	// every process running a binary was traced).
+	Overhead *TraceOverhead `json:"overhead,omitempty"`
+}
+
+// TraceOverhead is a trace's trace.Overhead in the JSON summary.
+type TraceOverhead struct {
+	ProbeNS       int64   `json:"probe_ns"`
+	TargetCPUNS   int64   `json:"target_cpu_ns"`
+	Hits          uint64  `json:"hits"`
+	Share         float64 `json:"share"`
+	CostsMeasured bool    `json:"costs_measured"`
+}
+
+// NewTraceOverhead returns o for the JSON summary; nil when the target's
+// CPU time is unknown.
+func NewTraceOverhead(o trace.Overhead) *TraceOverhead {
+	if o.TargetCPU <= 0 {
+		return nil
+	}
+	return &TraceOverhead{ProbeNS: o.Probes.Nanoseconds(), TargetCPUNS: o.TargetCPU.Nanoseconds(), Hits: o.Hits,
+		Share: o.Share(), CostsMeasured: o.Costs.Measured}
 }
 
 // TraceWriter writes the lines of `gi trace --json`: completed calls, then

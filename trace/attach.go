@@ -31,16 +31,19 @@ const (
 // every RET. It returns the new probes by the program that serves them.
 func (s *Session) appendProbes(fns []*Function) []probeGroup {
 	groups := []probeGroup{{name: "gi_entry"}, {name: "gi_entry_return"}, {name: "gi_return"}, {name: "gi_goexit"}}
+	ret := s.returnClass()
 	for _, fn := range fns {
 		both := s.entryIsReturn(fn)
+		entry := probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite, class: s.siteClassAt(fn.EntrySite), costKind: costEntry}
 		if both {
 			// One probe reports the entry and the return, the return's
 			// plan right after the entry's.
 			groups[entryReturnGroup].idx = append(groups[entryReturnGroup].idx, len(s.probes))
+			entry.costKind = costEntryReturn
 		} else {
 			groups[entryGroup].idx = append(groups[entryGroup].idx, len(s.probes))
 		}
-		s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite})
+		s.probes = append(s.probes, entry)
 		for _, r := range fn.Returns {
 			if s.Opts.EntryOnly {
 				break
@@ -49,7 +52,7 @@ func (s *Session) appendProbes(fns []*Function) []probeGroup {
 				continue
 			}
 			groups[returnGroup].idx = append(groups[returnGroup].idx, len(s.probes))
-			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r})
+			s.probes = append(s.probes, probe{fn: fn, kind: bpf.KindReturn, site: r, class: ret, costKind: costReturn})
 		}
 	}
 	return groups

@@ -139,6 +139,12 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 	}
 	specs.Events.MaxEntries = uint32(s.Opts.RingBytes)
 	specs.Plans.MaxEntries = uint32(max(1, setup.plans))
+	// A counter per probe and CPU: a growable session counts at most
+	// growableHits probes added later (a probe beyond is not counted).
+	specs.Hits.MaxEntries = uint32(max(1, setup.probes))
+	if s.Opts.Growable {
+		specs.Hits.MaxEntries += growableHits
+	}
 	l.multi = !s.Opts.PerfEvents
 	if l.multi {
 		if err := features.HaveBPFLinkUprobeMulti(); err != nil {

@@ -86,12 +86,20 @@ type Options struct {
 // where probes are found by address (a hash map entry each).
 const growableProbes = 1 << 16
 
+// growableHits is how many probes Session.Add may attach that have their
+// hits counted (the overhead gi measures): a per-CPU counter each.
+const growableHits = 1 << 13
+
 // probe is one probe point in gi's table; its index is the BPF cookie.
 type probe struct {
 	fn   *Function // nil for the goroutine-exit probe
 	kind uint8
 	site uint64 // link-time address
 	plan int    // index of its capture plan plus one; 0: none
+	// class is how the kernel runs the probed instruction, costKind the
+	// program that serves the probe: what a hit costs.
+	class    siteClass
+	costKind int
 }
 
 // Session is an attached trace. Close detaches it.
@@ -117,6 +125,7 @@ type Session struct {
 	Events uint64
 
 	probes []probe
+	meter  meter
 	// memlock is why gi could not raise RLIMIT_MEMLOCK on a kernel that
 	// charges BPF memory to it; nil if it did or need not.
 	memlock error
@@ -235,7 +244,7 @@ func (s *Session) open() error {
 	site, haveExit := goexitSite(s.Binary)
 	if haveExit {
 		groups[goexitGroup].idx = append(groups[goexitGroup].idx, len(s.probes))
-		s.probes = append(s.probes, probe{kind: bpf.KindGoexit, site: site})
+		s.probes = append(s.probes, probe{kind: bpf.KindGoexit, site: site, class: s.siteClassAt(site), costKind: costGoexit})
 	}
 	programs := []string{"gi_empty"}
 	if !s.Opts.Empty {
@@ -343,6 +352,7 @@ func (s *Session) open() error {
 	}
 	s.Probes = len(s.probes)
 	s.AttachTime = time.Since(start)
+	s.startMeter()
 	return nil
 }
 

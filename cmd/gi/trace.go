@@ -273,17 +273,25 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		writeStats(bw, stats)
 	}
 	bw.Flush()
+	overhead, overheadErr := s.Overhead()
 	closeErr := s.Close()
 	if err := exports.close(stderr); err != nil && closeErr == nil {
 		closeErr = err
 	}
 	if jw != nil {
-		jw.Summary(report.TraceSummary{Events: res.Events, Lost: res.Lost, UnreadFloats: res.UnreadFloats, Probes: s.Probes,
-			AttachNS: s.AttachTime.Nanoseconds(), DetachNS: s.DetachTime.Nanoseconds()})
+		sum := report.TraceSummary{Events: res.Events, Lost: res.Lost, UnreadFloats: res.UnreadFloats, Probes: s.Probes,
+			AttachNS: s.AttachTime.Nanoseconds(), DetachNS: s.DetachTime.Nanoseconds()}
+		if overheadErr == nil {
+			sum.Overhead = report.NewTraceOverhead(overhead)
+		}
+		jw.Summary(sum)
 		bw.Flush()
 	}
 	fmt.Fprintf(stderr, "gi: %d events, %d lost, %d calls still running; detached in %v\n",
 		res.Events, res.Lost, res.Running, s.DetachTime.Round(time.Microsecond))
+	if overheadErr == nil && overhead.TargetCPU > 0 {
+		fmt.Fprintf(stderr, "gi: overhead: %v\n", overhead)
+	}
 	if res.Lost > 0 {
 		fmt.Fprintf(stderr, "gi: warning: %d events lost (ring buffer full): trees and counts are incomplete\n", res.Lost)
 	}

@@ -231,6 +231,14 @@ func TestTraceJSONAndStatsCLI(t *testing.T) {
 	if summary == nil || summary["lost"].(float64) != 0 || summary["events"].(float64) != 2*(3*3+30) || summary["probes"].(float64) < 4 {
 		t.Errorf("summary %v", summary)
 	}
+	// Every event is a probe hit; the goroutine-exit probe may add some.
+	if ov, ok := summary["overhead"].(map[string]any); !ok || ov["hits"].(float64) < summary["events"].(float64) ||
+		ov["probe_ns"].(float64) <= 0 || ov["target_cpu_ns"].(float64) <= ov["probe_ns"].(float64) || ov["costs_measured"] != true {
+		t.Errorf("summary's overhead %v", summary["overhead"])
+	}
+	if !strings.Contains(g.stderr.String(), "gi: overhead: probes took ") {
+		t.Errorf("no overhead line: %s", g.stderr)
+	}
 
 	g = startGiTrace(t, "--stats", "--duration", "3s", strconv.Itoa(p.Pid), "main.multiRet")
 	if _, err := p.Do("multi 90", time.Minute); err != nil {

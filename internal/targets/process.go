@@ -137,7 +137,8 @@ func (p *Process) Do(command string, timeout time.Duration) (map[string]string, 
 	if _, err := io.WriteString(p.Stdin, command+"\n"); err != nil {
 		return nil, fmt.Errorf("send %q: %w", command, err)
 	}
-	line, err := p.waitLineFrom(from, "DONE ", timeout)
+	l, err := p.WaitLineAfter(from, "DONE ", timeout)
+	line := l.Text
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", command, err)
 	}
@@ -156,16 +157,25 @@ func (p *Process) Do(command string, timeout time.Duration) (map[string]string, 
 // WaitLine waits until the target prints a line with the given prefix and
 // returns the line.
 func (p *Process) WaitLine(prefix string, timeout time.Duration) (string, error) {
-	return p.waitLineFrom(0, prefix, timeout)
+	l, err := p.WaitLineAfter(0, prefix, timeout)
+	return l.Text, err
 }
 
-func (p *Process) waitLineFrom(seen int, prefix string, timeout time.Duration) (string, error) {
+// Line is a line the target printed and its index in Lines.
+type Line struct {
+	Index int
+	Text  string
+}
+
+// WaitLineAfter waits until the target prints a line with the given
+// prefix at index seen of Lines or later, and returns it.
+func (p *Process) WaitLineAfter(seen int, prefix string, timeout time.Duration) (Line, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		p.mu.Lock()
 		for ; seen < len(p.lines); seen++ {
 			if strings.HasPrefix(p.lines[seen], prefix) {
-				l := p.lines[seen]
+				l := Line{Index: seen, Text: p.lines[seen]}
 				p.mu.Unlock()
 				return l, nil
 			}
@@ -173,11 +183,11 @@ func (p *Process) waitLineFrom(seen int, prefix string, timeout time.Duration) (
 		p.mu.Unlock()
 		select {
 		case <-p.done:
-			return "", fmt.Errorf("target exited before printing %q", prefix)
+			return Line{}, fmt.Errorf("target exited before printing %q", prefix)
 		default:
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("target printed no %q within %v", prefix, timeout)
+			return Line{}, fmt.Errorf("target printed no %q within %v", prefix, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,0 +1,63 @@
+package proc
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseStatTime(t *testing.T) {
+	line := []byte("4242 (a (b) c) S 1 4242 4242 0 -1 4194560 1186 0 0 0 250 75 0 0 20 0 9 0 12345 0 0")
+	got, err := parseStatTime(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 3250 * time.Millisecond; got != want {
+		t.Fatalf("utime+stime = %v, want %v", got, want)
+	}
+	if _, err := parseStatTime([]byte("1 (x) S 1")); err == nil {
+		t.Fatal("a short stat line parsed")
+	}
+}
+
+// TestCPUClockOfSelf burns a known stretch of CPU on a thread of this
+// process and checks the clock saw at least that, and not more than the
+// wall time all the process's threads could have run meanwhile.
+func TestCPUClockOfSelf(t *testing.T) {
+	c, err := NewCPUClock(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	burn := 100 * time.Millisecond
+	runtime.LockOSThread()
+	base := threadCPU(t)
+	for spent := time.Duration(0); spent < burn; {
+		// The thread's own CPU clock: what it ran, not what passed.
+		spent = threadCPU(t) - base
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("did not get 100ms of CPU in 10s")
+		}
+	}
+	runtime.UnlockOSThread()
+	got, err := c.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	if got < burn-burn/10 || got > wall*time.Duration(runtime.NumCPU()+1) {
+		t.Fatalf("CPU time %v after burning %v over %v of wall time", got, burn, wall)
+	}
+}
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU(t *testing.T) time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ts.Nano())
+}

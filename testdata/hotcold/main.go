@@ -1,0 +1,141 @@
+// Command hotcold runs the workloads of gi trace's overhead tests, each
+// in a goroutine of its own, and measures its own pace:
+//
+//	-hot        calls main.hot in a loop (hundreds of millions of calls a
+//	            second untraced)
+//	-work N     calls main.work in a loop, each call spinning N rounds of
+//	            arithmetic (a CPU-bound loop of calls of known length)
+//	-light D    calls main.light every D (a service-like function called a
+//	            few times a second)
+//
+// Every -every (250 ms) it prints one line per loop: "rate <loop>
+// <calls per second over the interval> <calls per second of the loop
+// thread's CPU time over the interval> <calls so far>"; after each call
+// of main.light, "light <calls so far>". The second rate is the one
+// probes lower and nothing else: a probe's traps are charged to the
+// thread's CPU time, while other processes taking the CPU lower the
+// first. It prints READY once the loops run, and runs until killed.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+var (
+	hotCalls, workCalls, lightCalls atomic.Uint64
+	// hotCPU and workCPU are the loop threads' CPU time, in ns, at their
+	// last count.
+	hotCPU, workCPU atomic.Int64
+	sink            atomic.Uint64
+)
+
+// threadCPU is the calling thread's CPU time in ns.
+func threadCPU() int64 {
+	var ts syscall.Timespec
+	// CLOCK_THREAD_CPUTIME_ID is 3 on Linux.
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 3, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
+}
+
+//go:noinline
+func hot(x uint64) uint64 { return x*2654435761 + 1 }
+
+//go:noinline
+func work(rounds int) uint64 {
+	x := uint64(rounds)
+	for i := 0; i < rounds; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
+}
+
+//go:noinline
+func light(n uint64) uint64 { return n + 1 }
+
+func main() {
+	hotOn := flag.Bool("hot", false, "run the hot loop")
+	rounds := flag.Int("work", 0, "run the work loop, each call spinning this many rounds")
+	lightEvery := flag.Duration("light", 0, "call main.light this often")
+	every := flag.Duration("every", 250*time.Millisecond, "how often to print the rates")
+	flag.Parse()
+
+	if *hotOn {
+		go func() {
+			runtime.LockOSThread()
+			var x uint64
+			for {
+				// Counted in batches: an atomic add per call would be most
+				// of the loop's time.
+				for i := 0; i < 1024; i++ {
+					x = hot(x)
+				}
+				hotCPU.Store(threadCPU())
+				hotCalls.Add(1024)
+				sink.Store(x)
+			}
+		}()
+	}
+	if *rounds > 0 {
+		go func() {
+			runtime.LockOSThread()
+			for {
+				sink.Store(work(*rounds))
+				workCPU.Store(threadCPU())
+				workCalls.Add(1)
+			}
+		}()
+	}
+	if *lightEvery > 0 {
+		go func() {
+			for {
+				time.Sleep(*lightEvery)
+				light(lightCalls.Load())
+				fmt.Printf("light %d\n", lightCalls.Add(1))
+			}
+		}()
+	}
+	fmt.Println("READY")
+	type loop struct {
+		name  string
+		calls *atomic.Uint64
+		cpu   *atomic.Int64
+		on    bool
+	}
+	loops := []loop{{"hot", &hotCalls, &hotCPU, *hotOn}, {"work", &workCalls, &workCPU, *rounds > 0}}
+	last := make([]uint64, len(loops))
+	lastCPU := make([]int64, len(loops))
+	prev := time.Now()
+	for range time.Tick(*every) {
+		now := time.Now()
+		for i, l := range loops {
+			if !l.on {
+				continue
+			}
+			// The count and the CPU time it was reached at: the CPU time
+			// is stored first, so a count read after it is at least the
+			// one it belongs to (off by a batch at most).
+			cpu := l.cpu.Load()
+			n := l.calls.Load()
+			rate := float64(n-last[i]) / now.Sub(prev).Seconds()
+			cpuRate := 0.0
+			if cpu > lastCPU[i] {
+				cpuRate = float64(n-last[i]) / (float64(cpu-lastCPU[i]) / 1e9)
+			}
+			last[i], lastCPU[i] = n, cpu
+			fmt.Printf("rate %s %.0f %.0f %d\n", l.name, rate, cpuRate, n)
+		}
+		prev = now
+		if sink.Load() == 42 {
+			fmt.Fprintln(os.Stderr, "unlikely")
+		}
+	}
+}

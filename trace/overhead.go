@@ -1,0 +1,197 @@
+package trace
+
+import (
+	"debug/elf"
+	"fmt"
+	"time"
+
+	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/proc"
+)
+
+// Program kinds of the programs' cost map (GI_COST_* in gi.bpf.c).
+const (
+	costEntry = iota
+	costReturn
+	costEntryReturn
+	costGoexit
+	costSignal
+	costKinds
+)
+
+// Overhead is what the probes cost the traced process over an interval:
+// each hit's traps (by the instruction the probe sits on, at the
+// calibrated ProbeCosts) plus the time the programs ran, which they
+// measure themselves, against the CPU time the process's threads spent,
+// probes included.
+type Overhead struct {
+	// Interval is the wall time measured over.
+	Interval time.Duration
+	// TargetCPU is the CPU time of the process's threads, probes included
+	// (0 when no single process is traced).
+	TargetCPU time.Duration
+	// Probes is the time the probes took from the process's threads.
+	Probes time.Duration
+	// Hits counts probe hits, the goroutine-exit probe's included.
+	Hits uint64
+	// Functions are the traced functions' shares, in Selection order.
+	Functions []FunctionCost
+	// Signals counts the signals sent to read float registers, each
+	// costing the thread ProbeCosts.Signal.
+	Signals uint64
+	// Costs are the per-hit figures used.
+	Costs ProbeCosts
+}
+
+// FunctionCost is one function's share of an Overhead.
+type FunctionCost struct {
+	Func *Function
+	// Hits counts its probes' hits: calls at its entry, returns at its RETs.
+	Hits uint64
+	// Time is what they cost.
+	Time time.Duration
+}
+
+// Share is the fraction of the process's CPU time its probes took: the
+// fraction of its throughput tracing costs a CPU-bound process. 0 when
+// the CPU time is unknown.
+func (o Overhead) Share() float64 {
+	if o.TargetCPU <= 0 {
+		return 0
+	}
+	return min(1, float64(o.Probes)/float64(o.TargetCPU))
+}
+
+// Sub returns o less an earlier measurement of the same session: the
+// overhead between the two.
+func (o Overhead) Sub(before Overhead) Overhead {
+	d := Overhead{Interval: o.Interval - before.Interval, TargetCPU: o.TargetCPU - before.TargetCPU,
+		Probes: o.Probes - before.Probes, Hits: o.Hits - before.Hits, Signals: o.Signals - before.Signals, Costs: o.Costs}
+	d.Functions = make([]FunctionCost, len(o.Functions))
+	for i, f := range o.Functions {
+		d.Functions[i] = f
+		if i < len(before.Functions) && before.Functions[i].Func == f.Func {
+			d.Functions[i].Hits -= before.Functions[i].Hits
+			d.Functions[i].Time -= before.Functions[i].Time
+		}
+	}
+	return d
+}
+
+// String sums o up in one line.
+func (o Overhead) String() string {
+	if o.TargetCPU <= 0 {
+		return fmt.Sprintf("probes took %v (%d hits); the target's CPU time is unknown", o.Probes.Round(time.Microsecond), o.Hits)
+	}
+	return fmt.Sprintf("probes took %.2f%% of the target's CPU time (%v of %v, %d hits)",
+		100*o.Share(), o.Probes.Round(time.Microsecond), o.TargetCPU.Round(time.Microsecond), o.Hits)
+}
+
+// meter is a session's overhead measurement.
+type meter struct {
+	clock *proc.CPUClock // nil when no single process is traced
+	start time.Time
+	costs ProbeCosts
+}
+
+// startMeter begins measuring the overhead of an attached session.
+func (s *Session) startMeter() {
+	s.meter.start = time.Now()
+	if s.Opts.PID > 0 {
+		if c, err := proc.NewCPUClock(s.Opts.PID); err == nil {
+			s.meter.clock = c
+		}
+	}
+	costs, err := CalibrateProbes(s.UprobeMulti)
+	if err != nil {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("probe costs not measured (%v): the overhead is estimated with %v", err, costs))
+	}
+	s.meter.costs = costs
+}
+
+// Overhead returns what the probes have cost the traced process since
+// they were attached. It may run beside Run, not beside itself.
+func (s *Session) Overhead() (Overhead, error) {
+	o := Overhead{Interval: time.Since(s.meter.start), Costs: s.meter.costs}
+	if s.objs == nil || s.objs.Hits == nil {
+		return o, fmt.Errorf("trace: overhead of a session not attached")
+	}
+	if s.meter.clock != nil {
+		cpu, err := s.meter.clock.Read()
+		if err != nil {
+			return o, err
+		}
+		o.TargetCPU = cpu
+	}
+	var perCPU []uint64
+	hits := make([]uint64, len(s.probes))
+	for i := range s.probes {
+		if err := s.objs.Hits.Lookup(uint32(i), &perCPU); err != nil {
+			break // beyond the counters of a grown session
+		}
+		for _, v := range perCPU {
+			hits[i] += v
+		}
+	}
+	var runs, ns [costKinds]uint64
+	var costs []bpf.ProgCost
+	for k := range uint32(costKinds) {
+		if err := s.objs.Cost.Lookup(k, &costs); err != nil {
+			return o, fmt.Errorf("trace: program costs: %w", err)
+		}
+		for _, c := range costs {
+			runs[k] += c.Runs
+			ns[k] += c.Ns
+		}
+	}
+	mean := func(k int) time.Duration {
+		if runs[k] == 0 {
+			return 0
+		}
+		return time.Duration(ns[k] / runs[k])
+	}
+	byFunc := make(map[*Function]int, len(s.Selection.Functions))
+	o.Functions = make([]FunctionCost, len(s.Selection.Functions))
+	for i, f := range s.Selection.Functions {
+		o.Functions[i].Func = f
+		byFunc[f] = i
+	}
+	for i, p := range s.probes {
+		if hits[i] == 0 {
+			continue
+		}
+		t := time.Duration(hits[i]) * (o.Costs.of(p.class) + mean(p.costKind))
+		o.Hits += hits[i]
+		o.Probes += t
+		if j, ok := byFunc[p.fn]; ok {
+			o.Functions[j].Hits += hits[i]
+			o.Functions[j].Time += t
+		}
+	}
+	// The signal probe's hits (every signal the process takes) and the
+	// signals sent to read float registers.
+	if s.floatRegs {
+		o.Probes += time.Duration(runs[costSignal])*o.Costs.of(s.siteClassAt(s.signal.site)) + time.Duration(ns[costSignal])
+		o.Signals = s.lostCount(bpf.SentSignals)
+		o.Probes += time.Duration(o.Signals) * o.Costs.Signal
+	}
+	return o, nil
+}
+
+// siteClassAt returns the class of the instruction at link-time address
+// site of the session's binary (single-stepped if it cannot be read).
+func (s *Session) siteClassAt(site uint64) siteClass {
+	var code [16]byte
+	if _, err := s.Binary.ReadAt(code[:], site); err != nil {
+		return classStepped
+	}
+	return classify(s.Binary.File.Machine, code[:])
+}
+
+// returnClass is the class of a RET on the session's architecture.
+func (s *Session) returnClass() siteClass {
+	if s.Binary.File.Machine == elf.EM_AARCH64 {
+		return classify(elf.EM_AARCH64, []byte{0xc0, 0x03, 0x5f, 0xd6})
+	}
+	return classify(elf.EM_X86_64, []byte{0xc3})
+}
