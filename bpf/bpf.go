@@ -217,6 +217,38 @@ const FloatRegisters = 16
 // one (0: no plan).
 const CookiePlanShift = 33
 
+// CookieSampled, set in a probe's cookie, marks a probe of a function
+// traced in sampling windows: its calls are reported by the window's
+// rules (SampleWindow), whole or not at all.
+const CookieSampled = 1 << 63
+
+// CookieStepped, set in a probe's cookie, says the kernel single-steps the
+// probed instruction: the programs count the thread's hits by class
+// (ThreadCost).
+const CookieStepped = 1 << 62
+
+// ThreadCost is the value of the thread_costs map: one thread's probe
+// hits, by how the kernel runs the probed instruction, and the
+// nanoseconds spent in programs.
+type ThreadCost = giThreadCost
+
+// Sampling window states (SampleWindow.State).
+const (
+	WindowOpen    = 0
+	WindowClosing = 1
+)
+
+// SampleWindow is the value of the window map: the state of the
+// sampling window and its number.
+type SampleWindow = giSampleWindow
+
+// Counters of the sampled_count map: sampled calls reported, and their
+// returns reported.
+const (
+	SampledOpened   = 0
+	SampledReturned = 1
+)
+
 // FloatRegisterIndex returns the number of the floating-point register
 // with DWARF number reg of architecture arch (X0-X15 on amd64, V0-V15 on
 // arm64), as the signal frame the probe programs read them from orders

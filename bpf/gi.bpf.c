@@ -23,6 +23,11 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define GI_EVENT_GOEXIT 3
 
 #define GI_COOKIE_TLS (1ULL << 32)
+// A probe of a function traced in sampling windows (see sampled_keep).
+#define GI_COOKIE_SAMPLED (1ULL << 63)
+// A probe on an instruction the kernel single-steps (the dearer traps).
+#define GI_COOKIE_STEPPED (1ULL << 62)
+#define GI_COOKIE_PLAN_MASK ((1ULL << 29) - 1) // bits 33 to 61
 
 // The registers of the probed thread, as the kernel's struct pt_regs lays
 // them out (uprobe programs receive a pointer to it).
@@ -317,6 +322,22 @@ struct {
 	__type(value, struct prog_cost);
 } cost SEC(".maps");
 
+// Per thread (its id in gi's PID namespace): hits on emulated and on
+// single-stepped instructions, and the nanoseconds spent in programs. A
+// probe's cost falls on the thread that hits it: gi bounds the slowdown
+// of the thread probes slow most.
+struct thread_cost {
+	__u64 emulated;
+	__u64 stepped;
+	__u64 ns;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct thread_cost);
+} thread_costs SEC(".maps");
+
 // count_hit counts a hit of the probe with cookie.
 static __always_inline void count_hit(__u64 cookie)
 {
@@ -326,14 +347,139 @@ static __always_inline void count_hit(__u64 cookie)
 		*n += 1;
 }
 
-// account adds one run of a program of kind, begun at start, to cost.
-static __always_inline void account(__u32 kind, __u64 start)
+// account adds one run of a program of kind, begun at start, at a probe
+// with cookie, to cost and thread_cost.
+static __always_inline void account(__u32 kind, __u64 start, __u64 cookie)
 {
+	__u64 ns = bpf_ktime_get_ns() - start;
 	struct prog_cost *c = bpf_map_lookup_elem(&cost, &kind);
 	if (c) {
 		c->runs += 1;
-		c->ns += bpf_ktime_get_ns() - start;
+		c->ns += ns;
 	}
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	if (pidns_ino) {
+		struct bpf_pidns_info ns_ids = {};
+		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns_ids, sizeof(ns_ids)) != 0)
+			return;
+		tid = ns_ids.pid;
+	}
+	struct thread_cost *t = bpf_map_lookup_elem(&thread_costs, &tid);
+	if (!t) {
+		struct thread_cost zero = {};
+		bpf_map_update_elem(&thread_costs, &tid, &zero, BPF_NOEXIST);
+		t = bpf_map_lookup_elem(&thread_costs, &tid);
+		if (!t)
+			return;
+	}
+	// A thread runs on one CPU at a time: no other program updates its
+	// record meanwhile.
+	if (cookie & GI_COOKIE_STEPPED)
+		t->stepped += 1;
+	else
+		t->emulated += 1;
+	t->ns += ns;
+}
+
+// The sampling window of the functions traced in windows, set by gi: their
+// probes are attached for a window and detached after it. While it is
+// open their calls are reported; while it closes, only those made inside
+// a reported call still open on their goroutine, and the returns of
+// reported calls: a sampled call is reported whole or not at all. id
+// numbers the windows: what an earlier one left is ignored.
+#define GI_WINDOW_OPEN 0
+#define GI_WINDOW_CLOSING 1
+struct sample_window {
+	__u32 state;
+	__u32 id;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sample_window);
+} window SEC(".maps");
+
+// The sampled calls reported and not returned, by goroutine and frame
+// (the value: their window's id), and per goroutine how many of the
+// current window are open.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct call_key);
+	__type(value, __u32);
+} sampled_calls SEC(".maps");
+
+struct open_count {
+	__u32 id;
+	__u32 n;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct open_count);
+} sampled_open SEC(".maps");
+
+// Per CPU: [0] sampled calls reported, [1] their returns reported: gi
+// knows when a closing window's calls have all returned.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} sampled_count SEC(".maps");
+
+static __always_inline void count_sampled(__u32 what)
+{
+	__u64 *n = bpf_map_lookup_elem(&sampled_count, &what);
+	if (n)
+		*n += 1;
+}
+
+// sampled_keep decides whether an entry or return at the probe with
+// cookie is reported: always for a function traced whole; by the window
+// for a sampled one (see window), keeping the books of its open calls.
+// The cookie is tested in here: a branch on it in emit would have the
+// verifier walk what follows once for each outcome.
+static __noinline int sampled_keep(__u64 cookie, __u8 kind, __u64 goid, __u64 frame)
+{
+	if (!(cookie & GI_COOKIE_SAMPLED))
+		return 1;
+	__u32 zero = 0;
+	struct sample_window *w = bpf_map_lookup_elem(&window, &zero);
+	if (!w)
+		return 0;
+	__u32 id = w->id;
+	struct call_key key = {.goid = goid, .frame = frame};
+	struct open_count *open = bpf_map_lookup_elem(&sampled_open, &goid);
+	int mine = open && open->id == id;
+	if (kind == GI_EVENT_ENTRY) {
+		if (w->state == GI_WINDOW_CLOSING && !(mine && open->n > 0))
+			return 0;
+		if (bpf_map_update_elem(&sampled_calls, &key, &id, BPF_ANY) != 0)
+			return 0;
+		if (mine) {
+			__sync_fetch_and_add(&open->n, 1);
+		} else {
+			struct open_count one = {.id = id, .n = 1};
+			bpf_map_update_elem(&sampled_open, &goid, &one, BPF_ANY);
+		}
+		count_sampled(0);
+		return 1;
+	}
+	__u32 *at = bpf_map_lookup_elem(&sampled_calls, &key);
+	if (!at)
+		return 0;
+	int current = *at == id;
+	bpf_map_delete_elem(&sampled_calls, &key);
+	if (!current)
+		return 0;
+	if (mine && open->n > 0)
+		__sync_fetch_and_add(&open->n, (__u32)-1);
+	count_sampled(1);
+	return 1;
 }
 
 // Goroutine ids to trace when filter_goids is set.
@@ -670,8 +816,9 @@ static __always_inline void hold(struct gi_regs *regs, struct event *e, struct a
 // emit reports one event of kind; with_args (a constant) says whether the
 // probe may carry a capture plan: without, the verifier prunes capture.
 // second (a constant) marks the return of gi_entry_return, reported by the
-// program run that just reported the entry.
-static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, int with_args, int second)
+// program run that just reported the entry. gated (a constant) applies a
+// sampling window's rules to a sampled function's probe (sampled_keep).
+static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, int with_args, int second, int gated)
 {
 	__u64 g = 0;
 	if (cookie & GI_COOKIE_TLS) {
@@ -688,6 +835,7 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, i
 	}
 	if (filter_goids && !bpf_map_lookup_elem(&goids, &goid))
 		return 0;
+
 	__u32 ktid = (__u32)bpf_get_current_pid_tgid();
 	if (float_regs && !second)
 		release_held(ktid);
@@ -695,7 +843,7 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, i
 	struct event *e;
 	struct args_event *a = 0;
 	struct arg_plan *plan = 0;
-	__u32 plan_id = cookie >> GI_COOKIE_PLAN_SHIFT;
+	__u32 plan_id = (cookie >> GI_COOKIE_PLAN_SHIFT) & GI_COOKIE_PLAN_MASK;
 	if (with_args && plan_id) {
 		plan_id--;
 		plan = bpf_map_lookup_elem(&plans, &plan_id);
@@ -704,12 +852,15 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, i
 		a = bpf_ringbuf_reserve(&events, sizeof(*a), 0);
 		if (!a)
 			goto lost;
-		if (!capture(regs, plan, a) || !keep_call(plan, kind, goid, stack_hi, GI_SP(regs))) {
+		if (!capture(regs, plan, a) || (gated && !sampled_keep(cookie, kind, goid, stack_hi - GI_SP(regs))) ||
+		    !keep_call(plan, kind, goid, stack_hi, GI_SP(regs))) {
 			bpf_ringbuf_discard(a, BPF_RB_NO_WAKEUP);
 			return 0;
 		}
 		e = &a->ev;
 	} else {
+		if (gated && !sampled_keep(cookie, kind, goid, stack_hi - GI_SP(regs)))
+			return 0;
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e)
 			goto lost;
@@ -745,8 +896,8 @@ int gi_entry(struct gi_regs *regs)
 	if (!probe_cookie(regs, &cookie))
 		return 0;
 	count_hit(cookie);
-	emit(regs, GI_EVENT_ENTRY, cookie, 1, 0);
-	account(GI_COST_ENTRY, start);
+	emit(regs, GI_EVENT_ENTRY, cookie, 1, 0, 1);
+	account(GI_COST_ENTRY, start, cookie);
 	return 0;
 }
 
@@ -757,8 +908,8 @@ int gi_return(struct gi_regs *regs)
 	if (!probe_cookie(regs, &cookie))
 		return 0;
 	count_hit(cookie);
-	emit(regs, GI_EVENT_RETURN, cookie, 1, 0);
-	account(GI_COST_RETURN, start);
+	emit(regs, GI_EVENT_RETURN, cookie, 1, 0, 1);
+	account(GI_COST_RETURN, start, cookie);
 	return 0;
 }
 
@@ -773,11 +924,13 @@ int gi_entry_return(struct gi_regs *regs)
 	if (!probe_cookie(regs, &cookie))
 		return 0;
 	count_hit(cookie);
-	emit(regs, GI_EVENT_ENTRY, cookie, 1, 0);
-	if (cookie >> GI_COOKIE_PLAN_SHIFT)
+	// A sampled leaf's entry and return, at one instant, make a whole
+	// call by themselves: no window books (gated 0).
+	emit(regs, GI_EVENT_ENTRY, cookie, 1, 0, 0);
+	if ((cookie >> GI_COOKIE_PLAN_SHIFT) & GI_COOKIE_PLAN_MASK)
 		cookie += 1ULL << GI_COOKIE_PLAN_SHIFT;
-	emit(regs, GI_EVENT_RETURN, cookie, 1, 1);
-	account(GI_COST_ENTRY_RETURN, start);
+	emit(regs, GI_EVENT_RETURN, cookie, 1, 1, 0);
+	account(GI_COST_ENTRY_RETURN, start, cookie);
 	return 0;
 }
 
@@ -853,7 +1006,7 @@ int gi_signal(struct gi_regs *regs)
 	__u32 ktid = (__u32)bpf_get_current_pid_tgid();
 	struct held_calls *h = bpf_map_lookup_elem(&held, &ktid);
 	if (!h) {
-		account(GI_COST_SIGNAL, start);
+		account(GI_COST_SIGNAL, start, GI_COOKIE_STEPPED);
 		return 0;
 	}
 	__u64 ctx = 0, ip = 0, sp = 0, fregs = 0;
@@ -876,7 +1029,7 @@ int gi_signal(struct gi_regs *regs)
 	}
 	output_held(h);
 	bpf_map_delete_elem(&held, &ktid);
-	account(GI_COST_SIGNAL, start);
+	account(GI_COST_SIGNAL, start, GI_COOKIE_STEPPED);
 	return 0;
 }
 
@@ -887,8 +1040,19 @@ int gi_goexit(struct gi_regs *regs)
 	if (!probe_cookie(regs, &cookie))
 		return 0;
 	count_hit(cookie);
-	emit(regs, GI_EVENT_GOEXIT, cookie, 0, 0);
-	account(GI_COST_GOEXIT, start);
+	emit(regs, GI_EVENT_GOEXIT, cookie, 0, 0, 0);
+	account(GI_COST_GOEXIT, start, cookie);
+	return 0;
+}
+
+// Counts the hits of the probes it is attached at, and nothing else: the
+// window in which gi estimates each function's call rate.
+SEC("uprobe.multi")
+int gi_count(struct gi_regs *regs)
+{
+	__u64 cookie;
+	if (probe_cookie(regs, &cookie))
+		count_hit(cookie);
 	return 0;
 }
 

@@ -89,10 +89,29 @@ type giHeldCalls struct {
 	Rec      [2]giArgsEvent
 }
 
+type giOpenCount struct {
+	_  structs.HostLayout
+	Id uint32
+	N  uint32
+}
+
 type giProgCost struct {
 	_    structs.HostLayout
 	Runs uint64
 	Ns   uint64
+}
+
+type giSampleWindow struct {
+	_     structs.HostLayout
+	State uint32
+	Id    uint32
+}
+
+type giThreadCost struct {
+	_        structs.HostLayout
+	Emulated uint64
+	Stepped  uint64
+	Ns       uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -109,6 +128,12 @@ const (
 	giMapHits             = "hits"
 	giMapLost             = "lost"
 	giMapPlans            = "plans"
+	giMapSampledCalls     = "sampled_calls"
+	giMapSampledCount     = "sampled_count"
+	giMapSampledOpen      = "sampled_open"
+	giMapThreadCosts      = "thread_costs"
+	giMapWindow           = "window"
+	giProgGiCount         = "gi_count"
 	giProgGiEmpty         = "gi_empty"
 	giProgGiEntry         = "gi_entry"
 	giProgGiEntryReturn   = "gi_entry_return"
@@ -174,6 +199,7 @@ type giSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type giProgramSpecs struct {
+	GiCount       *ebpf.ProgramSpec `ebpf:"gi_count"`
 	GiEmpty       *ebpf.ProgramSpec `ebpf:"gi_empty"`
 	GiEntry       *ebpf.ProgramSpec `ebpf:"gi_entry"`
 	GiEntryReturn *ebpf.ProgramSpec `ebpf:"gi_entry_return"`
@@ -196,6 +222,11 @@ type giMapSpecs struct {
 	Hits          *ebpf.MapSpec `ebpf:"hits"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
 	Plans         *ebpf.MapSpec `ebpf:"plans"`
+	SampledCalls  *ebpf.MapSpec `ebpf:"sampled_calls"`
+	SampledCount  *ebpf.MapSpec `ebpf:"sampled_count"`
+	SampledOpen   *ebpf.MapSpec `ebpf:"sampled_open"`
+	ThreadCosts   *ebpf.MapSpec `ebpf:"thread_costs"`
+	Window        *ebpf.MapSpec `ebpf:"window"`
 }
 
 // giVariableSpecs contains global variables before they are loaded into the kernel.
@@ -249,6 +280,11 @@ type giMaps struct {
 	Hits          *ebpf.Map `ebpf:"hits"`
 	Lost          *ebpf.Map `ebpf:"lost"`
 	Plans         *ebpf.Map `ebpf:"plans"`
+	SampledCalls  *ebpf.Map `ebpf:"sampled_calls"`
+	SampledCount  *ebpf.Map `ebpf:"sampled_count"`
+	SampledOpen   *ebpf.Map `ebpf:"sampled_open"`
+	ThreadCosts   *ebpf.Map `ebpf:"thread_costs"`
+	Window        *ebpf.Map `ebpf:"window"`
 }
 
 func (m *giMaps) Close() error {
@@ -263,6 +299,11 @@ func (m *giMaps) Close() error {
 		m.Hits,
 		m.Lost,
 		m.Plans,
+		m.SampledCalls,
+		m.SampledCount,
+		m.SampledOpen,
+		m.ThreadCosts,
+		m.Window,
 	)
 }
 
@@ -291,6 +332,7 @@ type giVariables struct {
 //
 // It can be passed to loadGiObjects or ebpf.CollectionSpec.LoadAndAssign.
 type giPrograms struct {
+	GiCount       *ebpf.Program `ebpf:"gi_count"`
 	GiEmpty       *ebpf.Program `ebpf:"gi_empty"`
 	GiEntry       *ebpf.Program `ebpf:"gi_entry"`
 	GiEntryReturn *ebpf.Program `ebpf:"gi_entry_return"`
@@ -301,6 +343,7 @@ type giPrograms struct {
 
 func (p *giPrograms) Close() error {
 	return _GiClose(
+		p.GiCount,
 		p.GiEmpty,
 		p.GiEntry,
 		p.GiEntryReturn,

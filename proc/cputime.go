@@ -21,7 +21,10 @@ const maxThreads = 1 << 16
 type CPUClock struct {
 	pid     int
 	threads map[int]time.Duration // each thread's time at the last sample
-	total   time.Duration
+	// base is each thread's time when the clock first saw it: 0 for one
+	// that appeared after the clock was made.
+	base  map[int]time.Duration
+	total time.Duration
 	// statBase is the process's utime plus stime at the start, when
 	// statOnly: schedstat is missing.
 	statBase time.Duration
@@ -33,7 +36,10 @@ func NewCPUClock(pid int) (*CPUClock, error) {
 	c := &CPUClock{pid: pid}
 	threads, err := threadTimes(pid)
 	if err == nil {
-		c.threads = threads
+		c.threads, c.base = threads, make(map[int]time.Duration, len(threads))
+		for tid, t := range threads {
+			c.base[tid] = t
+		}
 		return c, nil
 	}
 	base, serr := statTime(pid)
@@ -65,10 +71,30 @@ func (c *CPUClock) Read() (time.Duration, error) {
 			}
 		} else {
 			c.total += t
+			c.base[tid] = 0
+		}
+	}
+	for tid := range c.base {
+		if _, ok := now[tid]; !ok {
+			delete(c.base, tid) // exited
 		}
 	}
 	c.threads = now
 	return c.total, nil
+}
+
+// Threads returns, for each thread alive at the last Read, the CPU time
+// it spent since the clock was made (or since it appeared); nil where
+// only the process's total is known.
+func (c *CPUClock) Threads() map[int]time.Duration {
+	if c.statOnly {
+		return nil
+	}
+	out := make(map[int]time.Duration, len(c.threads))
+	for tid, t := range c.threads {
+		out[tid] = t - c.base[tid]
+	}
+	return out
 }
 
 // threadTimes returns the on-CPU time of each thread of pid.

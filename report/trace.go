@@ -44,6 +44,39 @@ type TraceSummary struct {
 	// Overhead is what the probes cost the traced process (nil when
 	// every process running a binary was traced).
 	Overhead *TraceOverhead `json:"overhead,omitempty"`
+	// Sampling says which functions were traced in sampling windows
+	// (nil when none was).
+	Sampling *TraceSampling `json:"sampling,omitempty"`
+}
+
+// TraceSampling is a trace's trace.Sampling in the JSON summary.
+type TraceSampling struct {
+	Budget      float64           `json:"budget"`
+	Windows     int               `json:"windows"`
+	TracedShare float64           `json:"traced_share"`
+	Cut         uint64            `json:"cut"`
+	Functions   []SampledFunction `json:"functions"`
+}
+
+// SampledFunction is one function traced in sampling windows.
+type SampledFunction struct {
+	Function       string  `json:"function"`
+	Calls          uint64  `json:"calls"`
+	EstimatedCalls float64 `json:"estimated_calls"`
+	RatePerSecond  float64 `json:"rate_per_second"`
+}
+
+// NewTraceSampling returns s for the JSON summary; nil if s is.
+func NewTraceSampling(s *trace.Sampling) *TraceSampling {
+	if s == nil {
+		return nil
+	}
+	out := &TraceSampling{Budget: s.Budget, Windows: s.Windows, TracedShare: s.TracedShare(), Cut: s.Cut, Functions: []SampledFunction{}}
+	for _, f := range s.Functions {
+		out.Functions = append(out.Functions, SampledFunction{Function: f.Func.Name, Calls: f.Calls,
+			EstimatedCalls: s.EstimatedCalls(f), RatePerSecond: f.Rate.PerSecond})
+	}
+	return out
 }
 
 // TraceOverhead is a trace's trace.Overhead in the JSON summary.

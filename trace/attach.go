@@ -150,14 +150,23 @@ func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, idx []int, mul
 // attachAt attaches prog at file offsets with cookies: one uprobe_multi
 // link, or one perf event per offset.
 func (s *Session) attachAt(ex *link.Executable, prog *ebpf.Program, offsets, cookies []uint64, multi bool) error {
+	links, err := s.linksAt(ex, prog, offsets, cookies, multi)
+	s.links = append(s.links, links...)
+	return err
+}
+
+// linksAt attaches prog at file offsets with cookies and returns the
+// links, for the caller to close: one uprobe_multi link, or one perf
+// event per offset. On error the links made so far are returned too.
+func (s *Session) linksAt(ex *link.Executable, prog *ebpf.Program, offsets, cookies []uint64, multi bool) ([]link.Link, error) {
 	if multi {
 		l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: offsets, Cookies: cookies, PID: uint32(s.Opts.PID)})
 		if err != nil {
-			return s.attachError(err)
+			return nil, s.attachError(err)
 		}
-		s.links = append(s.links, l)
-		return nil
+		return []link.Link{l}, nil
 	}
+	var links []link.Link
 	for i := range offsets {
 		opts := &link.UprobeOptions{Address: offsets[i], PID: s.Opts.PID, Cookie: cookies[i]}
 		if s.CookieByIP {
@@ -165,11 +174,22 @@ func (s *Session) attachAt(ex *link.Executable, prog *ebpf.Program, offsets, coo
 		}
 		l, err := ex.Uprobe("", prog, opts)
 		if err != nil {
-			return s.attachError(err)
+			return links, s.attachError(err)
 		}
-		s.links = append(s.links, l)
+		links = append(links, l)
 	}
-	return nil
+	return links, nil
+}
+
+// closeLinks detaches links, several at once (each waits for the
+// kernel's grace periods), and returns the first error.
+func closeLinks(links []link.Link) error {
+	return parallel(len(links), func(i int) error {
+		if err := links[i].Close(); err != nil {
+			return fmt.Errorf("detach: %w", err)
+		}
+		return nil
+	})
 }
 
 // cookie is the BPF cookie of probe i: its index, its capture plan, and
@@ -178,6 +198,12 @@ func (s *Session) cookie(i int) uint64 {
 	c := uint64(i) | uint64(s.probes[i].plan)<<bpf.CookiePlanShift
 	if s.Opts.GFromTLS {
 		c |= bpf.CookieTLS
+	}
+	if fn := s.probes[i].fn; fn != nil && fn.Sampled {
+		c |= bpf.CookieSampled
+	}
+	if s.probes[i].class == classStepped {
+		c |= bpf.CookieStepped
 	}
 	return c
 }

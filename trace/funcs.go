@@ -26,8 +26,12 @@ type Function struct {
 	// end when a panic or runtime.Goexit unwinds them, or are still
 	// running when the trace ends.
 	EntryOnly bool
-	File      string
-	Line      int
+	// Sampled marks a function traced in sampling windows, to keep the
+	// overhead within Options.MaxOverhead: its calls are reported whole
+	// when they begin in a window, not at all otherwise.
+	Sampled bool
+	File    string
+	Line    int
 	// Args and Results say what the entry and return probes capture of
 	// the arguments and results (nil: nothing; see Options.Args).
 	Args, Results *funcargs.Capture

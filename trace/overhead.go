@@ -3,6 +3,8 @@ package trace
 import (
 	"debug/elf"
 	"fmt"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/gi-debug/gi/bpf"
@@ -41,6 +43,38 @@ type Overhead struct {
 	Signals uint64
 	// Costs are the per-hit figures used.
 	Costs ProbeCosts
+	// Threads are the process's threads the probes took time from, with
+	// that time and their CPU time (nil when only the process's total is
+	// known).
+	Threads []ThreadCost
+}
+
+// ThreadCost is one thread's share of an Overhead.
+type ThreadCost struct {
+	// TID is the thread's id (in gi's PID namespace).
+	TID int
+	// Probes is the time probes took from it; CPU its CPU time, probes
+	// included.
+	Probes, CPU time.Duration
+}
+
+// minThreadCPU is the CPU time below which a thread's share is not
+// judged: a thread that barely ran.
+const minThreadCPU = 5 * time.Millisecond
+
+// WorstThread returns the thread whose CPU time the probes took the
+// largest share of, with the share: the slowdown of the code the probes
+// slow most. ok is false when no thread ran long enough to judge.
+func (o Overhead) WorstThread() (t ThreadCost, share float64, ok bool) {
+	for _, th := range o.Threads {
+		if th.CPU < minThreadCPU {
+			continue
+		}
+		if s := min(1, float64(th.Probes)/float64(th.CPU)); !ok || s > share {
+			t, share, ok = th, s, true
+		}
+	}
+	return t, share, ok
 }
 
 // FunctionCost is one function's share of an Overhead.
@@ -67,6 +101,14 @@ func (o Overhead) Share() float64 {
 func (o Overhead) Sub(before Overhead) Overhead {
 	d := Overhead{Interval: o.Interval - before.Interval, TargetCPU: o.TargetCPU - before.TargetCPU,
 		Probes: o.Probes - before.Probes, Hits: o.Hits - before.Hits, Signals: o.Signals - before.Signals, Costs: o.Costs}
+	prev := make(map[int]ThreadCost, len(before.Threads))
+	for _, t := range before.Threads {
+		prev[t.TID] = t
+	}
+	for _, t := range o.Threads {
+		b := prev[t.TID]
+		d.Threads = append(d.Threads, ThreadCost{TID: t.TID, Probes: t.Probes - b.Probes, CPU: t.CPU - b.CPU})
+	}
 	d.Functions = make([]FunctionCost, len(o.Functions))
 	for i, f := range o.Functions {
 		d.Functions[i] = f
@@ -89,6 +131,7 @@ func (o Overhead) String() string {
 
 // meter is a session's overhead measurement.
 type meter struct {
+	mu    sync.Mutex     // Overhead's
 	clock *proc.CPUClock // nil when no single process is traced
 	start time.Time
 	costs ProbeCosts
@@ -110,8 +153,10 @@ func (s *Session) startMeter() {
 }
 
 // Overhead returns what the probes have cost the traced process since
-// they were attached. It may run beside Run, not beside itself.
+// they were attached. It may run beside Run.
 func (s *Session) Overhead() (Overhead, error) {
+	s.meter.mu.Lock()
+	defer s.meter.mu.Unlock()
 	o := Overhead{Interval: time.Since(s.meter.start), Costs: s.meter.costs}
 	if s.objs == nil || s.objs.Hits == nil {
 		return o, fmt.Errorf("trace: overhead of a session not attached")
@@ -166,6 +211,21 @@ func (s *Session) Overhead() (Overhead, error) {
 		if j, ok := byFunc[p.fn]; ok {
 			o.Functions[j].Hits += hits[i]
 			o.Functions[j].Time += t
+		}
+	}
+	if s.meter.clock != nil && s.objs.ThreadCosts != nil {
+		if cpu := s.meter.clock.Threads(); cpu != nil {
+			var tid uint32
+			var c bpf.ThreadCost
+			probes := map[int]time.Duration{}
+			it := s.objs.ThreadCosts.Iterate()
+			for it.Next(&tid, &c) {
+				probes[int(tid)] = time.Duration(c.Emulated)*o.Costs.Emulated + time.Duration(c.Stepped)*o.Costs.Stepped + time.Duration(c.Ns)
+			}
+			for t, c := range cpu {
+				o.Threads = append(o.Threads, ThreadCost{TID: t, Probes: probes[t], CPU: c})
+			}
+			sort.Slice(o.Threads, func(i, j int) bool { return o.Threads[i].TID < o.Threads[j].TID })
 		}
 	}
 	// The signal probe's hits (every signal the process takes) and the

@@ -3,8 +3,10 @@ package trace_test
 import (
 	"context"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,32 +14,40 @@ import (
 	"github.com/gi-debug/gi/trace"
 )
 
-// loopRates reads the next n "rate <loop> ..." lines of loop from p after
-// skipping skip, and returns the mean of their rates per second of the
-// loop thread's CPU time: the pace probes slow and nothing else does.
-func loopRates(t *testing.T, p *targets.Process, loop string, skip, n int) float64 {
+// loopPace waits for the next max(skip, 1) "rate <loop> ..." lines of p,
+// then for n more, and returns the loop's calls per second of its
+// thread's CPU time between the first awaited line and the last: the pace
+// probes slow and nothing else does (other processes taking the CPU do
+// not).
+func loopPace(t *testing.T, p *targets.Process, loop string, skip, n int) float64 {
 	t.Helper()
-	var sum float64
 	seen := len(p.Lines())
-	for got := 0; got < skip+n; {
+	from := max(skip, 1)
+	var first, last [2]float64 // calls, CPU ns
+	for got := 1; got <= from+n; got++ {
 		line, err := p.WaitLineAfter(seen, "rate "+loop+" ", 10*time.Second)
 		if err != nil {
 			t.Fatalf("target's %s rate: %v", loop, err)
 		}
 		seen = line.Index + 1
 		f := strings.Fields(line.Text)
-		if len(f) != 5 {
+		if len(f) != 6 {
 			t.Fatalf("rate line %q", line.Text)
 		}
-		cpuRate, err := strconv.ParseFloat(f[3], 64)
-		if err != nil {
-			t.Fatalf("rate line %q: %v", line.Text, err)
+		calls, err1 := strconv.ParseFloat(f[4], 64)
+		cpu, err2 := strconv.ParseFloat(f[5], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("rate line %q", line.Text)
 		}
-		if got++; got > skip {
-			sum += cpuRate
+		if got == from {
+			first = [2]float64{calls, cpu}
 		}
+		last = [2]float64{calls, cpu}
 	}
-	return sum / float64(n)
+	if last[1] <= first[1] {
+		t.Fatalf("the %s loop's thread took no CPU time", loop)
+	}
+	return (last[0] - first[0]) / ((last[1] - first[1]) / 1e9)
 }
 
 // TestOverheadMatchesSlowdown traces a CPU-bound loop of calls long enough
@@ -50,7 +60,7 @@ func TestOverheadMatchesSlowdown(t *testing.T) {
 	requirePrivilege(t)
 	bin := targets.Build(t, "hotcold", targets.BuildOptions{})
 	p := targets.Start(t, bin, "-work", "100000", "-every", "200ms")
-	untraced := loopRates(t, p, "work", 1, 5)
+	untraced := loopPace(t, p, "work", 1, 5)
 
 	s, err := trace.Open(trace.Options{PID: p.Cmd.Process.Pid, Include: []trace.Pattern{trace.ExactName("main.work")}})
 	if err != nil {
@@ -62,12 +72,12 @@ func TestOverheadMatchesSlowdown(t *testing.T) {
 	go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
 	defer func() { cancel(); <-done }()
 
-	loopRates(t, p, "work", 1, 0) // the interval the probes were attached in
+	loopPace(t, p, "work", 1, 1) // past the interval the probes were attached in
 	before, err := s.Overhead()
 	if err != nil {
 		t.Fatal(err)
 	}
-	traced := loopRates(t, p, "work", 0, 5)
+	traced := loopPace(t, p, "work", 1, 5)
 	after, err := s.Overhead()
 	if err != nil {
 		t.Fatal(err)
@@ -97,4 +107,117 @@ func goexitHits(o trace.Overhead) uint64 {
 		n += f.Hits
 	}
 	return o.Hits - n
+}
+
+// TestSamplingKeepsBudget traces a function called about a billion times
+// a second from one goroutine beside one called five times a second, under
+// a 5% budget: the hot one is sampled in windows and its caller keeps at
+// least 95% of its untraced pace (per second of its thread's CPU time,
+// measured by the target in the same run); every sampled call reported is
+// whole; every call of the light one is traced.
+func TestSamplingKeepsBudget(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "hotcold", targets.BuildOptions{})
+	p := targets.Start(t, bin, "-hot", "-light", "200ms", "-every", "250ms")
+
+	s, err := trace.Open(trace.Options{PID: p.Cmd.Process.Pid, MaxOverhead: 0.05,
+		Include: []trace.Pattern{trace.ExactName("main.hot"), trace.ExactName("main.light")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rates := map[string]trace.CallRate{}
+	for _, r := range s.Rates {
+		rates[r.Func.Name] = r
+	}
+	t.Logf("counted: hot %.0f calls/s (%.0f%% if traced whole), light %.1f calls/s (%.3f%%)", rates["main.hot"].PerSecond,
+		100*rates["main.hot"].Cost, rates["main.light"].PerSecond, 100*rates["main.light"].Cost)
+	if r := rates["main.hot"]; r.Cost < 0.05 || !r.Func.Sampled {
+		t.Fatalf("main.hot counted at %.0f calls/s, costing %.2f%% traced whole, sampled %v", r.PerSecond, 100*r.Cost, r.Func != nil && r.Func.Sampled)
+	}
+	if r, ok := rates["main.light"]; !ok || r.Func.Sampled {
+		t.Fatalf("main.light sampled, or not counted: %+v", r)
+	}
+
+	// The pace drifts with what else the machine runs: untraced and
+	// traced phases alternate (no window opens outside Run), and each
+	// traced phase is compared with the untraced one before it; the
+	// median of the ratios counts.
+	var mu sync.Mutex
+	calls := map[string][]*trace.Call{}
+	handlers := trace.Handlers{Call: func(h trace.Header, c *trace.Call) {
+		mu.Lock()
+		calls[c.Func.Name] = append(calls[c.Func.Name], c)
+		mu.Unlock()
+	}}
+	var ratios []float64
+	windows := 0
+	firstLight := lastLight(t, p)
+	var sampledCalls uint64
+	for range 6 {
+		untraced := loopPace(t, p, "hot", 1, 6)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan trace.RunResult, 1)
+		go func() { done <- s.Run(ctx, trace.RunOptions{}, handlers) }()
+		traced := loopPace(t, p, "hot", 1, 8)
+		cancel()
+		res := <-done
+		ratios = append(ratios, traced/untraced)
+		sm := res.Sampling
+		if sm == nil || len(sm.Functions) != 1 || sm.Functions[0].Func.Name != "main.hot" {
+			t.Fatalf("sampling report %+v", sm)
+		}
+		f := sm.Functions[0]
+		windows += sm.Windows
+		sampledCalls += f.Calls
+		t.Logf("untraced %.0f calls/CPU-s, traced %.0f (%.2f%%); %d windows, traced %v of %v, %d hot calls, ~%.0f estimated, %d cut; warnings %v",
+			untraced, traced, 100*traced/untraced, sm.Windows, sm.Traced, sm.Elapsed, f.Calls, sm.EstimatedCalls(f), sm.Cut, sm.Warnings)
+		if res.Unmatched != 0 {
+			t.Errorf("%d returns without their entry", res.Unmatched)
+		}
+	}
+	sort.Float64s(ratios)
+	median := (ratios[2] + ratios[3]) / 2
+	o, err := s.Overhead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pace traced/untraced %.4f (median of %v); %v", median, ratios, o)
+	if median < 0.95 {
+		t.Errorf("the hot loop kept %.2f%% of its untraced pace under a 5%% budget", 100*median)
+	}
+	if windows < 6 || sampledCalls == 0 {
+		t.Errorf("%d windows, %d hot calls", windows, sampledCalls)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range calls["main.hot"] {
+		if c.Unwound || c.Running || c.ReturnSite == 0 {
+			t.Fatalf("a sampled call is not whole: %+v", c)
+		}
+	}
+	if uint64(len(calls["main.hot"])) != sampledCalls {
+		t.Errorf("%d hot calls reported, the reports say %d", len(calls["main.hot"]), sampledCalls)
+	}
+	// Every light call made while the probes were attached was traced (the
+	// first and the last may fall either side of the edges).
+	if n, lightMade := len(calls["main.light"]), lastLight(t, p)-firstLight; n < lightMade || n > lightMade+2 {
+		t.Errorf("%d calls of main.light traced, the target made %d meanwhile", n, lightMade)
+	}
+}
+
+// lastLight returns the count of the last "light N" line p printed.
+func lastLight(t *testing.T, p *targets.Process) int {
+	t.Helper()
+	lines := p.Lines()
+	for i := len(lines) - 1; i >= 0; i-- {
+		if n, ok := strings.CutPrefix(lines[i], "light "); ok {
+			v, err := strconv.Atoi(n)
+			if err != nil {
+				t.Fatalf("line %q", lines[i])
+			}
+			return v
+		}
+	}
+	return 0
 }

@@ -56,6 +56,9 @@ type RunResult struct {
 	OpenGoroutines int
 	// Open are the calls entered and not yet returned when the run ended.
 	Open []OpenCall
+	// Sampling says what sampling did, nil when nothing was sampled
+	// (Options.MaxOverhead).
+	Sampling *Sampling
 	// Err is set when the run stopped because the target went away or
 	// the ring buffer failed.
 	Err error
@@ -68,7 +71,11 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	headers := newHeaderCache(s.Symbols())
 	headers.labels = opts.Labels
 	b := NewBuilder()
+	sampledCalls := map[*Function]uint64{}
 	b.OnCall = func(k GoroutineKey, c *Call) {
+		if c.Func.Sampled {
+			sampledCalls[c.Func]++
+		}
 		if hs.Call != nil {
 			hs.Call(headers.Header(k), c)
 		}
@@ -114,11 +121,43 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	}
 	alive := func() bool { return s.Opts.PID <= 0 || proc.Alive(s.Opts.PID) }
 	checks := 0
+	var (
+		windowEnds <-chan uint64
+		sampling   = make(chan struct{})
+		cut        uint64
+	)
+	stopSampling := func() {}
+	if sm := s.sampler; sm != nil {
+		sctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			defer close(sampling)
+			sm.run(sctx)
+		}()
+		stopSampling = func() {
+			cancel()
+			<-sampling
+		}
+		windowEnds = sm.ends
+	} else {
+		close(sampling)
+	}
+	// endWindow cuts the calls of sampled functions still open when the
+	// probes of their window, closed at time end, went.
+	endWindow := func(end uint64) error {
+		err := s.Drain(handle)
+		cut += uint64(b.Cut(func(c *Call) bool { return c.Func.Sampled && c.Start <= end }))
+		return err
+	}
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
+		case end := <-windowEnds:
+			if err := endWindow(end); err != nil {
+				res.Err = err
+				break loop
+			}
 		case <-deadline:
 			break loop
 		case <-interval:
@@ -138,8 +177,22 @@ loop:
 			}
 		}
 	}
+	stopSampling()
+	for len(windowEnds) > 0 {
+		if err := endWindow(<-windowEnds); err != nil && res.Err == nil {
+			res.Err = err
+		}
+	}
 	if err := s.DrainAll(handle); err != nil && res.Err == nil {
 		res.Err = err
+	}
+	if s.sampler != nil {
+		r := s.sampler.snapshot()
+		r.Cut = cut
+		for i := range r.Functions {
+			r.Functions[i].Calls = sampledCalls[r.Functions[i].Func]
+		}
+		res.Sampling = &r
 	}
 	running := b.Flush(uint64(monotonicNow()))
 	res.Running = len(running)

@@ -75,6 +75,11 @@ type Options struct {
 	// function's code again, and does not close the binary. Path (or
 	// /proc/<pid>/exe) is still what the probes attach to.
 	Sites *Sites
+	// MaxOverhead, if positive, is the share of the process's CPU time
+	// the probes may take (0.05: 5%): functions whose tracing would cost
+	// more are traced in sampling windows (see Sampling). Not with
+	// Growable.
+	MaxOverhead float64
 	// Growable lets Session.Add extend the trace while it runs: every
 	// program is loaded, whether the first functions need it or not, and
 	// where probes find their cookie by address the table has room for
@@ -126,6 +131,9 @@ type Session struct {
 
 	probes []probe
 	meter  meter
+	// Rates are the call rates counted before the trace (MaxOverhead).
+	Rates   []CallRate
+	sampler *sampler // nil: nothing sampled
 	// memlock is why gi could not raise RLIMIT_MEMLOCK on a kernel that
 	// charges BPF memory to it; nil if it did or need not.
 	memlock error
@@ -254,6 +262,9 @@ func (s *Session) open() error {
 				programs = append(programs, g.name)
 			}
 		}
+		if s.Opts.MaxOverhead > 0 && !s.Opts.Growable {
+			programs = append(programs, "gi_count")
+		}
 	}
 
 	// The BPF programs load (the verifier takes 20 to 60 ms a program)
@@ -338,6 +349,10 @@ func (s *Session) open() error {
 	if s.exe, err = link.OpenExecutable(s.Opts.Path); err != nil {
 		return fmt.Errorf("open %s for uprobes: %w", s.Opts.Path, err)
 	}
+	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty && !s.Opts.Growable {
+		s.startMeter()
+		groups = s.planSampling(groups)
+	}
 	if err := s.attachGroups(groups); err != nil {
 		return err
 	}
@@ -352,7 +367,9 @@ func (s *Session) open() error {
 	}
 	s.Probes = len(s.probes)
 	s.AttachTime = time.Since(start)
-	s.startMeter()
+	if s.meter.start.IsZero() {
+		s.startMeter()
+	}
 	return nil
 }
 
@@ -422,13 +439,7 @@ func (s *Session) Close() error {
 	// mostly under a kernel-wide mutex (event_mutex): closing from several
 	// threads overlaps only the rest (81 probes on 6.18: 7.0 s instead of
 	// 8.0 s).
-	links := s.links
-	first := parallel(len(links), func(i int) error {
-		if err := links[i].Close(); err != nil {
-			return fmt.Errorf("detach: %w", err)
-		}
-		return nil
-	})
+	first := closeLinks(s.links)
 	s.links = nil
 	if len(s.probes) > 0 {
 		s.DetachTime = time.Since(start)

@@ -270,6 +270,39 @@ func (b *Builder) pop(st *goroutineState) {
 	}
 }
 
+// Cut removes the open calls cut reports true for, with the open calls
+// made inside them, as though they had never been entered: no OnCall,
+// and gone from their parents' trees. gi reports a call of a function
+// traced in sampling windows whole or not at all, and cuts one still open
+// when its window's probes are gone. Completed calls made inside a cut
+// one were already passed to OnCall. It returns how many calls it cut.
+func (b *Builder) Cut(cut func(*Call) bool) int {
+	n := 0
+	for k, st := range b.gs {
+		for i, c := range st.stack {
+			if !cut(c) {
+				continue
+			}
+			if p := c.Parent; p != nil {
+				for j, ch := range p.Children {
+					if ch == c {
+						p.Children = append(p.Children[:j], p.Children[j+1:]...)
+						break
+					}
+				}
+			}
+			n += len(st.stack) - i
+			clear(st.stack[i:])
+			st.stack = st.stack[:i]
+			break
+		}
+		if len(st.stack) == 0 {
+			delete(b.gs, k)
+		}
+	}
+	return n
+}
+
 // OpenCalls lists every call still open, per goroutine outermost first.
 func (b *Builder) OpenCalls() []OpenCall {
 	var out []OpenCall

@@ -185,7 +185,7 @@ func TestOTLPCollectorKilled(t *testing.T) {
 	requirePrivilege(t)
 	col := targets.StartCollector(t)
 	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}))
-	g := startGiTrace(t, "--otlp", col.URL, strconv.Itoa(p.Pid), "main.handle")
+	g := startGiTrace(t, "--max-overhead", "none", "--otlp", col.URL, strconv.Itoa(p.Pid), "main.handle")
 	spans, err := col.WaitSpans(100, time.Minute)
 	if err != nil || len(spans) < 100 {
 		t.Fatalf("the collector received %d spans (%v)\n%s", len(spans), err, g.stderr)

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,7 +39,31 @@ type traceOptions struct {
 	args        bool
 	stringSize  int
 	where       []string
+	maxOverhead string
 	target      targetFlags
+}
+
+// defaultMaxOverhead is gi trace's overhead budget unless told otherwise:
+// on-demand tracing of a production process, for seconds to minutes, that
+// a careful engineer lets take a twentieth of the process's CPU time at
+// most (--max-overhead 1% for a stricter bound, none for none).
+const defaultMaxOverhead = "5%"
+
+// parseBudget reads --max-overhead: a percentage ("5%", "0.5%"), or
+// "none" or "0" for no budget (0).
+func parseBudget(s string) (float64, error) {
+	if s == "none" || s == "0" {
+		return 0, nil
+	}
+	v, ok := strings.CutSuffix(s, "%")
+	if !ok {
+		return 0, fmt.Errorf("--max-overhead %q: want a percentage (5%%) or none", s)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f >= 100 || math.IsNaN(f) {
+		return 0, fmt.Errorf("--max-overhead %q: want a percentage from 0 to 100 (5%%) or none", s)
+	}
+	return f / 100, nil
 }
 
 func newTraceCommand(a *app) *cobra.Command {
@@ -77,6 +105,7 @@ running that binary.`,
 	f.DurationVar(&o.minDuration, "min-duration", 0, "print a root call's tree only if it took at least `D`")
 	f.UintSliceVar(&o.goids, "goid", nil, "only these goroutines (repeatable; filtered in the kernel)")
 	f.BoolVar(&o.json, "json", false, "print one JSON line per completed call, one per call still running at exit, and a final summary")
+	f.StringVar(&o.maxOverhead, "max-overhead", defaultMaxOverhead, "keep the share of the target's CPU time the probes take at or below `P` (5%, 1%): the costliest functions are traced in sampling windows, each call whole or not at all; none for no bound")
 	f.StringVar(&o.perfetto, "perfetto", "", "also write the calls to `FILE` as trace-event JSON (Perfetto UI, chrome://tracing): a track per goroutine")
 	f.StringVar(&o.pprofFile, "pprof", "", "also write a pprof profile of the time in the traced functions by call path to `FILE` (go tool pprof)")
 	f.StringVar(&o.otlp, "otlp", "", "also send every call as an OpenTelemetry span over OTLP/HTTP to the collector at `URL` (http://host:4318)")
@@ -139,6 +168,10 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	if err := o.checkExports(); err != nil {
 		return err
 	}
+	budget, err := parseBudget(o.maxOverhead)
+	if err != nil {
+		return err
+	}
 	if o.stringSize < 1 || o.stringSize > trace.MaxStringSize {
 		return fmt.Errorf("--string-size %d: want 1 to %d bytes", o.stringSize, trace.MaxStringSize)
 	}
@@ -171,7 +204,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	defer files.close()
 	opts := trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents,
-		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres}
+		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres, MaxOverhead: budget}
 	// A process is opened once: the trace and inspect (labels are read
 	// from the live process, as gi ps reads them) share its executable,
 	// layout and memory. Where it cannot be opened, the trace opens the
@@ -215,6 +248,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	fmt.Fprintf(stderr, "gi: tracing %d functions (%d probes) in %s, attached in %v; Ctrl-C to stop\n",
 		len(s.Selection.Functions), s.Probes, what, s.AttachTime.Round(time.Microsecond))
+	if line := callRates(s.Rates); line != "" {
+		fmt.Fprintf(stderr, "gi: calls before the trace: %s\n", line)
+	}
 
 	bw := bufio.NewWriterSize(stdout, 1<<16)
 	defer bw.Flush()
@@ -234,7 +270,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		hs.Call = func(_ trace.Header, c *trace.Call) { stats.Add(c) }
 		hs.Tick = func() {
 			fmt.Fprintf(bw, "%s\n", time.Now().Format("15:04:05"))
-			writeStats(bw, stats)
+			writeStats(bw, stats, s.Sampling())
 			bw.WriteByte('\n')
 			bw.Flush()
 		}
@@ -270,7 +306,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	res := s.Run(ctx, ro, hs)
 	if o.stats {
-		writeStats(bw, stats)
+		writeStats(bw, stats, res.Sampling)
 	}
 	bw.Flush()
 	overhead, overheadErr := s.Overhead()
@@ -284,13 +320,30 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		if overheadErr == nil {
 			sum.Overhead = report.NewTraceOverhead(overhead)
 		}
+		sum.Sampling = report.NewTraceSampling(res.Sampling)
 		jw.Summary(sum)
 		bw.Flush()
 	}
 	fmt.Fprintf(stderr, "gi: %d events, %d lost, %d calls still running; detached in %v\n",
 		res.Events, res.Lost, res.Running, s.DetachTime.Round(time.Microsecond))
 	if overheadErr == nil && overhead.TargetCPU > 0 {
-		fmt.Fprintf(stderr, "gi: overhead: %v\n", overhead)
+		line := overhead.String()
+		if _, worst, ok := overhead.WorstThread(); ok {
+			line += fmt.Sprintf("; %.2f%% of its busiest thread's", 100*worst)
+		}
+		fmt.Fprintf(stderr, "gi: overhead: %s\n", line)
+	}
+	if sm := res.Sampling; sm != nil {
+		for _, f := range sm.Functions {
+			fmt.Fprintf(stderr, "gi: sampled %s: %d calls traced whole in %d windows covering %.1f%% of the trace, about %.0f in all; %.0f calls/s before the trace\n",
+				f.Func.Name, f.Calls, sm.Windows, 100*sm.TracedShare(), sm.EstimatedCalls(f), f.Rate.PerSecond)
+		}
+		if sm.Cut > 0 {
+			fmt.Fprintf(stderr, "gi: %d sampled calls were still open when their window closed and are not shown\n", sm.Cut)
+		}
+		for _, w := range sm.Warnings {
+			fmt.Fprintf(stderr, "gi: warning: %s\n", w)
+		}
 	}
 	if res.Lost > 0 {
 		fmt.Fprintf(stderr, "gi: warning: %d events lost (ring buffer full): trees and counts are incomplete\n", res.Lost)
@@ -349,4 +402,23 @@ func toUint64s(in []uint) []uint64 {
 		out[i] = uint64(v)
 	}
 	return out
+}
+
+// callRates names the most called functions of rates with their call
+// rates and the share of the process's CPU time tracing each whole would
+// take; "" when none was called.
+func callRates(rates []trace.CallRate) string {
+	rates = slices.Clone(rates)
+	slices.SortStableFunc(rates, func(a, b trace.CallRate) int { return cmp.Compare(b.PerSecond, a.PerSecond) })
+	var parts []string
+	for _, r := range rates {
+		if r.PerSecond <= 0 || len(parts) == 5 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f/s (%.2g%% traced whole)", r.Func.Name, r.PerSecond, 100*r.Cost))
+	}
+	if n := len(rates); len(parts) > 0 && n > len(parts) {
+		parts = append(parts, fmt.Sprintf("… of %d counted", n))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/report"
 )
 
 // giTrace is a running `gi trace`.
@@ -725,5 +727,65 @@ func TestTraceWhereCLI(t *testing.T) {
 	}
 	if n := strings.Count(g.stdout.String(), "main.query() {"); n != 2 {
 		t.Errorf("%d calls of main.query without arguments, want 2:\n%s", n, g.stdout)
+	}
+}
+
+func TestParseBudget(t *testing.T) {
+	for in, want := range map[string]float64{"5%": 0.05, "0.5%": 0.005, "none": 0, "0": 0, "20%": 0.2} {
+		if got, err := parseBudget(in); err != nil || math.Abs(got-want) > 1e-12 {
+			t.Errorf("parseBudget(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"5", "", "-1%", "100%", "x%", "NaN%"} {
+		if _, err := parseBudget(in); err == nil {
+			t.Errorf("parseBudget(%q) accepted", in)
+		}
+	}
+}
+
+// TestTraceMaxOverheadCLI traces a function a goroutine calls as fast as
+// it can under gi's default budget: gi names it as sampled at start, says
+// what it sampled at exit, and the JSON summary (valid by the schema)
+// carries the sampling and the overhead.
+func TestTraceMaxOverheadCLI(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "hotcold", targets.BuildOptions{}), "-hot", "-light", "100ms")
+	out, stderr, code := runGi(t, "trace", "--json", "--duration", "2s", strconv.Itoa(p.Pid), "main.hot", "main.light")
+	if code != 0 {
+		t.Fatalf("gi trace: %s", stderr)
+	}
+	for _, want := range []string{"traced in sampling windows: main.hot (", "gi: calls before the trace: main.hot ", "gi: sampled main.hot: ", "gi: overhead: probes took "} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("no %q in:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "sampled main.light") {
+		t.Errorf("the light function was sampled:\n%s", stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	validate(t, compileSchema(t, "traceSummary"), "gi trace --json summary", last)
+	var sum struct {
+		Summary report.TraceSummary `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(last), &sum); err != nil {
+		t.Fatal(err)
+	}
+	sm := sum.Summary.Sampling
+	if sm == nil || sm.Budget != 0.05 || sm.Windows < 2 || len(sm.Functions) != 1 || sm.Functions[0].Function != "main.hot" ||
+		sm.Functions[0].Calls == 0 || sm.Functions[0].EstimatedCalls <= float64(sm.Functions[0].Calls) {
+		t.Errorf("sampling summary %+v", sm)
+	}
+	hot := 0
+	for _, l := range lines[:len(lines)-1] {
+		if strings.Contains(l, `"function":"main.hot"`) {
+			hot++
+		}
+	}
+	if sm != nil && len(sm.Functions) == 1 && uint64(hot) != sm.Functions[0].Calls {
+		t.Errorf("%d main.hot lines, the summary says %d calls", hot, sm.Functions[0].Calls)
+	}
+	if _, _, code := runGi(t, "trace", "--max-overhead", "5", "--duration", "1ms", strconv.Itoa(p.Pid), "main.hot"); code == 0 {
+		t.Error("--max-overhead 5 (no %) accepted")
 	}
 }

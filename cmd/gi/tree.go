@@ -111,13 +111,18 @@ func formatLatency(d time.Duration) string {
 
 // writeStats prints the statistics table of gi trace --stats, busiest
 // function (by total time) first.
-func writeStats(w io.Writer, s *trace.Stats) error {
+func writeStats(w io.Writer, s *trace.Stats, sampling *trace.Sampling) error {
 	tbl := newTable(w, tablewriter.WithHeaderAlignment(tw.AlignRight),
 		tablewriter.WithAlignment(tw.Alignment{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}))
 	tbl.Header("FUNCTION", "CALLS", "MIN", "P50", "P90", "P99", "MAX", "TOTAL")
 	for _, f := range s.Functions() {
 		h := s.Of(f)
-		if err := tbl.Append([]string{f.Name, fmt.Sprint(h.Count()), formatLatency(h.Min()), formatLatency(h.Quantile(0.5)),
+		calls := fmt.Sprint(h.Count())
+		if f.Sampled && sampling != nil {
+			// Traced in windows: the calls over the whole trace, estimated.
+			calls = fmt.Sprintf("~%.0f", sampling.EstimatedCalls(trace.SampledFunction{Func: f, Calls: uint64(h.Count())}))
+		}
+		if err := tbl.Append([]string{f.Name, calls, formatLatency(h.Min()), formatLatency(h.Quantile(0.5)),
 			formatLatency(h.Quantile(0.9)), formatLatency(h.Quantile(0.99)), formatLatency(h.Max()), formatLatency(h.Total())}); err != nil {
 			return err
 		}

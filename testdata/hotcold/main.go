@@ -10,7 +10,8 @@
 //
 // Every -every (250 ms) it prints one line per loop: "rate <loop>
 // <calls per second over the interval> <calls per second of the loop
-// thread's CPU time over the interval> <calls so far>"; after each call
+// thread's CPU time over the interval> <calls so far> <the loop thread's
+// CPU time so far, in ns>"; after each call
 // of main.light, "light <calls so far>". The second rate is the one
 // probes lower and nothing else: a probe's traps are charged to the
 // thread's CPU time, while other processes taking the CPU lower the
@@ -131,7 +132,7 @@ func main() {
 				cpuRate = float64(n-last[i]) / (float64(cpu-lastCPU[i]) / 1e9)
 			}
 			last[i], lastCPU[i] = n, cpu
-			fmt.Printf("rate %s %.0f %.0f %d\n", l.name, rate, cpuRate, n)
+			fmt.Printf("rate %s %.0f %.0f %d %d\n", l.name, rate, cpuRate, n, cpu)
 		}
 		prev = now
 		if sink.Load() == 42 {

@@ -1,0 +1,562 @@
+package trace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/proc"
+)
+
+// Sampling. Under Options.MaxOverhead, gi first counts, for a short
+// window, the calls of every matched function (an entry probe that only
+// counts), and estimates what tracing each whole would cost the process:
+// its calls per second of the process's CPU time times what a call costs
+// (the traps at its entry and RET, two program runs). Functions are traced
+// whole, as without a budget, while their sum fits; beyond, the costliest
+// are traced in sampling windows: their probes attached for a window,
+// then, while the window closes, only their calls made inside a call of
+// the window still open are reported, until those have returned or a
+// deadline passes, then the probes detached. A call of a sampled function
+// is reported whole or not at all: one still open when its window's
+// probes go is cut (Builder.Cut). The windows' length and period follow
+// what the last window cost, measured (hits counted in the kernel at the
+// calibrated per-hit costs), against what the budget leaves after the
+// whole functions' measured cost.
+
+// Sampling parameters.
+const (
+	// countWindow is how long the calls are counted before the trace.
+	countWindow = 50 * time.Millisecond
+	// minWindow is the shortest sampling window; basePeriod the period
+	// windows are spread over while they fit in it (short, frequent
+	// windows sample more evenly); maxPeriod the longest period.
+	minWindow  = 10 * time.Millisecond
+	basePeriod = 500 * time.Millisecond
+	maxPeriod  = 10 * time.Second
+	// budgetMargin is the share of the budget the windows aim at: the
+	// rest absorbs the error of a period's estimate and what a window
+	// costs beyond its probes' hits (attaching and detaching write the
+	// target's code pages).
+	budgetMargin = 0.6
+	// programEstimate is what a program run is taken to cost before the
+	// programs have measured themselves.
+	programEstimate = 500 * time.Nanosecond
+)
+
+// CallRate is a function's call rate, counted in the window before the
+// trace.
+type CallRate struct {
+	Func *Function
+	// PerSecond is calls per second of wall time; PerCPUSecond per second
+	// of the process's CPU time spent outside the counting probes (0 when
+	// the CPU time is unknown).
+	PerSecond, PerCPUSecond float64
+	// Cost estimates the share of the process's CPU time tracing the
+	// function whole would take (the time its calls counted would have
+	// cost, against the process's CPU time in the window).
+	Cost float64
+}
+
+// Sampling sums up what sampling did over a run.
+type Sampling struct {
+	// Budget is Options.MaxOverhead.
+	Budget float64
+	// Functions are the functions traced in windows, costliest first.
+	Functions []SampledFunction
+	// Windows counts the windows; Traced is the time they were open
+	// (closing included), of Elapsed.
+	Windows         int
+	Traced, Elapsed time.Duration
+	// Cut counts the calls cut: still open when their window's probes
+	// went.
+	Cut uint64
+	// Warnings say where the budget could not be kept.
+	Warnings []string
+}
+
+// SampledFunction is one function traced in windows.
+type SampledFunction struct {
+	Func *Function
+	// Rate is its call rate before the trace.
+	Rate CallRate
+	// Calls counts its calls reported (whole).
+	Calls uint64
+}
+
+// TracedShare is the share of the run the windows covered.
+func (s Sampling) TracedShare() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return min(1, float64(s.Traced)/float64(s.Elapsed))
+}
+
+// EstimatedCalls estimates f's calls over the whole run from those seen
+// in the windows.
+func (s Sampling) EstimatedCalls(f SampledFunction) float64 {
+	if s.Traced <= 0 {
+		return 0
+	}
+	return float64(f.Calls) * float64(s.Elapsed) / float64(s.Traced)
+}
+
+// countCalls attaches a counting probe at the entry of every traced
+// function for countWindow and returns their call rates.
+func (s *Session) countCalls() ([]CallRate, error) {
+	var idx []int
+	for i, p := range s.probes {
+		if p.fn != nil && p.kind == bpf.KindEntry {
+			idx = append(idx, i)
+		}
+	}
+	if s.objs.GiCount == nil {
+		return nil, errors.New("the counting program is not loaded")
+	}
+	before, err := s.readHits(idx)
+	if err != nil {
+		return nil, err
+	}
+	var clock *proc.CPUClock
+	if s.Opts.PID > 0 {
+		clock, _ = proc.NewCPUClock(s.Opts.PID)
+	}
+	offsets := make([]uint64, len(idx))
+	cookies := make([]uint64, len(idx))
+	for i, pi := range idx {
+		off, err := s.Binary.FileOffset(s.probes[pi].site)
+		if err != nil {
+			return nil, fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
+		}
+		offsets[i], cookies[i] = off, s.cookie(pi)
+	}
+	start := time.Now()
+	links, err := s.linksAt(s.exe, s.objs.GiCount, offsets, cookies, s.UprobeMulti)
+	if err != nil {
+		closeLinks(links)
+		return nil, err
+	}
+	time.Sleep(countWindow)
+	after, err := s.readHits(idx)
+	wall := time.Since(start)
+	var cpu time.Duration
+	if clock != nil {
+		cpu, _ = clock.Read()
+	}
+	// Detached before the trace's probes go where these are, which would
+	// count every hit twice meanwhile.
+	if cerr := closeLinks(links); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	var hits uint64
+	var probeTime time.Duration
+	for i, pi := range idx {
+		n := after[i] - before[i]
+		hits += n
+		probeTime += time.Duration(n) * s.meter.costs.of(s.probes[pi].class)
+	}
+	work := cpu - probeTime
+	rates := make([]CallRate, 0, len(idx))
+	for i, pi := range idx {
+		fn := s.probes[pi].fn
+		n := float64(after[i] - before[i])
+		r := CallRate{Func: fn, PerSecond: n / wall.Seconds()}
+		if work > 0 {
+			r.PerCPUSecond = n / work.Seconds()
+		}
+		// What the calls counted would have cost traced whole, of the
+		// CPU time the process spent: a function whose counting probe
+		// already took its caller's every cycle is counted at the rate
+		// the probe allowed, and found costly all the same.
+		if cpu > 0 {
+			r.Cost = n * s.callCost(fn).Seconds() / cpu.Seconds()
+		} else {
+			r.Cost = r.PerSecond * s.callCost(fn).Seconds() // one CPU's worth
+		}
+		rates = append(rates, r)
+	}
+	return rates, nil
+}
+
+// callCost estimates what one call of fn traced whole costs the process:
+// the traps at its entry and at one RET, and two program runs.
+func (s *Session) callCost(fn *Function) time.Duration {
+	var c time.Duration
+	for _, p := range s.probes {
+		if p.fn != fn {
+			continue
+		}
+		if p.kind == bpf.KindEntry {
+			c += s.meter.costs.of(p.class) + programEstimate
+			if p.costKind == costEntryReturn {
+				break
+			}
+		} else {
+			c += s.meter.costs.of(p.class) + programEstimate
+			break // one RET per call
+		}
+	}
+	return c
+}
+
+// readHits returns the hits of probes idx, summed over CPUs.
+func (s *Session) readHits(idx []int) ([]uint64, error) {
+	out := make([]uint64, len(idx))
+	var perCPU []uint64
+	for i, pi := range idx {
+		if err := s.objs.Hits.Lookup(uint32(pi), &perCPU); err != nil {
+			return nil, fmt.Errorf("probe hits: %w", err)
+		}
+		for _, v := range perCPU {
+			out[i] += v
+		}
+	}
+	return out, nil
+}
+
+// partition chooses the functions to sample: none while tracing every
+// function whole fits the budget's margin; else the costliest, until the
+// rest costs half the margin at most. It marks them Sampled.
+func partition(rates []CallRate, budget float64) []CallRate {
+	target := budget * budgetMargin
+	var total float64
+	for _, r := range rates {
+		total += r.Cost
+	}
+	if total <= target {
+		return nil
+	}
+	sorted := append([]CallRate(nil), rates...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Cost > sorted[j].Cost })
+	var sampled []CallRate
+	for _, r := range sorted {
+		if total <= target/2 || r.Cost == 0 {
+			break
+		}
+		r.Func.Sampled = true
+		sampled = append(sampled, r)
+		total -= r.Cost
+	}
+	return sampled
+}
+
+// sampler runs the windows of the sampled functions.
+type sampler struct {
+	s      *Session
+	budget float64
+	// groups are the sampled functions' probes by program, and progs
+	// the programs.
+	groups []probeGroup
+	progs  []*ebpf.Program
+	// idx are all their probes, for their hits.
+	idx []int
+	// ends receives, after each window's probes are detached, the time
+	// (CLOCK_MONOTONIC ns) it closed: calls of sampled functions begun
+	// by then and still open are cut.
+	ends chan uint64
+
+	mu      sync.Mutex
+	report  Sampling
+	started time.Time // when run began
+	id      uint32
+	// period and window are the next window's period and length.
+	period, window time.Duration
+	// last is the overhead at the last window's end.
+	last Overhead
+}
+
+func newSampler(s *Session, sampled []CallRate, budget float64, groups []probeGroup) *sampler {
+	sm := &sampler{s: s, budget: budget, groups: groups, ends: make(chan uint64, 16),
+		period: basePeriod, window: minWindow}
+	sm.report.Budget = budget
+	for _, r := range sampled {
+		sm.report.Functions = append(sm.report.Functions, SampledFunction{Func: r.Func, Rate: r})
+	}
+	objs := s.objs
+	sm.progs = []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit}
+	for _, g := range groups {
+		sm.idx = append(sm.idx, g.idx...)
+	}
+	return sm
+}
+
+// run opens and closes windows until ctx is done, then closes the one
+// open, if any.
+func (sm *sampler) run(ctx context.Context) {
+	start := time.Now()
+	sm.mu.Lock()
+	// A report per run.
+	sm.started = start
+	sm.report.Windows, sm.report.Traced, sm.report.Elapsed = 0, 0, 0
+	sm.mu.Unlock()
+	defer func() {
+		sm.mu.Lock()
+		sm.report.Elapsed = time.Since(start)
+		sm.mu.Unlock()
+	}()
+	next := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		opened := time.Now()
+		if err := sm.runWindow(ctx); err != nil {
+			sm.mu.Lock()
+			sm.report.Warnings = append(sm.report.Warnings, fmt.Sprintf("sampling stopped: %v", err))
+			sm.mu.Unlock()
+			return
+		}
+		next = opened.Add(sm.period)
+	}
+}
+
+// runWindow opens one window, lets it run its length, closes it, and
+// sets the next window's length and period from what it cost.
+func (sm *sampler) runWindow(ctx context.Context) error {
+	s := sm.s
+	sm.id++
+	if err := s.objs.Window.Put(uint32(0), bpf.SampleWindow{State: bpf.WindowOpen, Id: sm.id}); err != nil {
+		return fmt.Errorf("open window: %w", err)
+	}
+	if sm.id == 1 {
+		var err error
+		if sm.last, err = s.Overhead(); err != nil {
+			return err
+		}
+	}
+	opened, err := sm.countSampled()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var links []link.Link
+	// The RET probes first: a return whose entry the window did not see
+	// is dropped, but an entry whose RET is not yet probed would leave
+	// its call open.
+	for _, i := range []int{returnGroup, entryReturnGroup, entryGroup, goexitGroup} {
+		g := sm.groups[i]
+		if len(g.idx) == 0 {
+			continue
+		}
+		offsets := make([]uint64, len(g.idx))
+		cookies := make([]uint64, len(g.idx))
+		for j, pi := range g.idx {
+			off, err := s.Binary.FileOffset(s.probes[pi].site)
+			if err != nil {
+				return fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
+			}
+			offsets[j], cookies[j] = off, s.cookie(pi)
+		}
+		l, err := s.linksAt(s.exe, sm.progs[i], offsets, cookies, s.UprobeMulti)
+		links = append(links, l...)
+		if err != nil {
+			closeLinks(links)
+			return err
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(sm.window):
+	}
+	// Closing: only calls inside the window's open calls, until those
+	// returned or the deadline.
+	if err := s.objs.Window.Put(uint32(0), bpf.SampleWindow{State: bpf.WindowClosing, Id: sm.id}); err != nil {
+		closeLinks(links)
+		return fmt.Errorf("close window: %w", err)
+	}
+	deadline := time.Now().Add(max(minWindow, sm.window/2))
+	for time.Now().Before(deadline) {
+		n, err := sm.countSampled()
+		if err != nil {
+			break
+		}
+		if n[bpf.SampledOpened]-opened[bpf.SampledOpened] <= n[bpf.SampledReturned]-opened[bpf.SampledReturned] {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	length := time.Since(start)
+	err = closeLinks(links)
+	closed := uint64(monotonicNow())
+	sm.ends <- closed
+	after, oerr := s.Overhead()
+	if err == nil {
+		err = oerr
+	}
+	if err != nil {
+		return err
+	}
+	sm.adapt(after.Sub(sm.last), length)
+	sm.last = after
+	return nil
+}
+
+// countSampled reads the sampled_count counters, summed over CPUs.
+func (sm *sampler) countSampled() ([2]uint64, error) {
+	var out [2]uint64
+	var perCPU []uint64
+	for k := range uint32(2) {
+		if err := sm.s.objs.SampledCount.Lookup(k, &perCPU); err != nil {
+			return out, fmt.Errorf("sampled calls: %w", err)
+		}
+		for _, v := range perCPU {
+			out[k] += v
+		}
+	}
+	return out, nil
+}
+
+// adapt sets the next window from o, the overhead over the last period
+// (from the end of the window before to the end of this one), and the
+// window's length, open to closed. The share of the CPU time of the thread
+// the probes slowed most grows with the share of the period the window
+// took (its duty): the next duty is this one scaled by how far that share
+// was from the target, the budget times budgetMargin (by a factor of four
+// at most). The window is that duty of basePeriod, less what a window
+// takes beyond its open time (attaching, closing); below minWindow the
+// period stretches instead, up to maxPeriod.
+func (sm *sampler) adapt(o Overhead, length time.Duration) {
+	sm.mu.Lock()
+	sm.report.Windows++
+	sm.report.Traced += length
+	sm.mu.Unlock()
+	if o.Interval <= 0 || length <= 0 {
+		return
+	}
+	target := sm.budget * budgetMargin
+	share := o.Share()
+	if _, worst, ok := o.WorstThread(); ok {
+		share = worst
+	}
+	duty := min(1, float64(length)/float64(o.Interval))
+	next := duty * 4
+	if share > 0 {
+		next = duty * min(4, max(0.25, target/share))
+	}
+	fixed := max(0, length-sm.window)
+	w := time.Duration(next*float64(basePeriod)) - fixed
+	switch {
+	case w >= basePeriod-fixed:
+		sm.window, sm.period = basePeriod-fixed, basePeriod
+	case w >= minWindow:
+		sm.window, sm.period = w, basePeriod
+	default:
+		sm.window = minWindow
+		sm.period = min(maxPeriod, time.Duration(float64(minWindow+fixed)/max(next, 1e-6)))
+		if sm.period == maxPeriod && share > sm.budget {
+			sm.warn(fmt.Sprintf("the probes took %.1f%% of a thread's CPU time with the shortest windows, over the budget: narrow the pattern", 100*share))
+		}
+	}
+}
+
+// warn records a warning once.
+func (sm *sampler) warn(w string) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	for _, x := range sm.report.Warnings {
+		if x == w {
+			return
+		}
+	}
+	sm.report.Warnings = append(sm.report.Warnings, w)
+}
+
+// Sampling returns what sampling did so far (nil when nothing is
+// sampled): the windows, the time they covered and the time elapsed; its
+// functions' Calls are counted by Run, and left 0 here.
+func (s *Session) Sampling() *Sampling {
+	if s.sampler == nil {
+		return nil
+	}
+	r := s.sampler.snapshot()
+	return &r
+}
+
+// snapshot returns the sampling report so far.
+func (sm *sampler) snapshot() Sampling {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	r := sm.report
+	if r.Elapsed == 0 && !sm.started.IsZero() {
+		r.Elapsed = time.Since(sm.started) // still running
+	}
+	r.Functions = append([]SampledFunction(nil), r.Functions...)
+	r.Warnings = append([]string(nil), r.Warnings...)
+	return r
+}
+
+// maxCountedPerfProbes bounds the functions whose calls are counted on a
+// kernel without uprobe_multi links, where each counting probe is a perf
+// event whose detach waits for the kernel's grace periods.
+const maxCountedPerfProbes = 64
+
+// planSampling counts the calls of the traced functions and chooses those
+// to sample under Options.MaxOverhead: it returns groups without their
+// probes, and prepares the sampler that attaches those in windows.
+func (s *Session) planSampling(groups []probeGroup) []probeGroup {
+	if !s.UprobeMulti && len(s.Selection.Functions) > maxCountedPerfProbes {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead not enforced: without uprobe_multi links (kernel 6.6+), counting the calls of %d functions takes a perf event each, whose detach waits 0.1-0.2 s; trace at most %d functions", len(s.Selection.Functions), maxCountedPerfProbes))
+		return groups
+	}
+	rates, err := s.countCalls()
+	if err != nil {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead not enforced: counting calls: %v", err))
+		return groups
+	}
+	s.Rates = rates
+	sampled := partition(rates, s.Opts.MaxOverhead)
+	if len(sampled) == 0 {
+		return groups
+	}
+	if s.CookieByIP {
+		// The cookies found by address carry the sampled mark too.
+		if bias, err := s.probeBias(); err == nil {
+			for i, p := range s.probes {
+				if p.fn != nil && p.fn.Sampled {
+					_ = s.objs.Cookies.Put(p.site+bias, s.cookie(i))
+				}
+			}
+		}
+	}
+	whole := make([]probeGroup, len(groups))
+	windowed := make([]probeGroup, len(groups))
+	for i, g := range groups {
+		whole[i].name, windowed[i].name = g.name, g.name
+		for _, pi := range g.idx {
+			if fn := s.probes[pi].fn; fn != nil && fn.Sampled {
+				windowed[i].idx = append(windowed[i].idx, pi)
+			} else {
+				whole[i].idx = append(whole[i].idx, pi)
+			}
+		}
+	}
+	s.sampler = newSampler(s, sampled, s.Opts.MaxOverhead, windowed)
+	names := make([]string, 0, len(sampled))
+	for _, r := range sampled {
+		names = append(names, fmt.Sprintf("%s (%.0f calls/s, %.0f%% if traced whole)", r.Func.Name, r.PerSecond, 100*r.Cost))
+	}
+	s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, traced in sampling windows: %s", 100*s.Opts.MaxOverhead, joinNames(names)))
+	return whole
+}
+
+// joinNames joins names with commas, the first ten and a count of the rest.
+func joinNames(names []string) string {
+	const shown = 10
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:shown], ", ") + fmt.Sprintf(" and %d more", len(names)-shown)
+}

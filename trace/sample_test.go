@@ -1,0 +1,87 @@
+package trace
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBuilderCut(t *testing.T) {
+	a, b, c := &Function{Name: "a"}, &Function{Name: "b", Sampled: true}, &Function{Name: "c"}
+	k := GoroutineKey{PID: 1, Goid: 7}
+	bl := NewBuilder()
+	var roots []*Call
+	var completed []string
+	bl.OnCall = func(_ GoroutineKey, x *Call) { completed = append(completed, x.Func.Name) }
+	bl.OnRoot = func(_ GoroutineKey, _ uint64, x *Call) { roots = append(roots, x) }
+	// Frames: the distance from the top of the stack, deeper further.
+	bl.Entry(k, 1, a, 10, 60, 0)
+	bl.Entry(k, 1, b, 11, 80, 0)
+	bl.Entry(k, 1, c, 12, 100, 0)
+	bl.Return(k, c, 13, 100, 0)
+	bl.Entry(k, 1, c, 14, 100, 0) // open inside b when b's window ends
+	if n := bl.Cut(func(x *Call) bool { return x.Func.Sampled && x.Start <= 20 }); n != 2 {
+		t.Fatalf("cut %d calls, want b and the c open in it", n)
+	}
+	bl.Return(k, a, 30, 60, 0)
+	if len(roots) != 1 || len(roots[0].Children) != 0 {
+		t.Fatalf("roots %+v: a's tree should have lost b", roots)
+	}
+	if want := []string{"c", "a"}; len(completed) != 2 || completed[0] != want[0] || completed[1] != want[1] {
+		t.Fatalf("completed %v, want %v (the cut calls never complete)", completed, want)
+	}
+	// A root cut frees its goroutine.
+	bl.Entry(k, 1, b, 40, 80, 0)
+	if n := bl.Cut(func(x *Call) bool { return x.Func.Sampled }); n != 1 || bl.Open() != 0 {
+		t.Fatalf("cut %d, %d goroutines open", n, bl.Open())
+	}
+	bl.Return(k, b, 41, 80, 0)
+	if bl.Unmatched != 1 {
+		t.Fatalf("the return of a cut call matched: unmatched %d", bl.Unmatched)
+	}
+}
+
+func TestPartition(t *testing.T) {
+	hot, warm, light := &Function{Name: "hot"}, &Function{Name: "warm"}, &Function{Name: "light"}
+	rates := []CallRate{{Func: light, Cost: 0.001}, {Func: hot, Cost: 3}, {Func: warm, Cost: 0.02}}
+	sampled := partition(rates, 0.05)
+	if len(sampled) != 2 || sampled[0].Func != hot || sampled[1].Func != warm || !hot.Sampled || !warm.Sampled || light.Sampled {
+		t.Fatalf("sampled %+v", sampled)
+	}
+	hot.Sampled, warm.Sampled = false, false
+	// Within the budget's margin, nothing is sampled.
+	if s := partition([]CallRate{{Func: light, Cost: 0.01}, {Func: warm, Cost: 0.02}}, 0.05); len(s) != 0 || warm.Sampled {
+		t.Fatalf("sampled %+v under the budget", s)
+	}
+}
+
+// TestAdapt checks the window follows the measured share: halved when the
+// thread's share was twice the target, the period stretched below the
+// shortest window, and grown, at most fourfold, when the share was small.
+func TestAdapt(t *testing.T) {
+	sm := &sampler{budget: 0.05, window: 40 * time.Millisecond, period: basePeriod}
+	target := 0.05 * budgetMargin
+	thread := func(share float64) []ThreadCost {
+		return []ThreadCost{{TID: 1, CPU: time.Second, Probes: time.Duration(share * float64(time.Second))}}
+	}
+	// A window of 50 ms (40 open, 10 more to attach and close) in a
+	// period of 500 ms that took twice the target.
+	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second, Threads: thread(2 * target)}, 50*time.Millisecond)
+	if want := 15 * time.Millisecond; sm.window < want-time.Millisecond || sm.window > want+time.Millisecond || sm.period != basePeriod {
+		t.Fatalf("window %v of %v, want about %v of %v", sm.window, sm.period, want, basePeriod)
+	}
+	// Far over: the shortest window, in a longer period.
+	sm.window = 20 * time.Millisecond
+	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second, Threads: thread(0.5)}, 30*time.Millisecond)
+	if sm.window != minWindow || sm.period <= basePeriod {
+		t.Fatalf("window %v of %v, want %v of a longer period", sm.window, sm.period, minWindow)
+	}
+	// Nothing measured: grows fourfold.
+	sm.window, sm.period = 20*time.Millisecond, basePeriod
+	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second}, 25*time.Millisecond)
+	if want := 100*time.Millisecond - 5*time.Millisecond; sm.window != want {
+		t.Fatalf("window %v, want %v", sm.window, want)
+	}
+	if sm.report.Windows != 3 {
+		t.Fatalf("%d windows counted", sm.report.Windows)
+	}
+}
