@@ -36,6 +36,10 @@ type variable struct {
 // children of its first unit: all gi reads from DWARF.
 const runtimeUnit = "runtime"
 
+// abiUnit is the unit of package internal/abi, before the runtime's:
+// the constants of type kinds and flags (Go 1.21+).
+const abiUnit = "internal/abi"
+
 // LoadDebug reads and indexes the DWARF of f. Only the runtime's
 // compilation units up to the one holding the types are read
 // (runtimeTypesUnit), and only their top-level entries (function bodies are
@@ -61,7 +65,7 @@ func LoadDebugFrom(l *dwarfload.Loader) (*Debug, error) {
 		return nil, err
 	}
 	d := &Debug{data: data}
-	if err := d.index(func(unit string) bool { return unit == runtimeUnit }); err != nil {
+	if err := d.index(func(unit string) bool { return unit == runtimeUnit || unit == abiUnit }); err != nil {
 		return nil, err
 	}
 	_, types := d.types["runtime.g"]
