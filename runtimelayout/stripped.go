@@ -41,6 +41,7 @@ func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 	if err == nil {
 		if l, err = LayoutFromDWARF(dbg); err == nil {
 			heapBitsOfBinary(&l.Heap.Bits, bin)
+			kindsFromTable(&l.Heap.Bits, bin)
 		}
 		return l, nil, err
 	}
@@ -86,6 +87,22 @@ func heapBitsOfBinary(b *HeapBitsLayout, bin Source) {
 	}
 	b.ArenaFormat = bin.Lines.FuncByName("runtime.heapBitsSetType") != nil
 	b.GreenTea = bin.Lines.FuncByName("runtime.scanSpan") != nil
+}
+
+// kindsFromTable fills the type kinds' and flags' constants of b from
+// the generated table of the binary's release where its DWARF index
+// lacks them (internal/abi's unit, which holds them, placed too far
+// from the runtime's): they are the release's, not the binary's.
+func kindsFromTable(b *HeapBitsLayout, bin Source) {
+	if b.Reason != "" || b.KindArray != Missing {
+		return
+	}
+	v, err := TableLayout(bin.GoVersion, bin.Arch)
+	if err != nil {
+		return
+	}
+	t := &v.Layout.Heap.Bits
+	b.KindMask, b.KindArray, b.KindStruct, b.KindGCProg, b.TFlagGCMaskOnDemand = t.KindMask, t.KindArray, t.KindStruct, t.KindGCProg, t.TFlagGCMaskOnDemand
 }
 
 // FindAllfin locates runtime.allfin, the chain of the blocks queued
