@@ -65,9 +65,9 @@ type PointerOptions struct {
 	Types, Steps int
 }
 
-// Conservative is a reason an object's pointer map is unknown.
+// Reasons an object's pointer map is unknown.
 const (
-	whyFree   = "a free slot (its map is not maintained)"
+	whyFree   = "a free slot whose header names no type an allocated object has"
 	whyNoType = "no malloc header (an object being allocated)"
 )
 
@@ -224,7 +224,7 @@ func (p *Pointers) readHeaders() {
 		case s.Class != 0:
 			m.header = true
 			for i := 0; i < s.NElems; i++ {
-				if t := le.Uint64(d[uint64(i)*s.ElemSize:]); t != 0 {
+				if t := le.Uint64(d[uint64(i)*s.ElemSize:]); t != 0 && s.Allocated(i) {
 					p.typeAt(t)
 				}
 			}
@@ -481,8 +481,13 @@ func (m *ObjectMask) Pointer(w uint64) bool {
 
 // Object returns the pointer map of slot i of span k (its index in the
 // heap's Spans), or why it is unknown (the object is then to be scanned
-// conservatively): a free slot, whose map the runtime does not keep, a
-// span or type that could not be read, an object being allocated.
+// conservatively): a span or type that could not be read, an object
+// being allocated. A slot the allocation bits say free has the map its
+// bits or header hold: right for an object allocated since the bits were
+// last set (a span caught in its sweep), and for one truly free, which
+// the collector never scans, stale at worst; but a header of a free slot
+// is followed only to a type an allocated object has (a free slot of a
+// fresh span holds anything).
 func (p *Pointers) Object(k, i int) (ObjectMask, string) {
 	if p.unknown != "" {
 		return ObjectMask{}, p.unknown
@@ -494,8 +499,8 @@ func (p *Pointers) Object(k, i int) (ObjectMask, string) {
 	switch {
 	case m.why != "":
 		return ObjectMask{}, m.why
-	case !s.Allocated(i):
-		return ObjectMask{}, whyFree
+	case i < 0 || i >= s.NElems:
+		return ObjectMask{}, "not a slot of its span"
 	case m.bits != nil:
 		return ObjectMask{bits: m.bits, first: uint64(i) * s.ElemSize / 8}, ""
 	case m.large != nil:
@@ -518,6 +523,8 @@ func (p *Pointers) Object(k, i int) (ObjectMask, string) {
 		t := p.types[a]
 		hdr := uint64(p.bits.MallocHeaderSize)
 		switch {
+		case t == nil && !s.Allocated(i):
+			return ObjectMask{}, whyFree
 		case t == nil:
 			return ObjectMask{}, fmt.Sprintf("type %#x not read", a)
 		case t.why != "":

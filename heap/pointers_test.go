@@ -187,7 +187,10 @@ func TestPointersArenaBitmap(t *testing.T) {
 	wantWords(t, h, ptrs, 0x10000, 1, 3, 0, 2)
 	wantWords(t, h, ptrs, 0x10000, 0, 3)
 	wantWords(t, h, ptrs, 0x1c000, 0, 4*1024, 0, 0x4000/8+1)
-	wantWhy(t, h, ptrs, 0x10000, 5, "free slot")
+	// A free slot has its bits all the same (stale at worst).
+	p.arenaBit(0x10000 + 24*5 + 8)
+	h, ptrs = p.read(t)
+	wantWords(t, h, ptrs, 0x10000, 5, 3, 1)
 }
 
 // TestPointersSpanBits: Go 1.22+'s bits at the end of a small span's page
@@ -239,12 +242,18 @@ func TestPointersHeaders(t *testing.T) {
 	p.put(0x10000, 0x8000)      // slot 0: a T (an array of them)
 	p.put(0x10000+1024, 0)      // slot 1: no header yet
 	p.put(0x10000+2048, 0x8200) // slot 2: a U
+	p.put(0x10000+4096, 0x8000) // slot 4, free: a T's header left
+	p.put(0x10000+5120, 0x8f00) // slot 5, free: anything
+	p.typ(0x8f00, 24, 8, 0x8f80, 0, 25)
+	p.m[0x8f80] = 0b1
 	p.span(testSpan{start: 0x14000, pages: 2, elemSize: 16384, nelems: 1, freeIndex: 1, largeType: 0x8200})
 	p.span(testSpan{start: 0x18000, pages: 2, elemSize: 16384, nelems: 1, freeIndex: 1})
 	h, ptrs := p.read(t)
 	wantWords(t, h, ptrs, 0x10000, 0, 8, 1, 3, 4, 6, 7)
 	wantWhy(t, h, ptrs, 0x10000, 1, "no malloc header")
 	wantWords(t, h, ptrs, 0x10000, 2, 128, 1, 9, 17, 25, 33, 41, 49, 57, 65, 73, 81, 89, 97, 105, 113, 121)
+	wantWords(t, h, ptrs, 0x10000, 4, 4, 1, 3)
+	wantWhy(t, h, ptrs, 0x10000, 5, "free slot")
 	wantWords(t, h, ptrs, 0x14000, 0, 20, 0, 8, 16)
 	wantWhy(t, h, ptrs, 0x18000, 0, "largeType")
 }
