@@ -215,11 +215,19 @@ func TestPointersOfTargetObjects(t *testing.T) {
 					t.Errorf("%s %#x: no map: %s", o.name, a, why)
 					continue
 				}
-				var got []int
+				var got, each []int
 				for w := 0; w < o.n; w++ {
 					if m.Pointer(uint64(skip + w)) {
 						got = append(got, w)
 					}
+				}
+				m.Each(uint64(skip+o.n), func(w uint64) {
+					if int(w) >= skip {
+						each = append(each, int(w)-skip)
+					}
+				})
+				if fmt.Sprint(each) != fmt.Sprint(got) {
+					t.Errorf("%s: Each gives %v, Pointer %v", o.name, trim(each), trim(got))
 				}
 				if skip == 1 && m.Pointer(0) {
 					t.Errorf("%s: its malloc header is a pointer word", o.name)

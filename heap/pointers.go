@@ -3,6 +3,7 @@ package heap
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/runtimelayout"
@@ -477,6 +478,45 @@ func (m *ObjectMask) Pointer(w uint64) bool {
 	}
 	o := (w - m.skip) % (m.t.size / 8)
 	return o < m.t.ptrBytes/8 && m.t.mask[o/8]&(1<<(o%8)) != 0
+}
+
+// Each calls fn with each word of the object's first n that holds a
+// pointer, in order: what Pointer says of each, found a byte of the map
+// at a time.
+func (m *ObjectMask) Each(n uint64, fn func(w uint64)) {
+	if m.t == nil {
+		for w := uint64(0); w < n; {
+			j := m.first + w
+			if j/8 >= uint64(len(m.bits)) {
+				return
+			}
+			b := m.bits[j/8] >> (j % 8)
+			if b == 0 {
+				w += 8 - j%8
+				continue
+			}
+			w += uint64(bits.TrailingZeros8(b))
+			if w < n {
+				fn(w)
+			}
+			w++
+		}
+		return
+	}
+	size, ptrs := m.t.size/8, m.t.ptrBytes/8
+	for base := m.skip; base < n; base += size {
+		for i := uint64(0); i < ptrs; i += 8 {
+			b := m.t.mask[i/8]
+			for b != 0 {
+				k := i + uint64(bits.TrailingZeros8(b))
+				b &= b - 1
+				if k >= ptrs || base+k >= n {
+					break
+				}
+				fn(base + k)
+			}
+		}
+	}
 }
 
 // Object returns the pointer map of slot i of span k (its index in the

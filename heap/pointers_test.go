@@ -2,6 +2,7 @@ package heap
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -139,11 +140,15 @@ func wantWords(t *testing.T, h *Heap, p *Pointers, start uint64, slot, n int, wa
 	if why != "" {
 		t.Fatalf("span %#x slot %d: no map: %s", start, slot, why)
 	}
-	var got []uint64
+	var got, each []uint64
 	for w := 0; w < n; w++ {
 		if m.Pointer(uint64(w)) {
 			got = append(got, uint64(w))
 		}
+	}
+	m.Each(uint64(n), func(w uint64) { each = append(each, w) })
+	if fmt.Sprint(each) != fmt.Sprint(got) {
+		t.Errorf("span %#x slot %d: Each gives %v, Pointer %v", start, slot, each, got)
 	}
 	if len(got) != len(want) {
 		t.Errorf("span %#x slot %d: pointer words %v, want %v", start, slot, got, want)
@@ -375,8 +380,17 @@ func FuzzReadPointers(f *testing.F) {
 				if why != "" {
 					continue
 				}
-				for w := uint64(0); w < s.ElemSize/8 && w < 4096; w++ {
-					m.Pointer(w)
+				n := min(s.ElemSize/8, 4096)
+				var want []uint64
+				for w := uint64(0); w < n; w++ {
+					if m.Pointer(w) {
+						want = append(want, w)
+					}
+				}
+				var got []uint64
+				m.Each(n, func(w uint64) { got = append(got, w) })
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("span %d slot %d: Each %v, Pointer %v", k, i, got, want)
 				}
 			}
 		}

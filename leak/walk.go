@@ -225,13 +225,11 @@ func (w *walker) object(k, slot int, b []byte, start uint64) {
 		if why == "" {
 			w.precise++
 			w.scanned += int64(len(b))
-			for i := 0; 8*i+8 <= len(b); i++ {
-				if m.Pointer(uint64(i)) {
-					if v := binary.LittleEndian.Uint64(b[8*i:]); skip == 0 || v != skip {
-						w.word(v)
-					}
+			m.Each(uint64(len(b)/8), func(i uint64) {
+				if v := binary.LittleEndian.Uint64(b[8*i:]); skip == 0 || v != skip {
+					w.word(v)
 				}
-			}
+			})
 			return
 		}
 		w.conservative++
