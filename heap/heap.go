@@ -2,9 +2,10 @@
 // arena index (runtime.mheap_), each arena's spans of objects, and which
 // slots of a span hold allocated objects — from any memory image of the
 // process (a live one's memory, a core file's) and the runtime layout of
-// its binary (runtimelayout.HeapLayout). It is the ground the leak
-// detector of gi ps --leaks walks (issue #32); every loop over the
-// target's memory is bounded (Limits).
+// its binary (runtimelayout.HeapLayout) — and which words of each object
+// hold pointers, by the runtime's own pointer maps (ReadPointers). It is
+// the ground the leak detector of gi ps --leaks walks (issue #32); every
+// loop over the target's memory is bounded (Limits, PointerOptions).
 package heap
 
 import (
