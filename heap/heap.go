@@ -2,9 +2,10 @@
 // arena index (runtime.mheap_), each arena's spans of objects, and which
 // slots of a span hold allocated objects — from any memory image of the
 // process (a live one's memory, a core file's) and the runtime layout of
-// its binary (runtimelayout.HeapLayout). It is the ground the leak
-// detector of gi ps --leaks walks (issue #32); every loop over the
-// target's memory is bounded (Limits).
+// its binary (runtimelayout.HeapLayout) — and which words of each object
+// hold pointers, by the runtime's own pointer maps (ReadPointers). It is
+// the ground the leak detector of gi ps --leaks walks (issue #32); every
+// loop over the target's memory is bounded (Limits, PointerOptions).
 package heap
 
 import (
@@ -56,6 +57,7 @@ type Span struct {
 	freeIndex int
 	allocBits []byte
 	specials  uint64 // the first special record, 0 if none
+	largeType uint64 // mspan.largeType (Go 1.22+), 0 if none or unknown
 }
 
 // Root is an object of a span with a finalizer or a cleanup: the
@@ -111,6 +113,11 @@ type Heap struct {
 	Spans []Span
 	// PageSize is the runtime's page: a span's length is Pages of it.
 	PageSize uint64
+
+	// arenas maps each arena's first byte to its heapArena record;
+	// arenaBytes is an arena's size.
+	arenas     map[uint64]uint64
+	arenaBytes uint64
 }
 
 // SpanOf returns the span whose pages hold addr.
@@ -173,7 +180,7 @@ func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim
 	}
 	pagesPerArena := uint64(l.HeapArenaBytes / l.PageSize)
 	arenaShift := uint(bits.TrailingZeros64(uint64(l.HeapArenaBytes)))
-	h := &Heap{PageSize: uint64(l.PageSize)}
+	h := &Heap{PageSize: uint64(l.PageSize), arenas: make(map[uint64]uint64, n), arenaBytes: uint64(l.HeapArenaBytes)}
 	// Each arena's heapArena, through the two-level index.
 	type arenaAt struct {
 		index, base, addr uint64
@@ -196,6 +203,7 @@ func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim
 			return nil, fmt.Errorf("arena %#x: no heapArena (%v)", ai, r.err)
 		}
 		arenas = append(arenas, arenaAt{ai, ai<<arenaShift + runtimelayout.ArenaBaseOffset(arch), arena})
+		h.arenas[arenas[len(arenas)-1].base] = arena
 	}
 	// Their page bitmaps and span maps, a batch of arenas at a time (a
 	// batch is 4 MiB of maps), and the records of the pages that begin
@@ -232,7 +240,7 @@ func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim
 		}
 	}
 	S := &l.Span
-	recLen := int(max(S.StartAddr, S.NPages, S.ElemSize, S.FreeIndex, S.NElems, S.AllocBits, S.SpanClass, S.State, S.Specials) + 8)
+	recLen := int(max(S.StartAddr, S.NPages, S.ElemSize, S.FreeIndex, S.NElems, S.AllocBits, S.SpanClass, S.State, S.Specials, l.Bits.SpanLargeType) + 8)
 	recs := make([]byte, len(records)*recLen)
 	ranges := make([]proc.Range, 0, len(records))
 	for _, a := range records {
@@ -318,6 +326,9 @@ func decodeSpan(l *runtimelayout.HeapLayout, addr uint64, rec []byte) (Span, uin
 	s := Span{Record: addr, Start: le.Uint64(rec[S.StartAddr:]), Pages: le.Uint64(rec[S.NPages:]),
 		ElemSize: le.Uint64(rec[S.ElemSize:]), NElems: small(S.NElems), freeIndex: small(S.FreeIndex)}
 	s.specials = le.Uint64(rec[S.Specials:])
+	if off := l.Bits.SpanLargeType; off >= 0 {
+		s.largeType = le.Uint64(rec[off:])
+	}
 	class := rec[S.SpanClass]
 	s.Class, s.Noscan = class>>1, class&1 != 0
 	if state := rec[S.State]; int64(state) != l.SpanInUse {

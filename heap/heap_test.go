@@ -1,7 +1,9 @@
 package heap_test
 
 import (
+	"debug/elf"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,4 +114,136 @@ func openProcess(t *testing.T, pid int) (*proc.Process, *runtimelayout.HeapLayou
 		t.Fatal(err)
 	}
 	return pr, &layout.Heap
+}
+
+// TestPointersOfTargetObjects reads, in the heap of testdata/ptrmaps,
+// the runtime's pointer map of one object of each kind it keeps them
+// for — a 24-byte T{*int; uintptr; *int}, a []T of five, a *int, an
+// object with a malloc header, a large one, and a large one whose mask
+// is a GC program (Go 1.20-1.23) or built on demand (1.24+: once built
+// by a collection, once maybe not) — and checks it word by word against
+// the types: on every release under test, default, PIE and stripped,
+// and the experiments that move the maps (Go 1.21's arena bitmap, 1.22
+// with noallocheaders, 1.25 with greenteagc, 1.26 with nogreenteagc).
+// Where the binary does not say enough (a stripped build of an
+// experiment the generated table lacks) the map is unknown, and says
+// why: the walk then scans conservatively.
+func TestPointersOfTargetObjects(t *testing.T) {
+	targets.RequirePrivilege(t, "reading another process's memory")
+	var builds []targets.BuildOptions
+	for _, tc := range targets.Toolchains() {
+		builds = append(builds, targets.BuildOptions{Toolchain: tc}, targets.BuildOptions{Toolchain: tc, PIE: true}, targets.BuildOptions{Toolchain: tc, Stripped: true})
+	}
+	for _, o := range []targets.BuildOptions{{Toolchain: "go1.21.13"}, {Toolchain: "go1.22.12", Experiment: "noallocheaders"}, {Toolchain: "go1.25.14", Experiment: "greenteagc"}, {Toolchain: "go1.26.11", Experiment: "nogreenteagc"}} {
+		stripped := o
+		stripped.Stripped = true
+		builds = append(builds, o, stripped)
+	}
+	for _, opts := range builds {
+		t.Run(opts.String(), func(t *testing.T) {
+			p := targets.Start(t, targets.Build(t, "ptrmaps", opts))
+			addrs := map[string]uint64{}
+			for _, line := range p.Lines() {
+				if f := strings.Fields(line); len(f) == 2 {
+					if v, err := strconv.ParseUint(f[1], 0, 64); err == nil {
+						addrs[f[0]] = v
+					}
+				}
+			}
+			if len(addrs) != 7 {
+				t.Fatalf("the target printed %v", addrs)
+			}
+			pr, layout := openProcess(t, p.Pid)
+			h, err := heap.Read(pr.Mem, layout, pr.Exe.Arch, pr.Bias, heap.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := heap.Copy(pr.Mem, h, 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Release()
+			lo, hi := ^uint64(0), uint64(0)
+			for _, ph := range pr.Exe.File.Progs {
+				if ph.Type == elf.PT_LOAD {
+					lo, hi = min(lo, ph.Vaddr), max(hi, ph.Vaddr+ph.Memsz)
+				}
+			}
+			ptrs := heap.ReadPointers(pr.Mem, c, layout, heap.PointerOptions{Bias: pr.Bias, ExeLo: lo + pr.Bias, ExeHi: hi + pr.Bias})
+			t.Logf("pointer maps: %q %s", ptrs.Format(), ptrs.Unknown())
+			switch {
+			case opts.Experiment == "noallocheaders" && opts.Stripped:
+				if !strings.Contains(ptrs.Unknown(), "noallocheaders") {
+					t.Errorf("a stripped noallocheaders build: format %q, unknown %q", ptrs.Format(), ptrs.Unknown())
+				}
+				return
+			case ptrs.Unknown() != "":
+				t.Fatalf("no pointer maps: %s", ptrs.Unknown())
+			}
+			words := func(lo, hi int) []int {
+				var w []int
+				for i := lo; i < hi; i++ {
+					w = append(w, i)
+				}
+				return w
+			}
+			big := append(words(0, 20000), 40000)
+			for _, o := range []struct {
+				name string
+				n    int   // words checked
+				want []int // the pointer words among them
+			}{{"SMALL", 3, []int{0, 2}}, {"SLICE", 16, []int{0, 2, 3, 5, 6, 8, 9, 11, 12, 14}}, {"TINY", 1, []int{0}},
+				{"HEADER", 101, []int{0}}, {"LARGE", 5002, []int{0, 5001}}, {"BIG", 40001, big}, {"FRESH", 40001, big}} {
+				a := addrs[o.name]
+				k, ok := h.Find(a)
+				if !ok {
+					t.Errorf("%s %#x: in no span", o.name, a)
+					continue
+				}
+				s := &h.Spans[k]
+				slot, start, _ := s.Object(a)
+				skip := int(a-start) / 8 // the malloc header
+				if skip != 0 && (o.name != "HEADER" || skip != 1) {
+					t.Errorf("%s %#x: in slot %d at %#x of span %+v", o.name, a, slot, start, *s)
+					continue
+				}
+				m, why := ptrs.Object(k, slot)
+				if why != "" {
+					if opts.Experiment == "greenteagc" && opts.Stripped && s.ElemSize >= 16 && s.ElemSize <= 512 && strings.Contains(why, "inline mark bits") {
+						continue // the table has no Green Tea for Go 1.25
+					}
+					t.Errorf("%s %#x: no map: %s", o.name, a, why)
+					continue
+				}
+				var got, each []int
+				for w := 0; w < o.n; w++ {
+					if m.Pointer(uint64(skip + w)) {
+						got = append(got, w)
+					}
+				}
+				m.Each(uint64(skip+o.n), func(w uint64) {
+					if int(w) >= skip {
+						each = append(each, int(w)-skip)
+					}
+				})
+				if fmt.Sprint(each) != fmt.Sprint(got) {
+					t.Errorf("%s: Each gives %v, Pointer %v", o.name, trim(each), trim(got))
+				}
+				if skip == 1 && m.Pointer(0) {
+					t.Errorf("%s: its malloc header is a pointer word", o.name)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(o.want) {
+					t.Errorf("%s %#x (slot of %d bytes): pointer words %v, want %v", o.name, a, s.ElemSize, trim(got), trim(o.want))
+				}
+			}
+		})
+	}
+}
+
+// trim shortens a long list of words for a message.
+func trim(w []int) string {
+	if len(w) > 12 {
+		return fmt.Sprintf("%v ... %v (%d)", w[:6], w[len(w)-6:], len(w))
+	}
+	return fmt.Sprint(w)
 }

@@ -28,6 +28,10 @@ import (
 type Image struct {
 	Heap     *heap.Heap
 	Contents *heap.Contents
+	// Pointers are the runtime's maps of which words of the heap's
+	// objects hold pointers, read with the heap: the walk follows those
+	// only, and scans conservatively what they do not cover.
+	Pointers *heap.Pointers
 	// Globals are the executable's data and bss, as copied.
 	Globals []Segment
 	// Threads are the process's threads with their registers, and
@@ -113,6 +117,8 @@ func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeL
 		return nil, err
 	}
 	im := &Image{Heap: h, Contents: c, Threads: threads}
+	lo, hi := exeBounds(exe)
+	im.Pointers = heap.ReadPointers(mem, c, &layout.Heap, heap.PointerOptions{Bias: bias, ExeLo: lo + bias, ExeHi: hi + bias})
 	if im.Globals, err = globals(mem, exe, &layout.Module, bias); err != nil {
 		c.Release()
 		return nil, err
@@ -123,6 +129,21 @@ func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeL
 	im.Runtime = runtimeObjects(mem, &layout.Heap.Objects, bias)
 	im.Took = time.Since(start)
 	return im, nil
+}
+
+// exeBounds returns the link-time bounds of the executable's loaded
+// segments.
+func exeBounds(exe *elfbin.Binary) (lo, hi uint64) {
+	lo = ^uint64(0)
+	for _, p := range exe.File.Progs {
+		if p.Type == elf.PT_LOAD {
+			lo, hi = min(lo, p.Vaddr), max(hi, p.Vaddr+p.Memsz)
+		}
+	}
+	if hi == 0 {
+		return 0, 0
+	}
+	return lo, hi
 }
 
 // maxQueueBlocks bounds the blocks of finalizers or cleanups read.

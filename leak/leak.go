@@ -15,11 +15,16 @@
 // The walk reads an Image of the process taken at one instant (Capture,
 // in the stop of a snapshot, or from a core file) beside that
 // snapshot's goroutines, their stacks kept (inspect's KeepStacks). It
-// scans conservatively: every aligned word that points into an
-// allocated object of the heap counts as a pointer. That can only hide
-// a leak (a word that merely looks like a pointer keeps its object),
-// never report one that is not. Every loop over the image is bounded
-// (Options); a bound hit, or memory the image lacks, leaves the
+// finds pointers as the garbage collector does: in stacks by the
+// runtime's stack maps, in globals by the module's pointer masks, in
+// heap objects by the runtime's pointer maps (heap.Pointers: its heap
+// bitmap, heap bits, malloc headers and types, by release). Where a
+// map is unknown — a whole heap, a span, an object — it scans
+// conservatively: every aligned word that points into an object of the
+// heap counts as a pointer. That can only hide a leak (a word that
+// merely looks like a pointer keeps its object), never report one that
+// is not. Result.Mode says which ran. Every loop over the image is
+// bounded (Options); a bound hit, or memory the image lacks, leaves the
 // reachability undecided and says why, and then only the goroutines
 // leaked by definition are reported.
 package leak
@@ -38,8 +43,37 @@ import (
 // maxSudogsPerG bounds a goroutine's g.waiting list (a select's cases).
 const maxSudogsPerG = 1 << 16
 
-// Mode names how the walk finds pointers.
-const Mode = "stacks precise (the runtime's stack maps), heap and globals conservative (every aligned word that points into an allocated object counts)"
+// mode says how the walk found pointers (Result.Mode): in stacks, heap
+// objects (by the pointer maps of im, and, after a walk w, how many
+// objects were scanned without and why) and globals.
+func mode(im *Image, w *walker) string {
+	heapMode := "heap not read"
+	globals := "globals precise (the module's pointer masks)"
+	if im != nil {
+		for _, s := range im.Globals {
+			if s.Mask == nil {
+				globals = "globals conservative (their masks unknown)"
+			}
+		}
+		switch p := im.Pointers; {
+		case p == nil:
+			heapMode = "heap conservative (every aligned word that points into an object counts)"
+		case p.Unknown() != "":
+			heapMode = "heap conservative (every aligned word that points into an object counts: " + p.Unknown() + ")"
+		default:
+			heapMode = "heap precise (" + p.Format() + ")"
+			if w != nil && w.conservative > 0 {
+				whys := make([]string, 0, len(w.whys))
+				for why, n := range w.whys {
+					whys = append(whys, fmt.Sprintf("%d %s", n, why))
+				}
+				slices.Sort(whys)
+				heapMode = fmt.Sprintf("heap precise (%s) but for %d of the %d objects scanned, scanned conservatively (%s)", p.Format(), w.conservative, w.conservative+w.precise, strings.Join(whys, "; "))
+			}
+		}
+	}
+	return "stacks precise (the runtime's stack maps), " + heapMode + ", " + globals
+}
 
 // Options bound the capture and the walk, and ask for its trace.
 type Options struct {
@@ -78,8 +112,14 @@ func (l *Options) defaults() {
 
 // Result is what Find decided.
 type Result struct {
-	// Mode says how pointers were found (Mode).
+	// Mode says how pointers were found: in stacks, heap objects (by
+	// the runtime's pointer maps, or conservatively, and for how many
+	// objects each) and globals.
 	Mode string
+	// PreciseObjects counts the heap objects scanned by their pointer
+	// maps, ConservativeObjects those scanned word by word (their maps
+	// unknown).
+	PreciseObjects, ConservativeObjects int
 	// Leaked maps each leaked goroutine's id to why: "no runnable
 	// goroutine can reach chan 0xc000…", "select with no cases", "nil
 	// channel", "marked leaked by the runtime".
@@ -149,7 +189,7 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 	layout := t.Layout
 	start := time.Now()
 	lim.defaults()
-	res := &Result{Mode: Mode, Leaked: map[uint64]string{}, Unreachable: map[uint64]bool{}}
+	res := &Result{Mode: mode(im, nil), Leaked: map[uint64]string{}, Unreachable: map[uint64]bool{}}
 	defer func() {
 		res.Took = time.Since(start)
 		for _, g := range snap.Goroutines {
@@ -303,6 +343,7 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 		cands = kept
 	}
 	res.Marked, res.Scanned = w.marked, w.scanned
+	res.PreciseObjects, res.ConservativeObjects, res.Mode = w.precise, w.conservative, mode(im, w)
 	res.Frames, res.WholeFrames, res.WholeStacks = w.frames, w.wholeFrames, w.wholeStacks
 	for _, c := range cands {
 		o := c.g.WaitingOn[0]

@@ -49,8 +49,9 @@ func readGroundTruth(t *testing.T, p *targets.Process) groundTruth {
 // checkFound compares the walk's verdict with the target's own account:
 // never a goroutine reported that the target kept (nor any other, the
 // main goroutine's select {} included), every one that blocks forever
-// by definition reported, and at least found of the leaked ones. A conservative scan
-// of the heap may hide a leak, never invent one.
+// by definition reported, and at least found of the leaked ones (all,
+// where the walk scans everything precisely; fewer where some of it is
+// scanned conservatively, which may hide a leak, never invent one).
 func (gt groundTruth) checkFound(t *testing.T, res *leak.Result, found int) {
 	t.Helper()
 	if res.Undecided != "" {
@@ -156,18 +157,12 @@ func takeWith(t *testing.T, tg *inspect.Target, opts leak.Options) (*inspect.Sna
 // WaitGroup, Cond, nil channel, select {}, a chain of two), half of them
 // on objects only they hold and half on objects a global or a sleeping
 // goroutine keeps, and checks that gi ps --leaks reports exactly the
-// leaked ones, on every release under test, default, PIE and stripped
-// builds; on
-// Go 1.27 also that the runtime's own goroutineleak profile, requested
-// after gi, reports the same set: never one the target kept or the
-// runtime does not report, every one blocked forever by definition, and
-// at least three in four of the others — not always all: heap objects
-// are scanned conservatively (a stripped build's Ps and Ms too), and a
-// word a collection left behind in the runtime's own objects may keep a
-// leaked object alive (the kernel grid's guests saw one, two, three
-// hidden). The target is quiet: no thread at work
-// whose registers and system stack the walk would scan whole, whose stale
-// words could hide a leak.
+// leaked ones — every one, and no other — on every release under test,
+// default, PIE and stripped builds, heap objects scanned by the runtime's
+// pointer maps; on Go 1.27 also that the runtime's own goroutineleak
+// profile, requested after gi, reports the same set. The target is
+// quiet: no thread at work whose registers and system stack the walk
+// would scan whole, whose stale words could hide a leak.
 func TestLeaksMatchTarget(t *testing.T) {
 	targets.RequirePrivilege(t, "stopping and reading another process")
 	for _, tc := range targets.Toolchains() {
@@ -180,6 +175,10 @@ func TestLeaksMatchTarget(t *testing.T) {
 				res := leak.Find(tg, snap, im, leak.Options{})
 				t.Logf("%d candidates, %d leaked, %d objects marked, %d bytes scanned in %d rounds; capture %v in a pause of %v, walk %v",
 					res.Candidates, len(res.Leaked), res.Marked, res.Scanned, res.Rounds, im.Took, snap.Pause, res.Took)
+				t.Logf("mode: %s", res.Mode)
+				if !strings.Contains(res.Mode, "heap precise") {
+					t.Errorf("heap objects not scanned by their pointer maps: %s", res.Mode)
+				}
 				switch sdErr := proc.SoftDirty(); {
 				case sdErr == nil && im.InStop != "":
 					t.Errorf("the kernel tracks written pages, yet the heap was copied in the stop: %s", im.InStop)
@@ -188,7 +187,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 				default:
 					t.Logf("heap copied in the stop: %s", im.InStop)
 				}
-				gt.checkFound(t, res, len(gt.leaked)*3/4)
+				gt.checkFound(t, res, len(gt.leaked))
 				for _, g := range snap.Goroutines {
 					if _, reported := res.Leaked[g.ID]; g.Leaked != reported {
 						t.Errorf("goroutine %d: Leaked %v in the snapshot", g.ID, g.Leaked)
@@ -222,8 +221,8 @@ func TestLeaksMatchTarget(t *testing.T) {
 						t.Errorf("gi reports goroutine %d leaked, the runtime's goroutineleak profile does not (%v)", id, runtimeSet)
 					}
 				}
-				if len(ours) < len(runtimeSet)*3/4 {
-					t.Errorf("the runtime's goroutineleak profile reports %v, gi only %v", runtimeSet, ours)
+				if fmt.Sprint(ours) != fmt.Sprint(runtimeSet) {
+					t.Errorf("the runtime's goroutineleak profile reports %v, gi %v", runtimeSet, ours)
 				}
 				// The runtime marked them: gi shows its marks.
 				snap2, im2 := takeQuiet(t, tg)
@@ -240,7 +239,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 				if marked != len(runtimeSet) {
 					t.Errorf("%d goroutines in status leaked after the runtime's profile, which reported %d", marked, len(runtimeSet))
 				}
-				gt.checkFound(t, res2, len(gt.leaked)*3/4)
+				gt.checkFound(t, res2, len(gt.leaked))
 			})
 		}
 	}
@@ -332,9 +331,11 @@ func TestLeaksRunningOnSystemStack(t *testing.T) {
 // another object's, the one that would close the channel waits in the
 // queue, off the heap): it is not leaked, on every release under test,
 // default and stripped builds (where the queue is found in the code).
-// The walk is decided; whether every other leak is then found depends on
-// what the collections the target ran left in the runtime's buffers,
-// which the conservative scan of the heap may take for pointers.
+// The walk is decided, and reports no goroutine the target kept. Not
+// every other leak is asked for: on Go 1.22 the snapshot does not always
+// resolve the RWMutex a leaked goroutine waits on in this target ("state
+// not copied", the object at the heap's first address), which leaves
+// that goroutine unjudged.
 func TestLeaksQueuedFinalizer(t *testing.T) {
 	targets.RequirePrivilege(t, "stopping and reading another process")
 	for _, tc := range targets.Toolchains() {
@@ -411,6 +412,45 @@ func TestLeaksMovingChannel(t *testing.T) {
 			}
 			snap.ReleaseStacks()
 			im.Release()
+		}
+	}
+}
+
+// TestLeaksStaleWords: testdata/leaky -stale keeps the address of every
+// object its leaked goroutines wait on as an integer, in a heap object
+// the collector scans (it holds a pointer too). Scanned by the runtime's
+// pointer maps, the integers keep nothing: every leaked goroutine is
+// reported, and no other, on every release under test, default and
+// stripped builds. Scanned conservatively (the image without its
+// pointer maps), they hide the leaks they name: the test's target does
+// keep what it claims to.
+func TestLeaksStaleWords(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping and reading another process")
+	for _, tc := range targets.Toolchains() {
+		for _, opts := range []targets.BuildOptions{{Toolchain: tc}, {Toolchain: tc, Stripped: true}} {
+			t.Run(opts.String(), func(t *testing.T) {
+				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "2", "-stale")
+				gt := readGroundTruth(t, p)
+				tg := openTarget(t, p.Pid)
+				snap, im := takeQuiet(t, tg)
+				res := leak.Find(tg, snap, im, leak.Options{})
+				t.Logf("mode: %s", res.Mode)
+				gt.checkFound(t, res, len(gt.leaked))
+				im.Pointers = nil
+				conservative := leak.Find(tg, snap, im, leak.Options{})
+				if !strings.Contains(conservative.Mode, "heap conservative") {
+					t.Errorf("without pointer maps, mode %s", conservative.Mode)
+				}
+				forever := 0
+				for _, class := range gt.leaked {
+					if class == "nilchan" || class == "selectnone" {
+						forever++
+					}
+				}
+				if len(conservative.Leaked) != forever {
+					t.Errorf("scanned conservatively, %d goroutines reported leaked; want only the %d blocked forever by definition (the stale words keep the others' objects)", len(conservative.Leaked), forever)
+				}
+			})
 		}
 	}
 }

@@ -36,6 +36,12 @@ type walker struct {
 	// the Cond's notifyList) for a sync wait — the runtime's
 	// maybeTraceablePtrs, untraceable in its leak cycle.
 	sudogs map[uint64]uint64
+	// ptrs are the runtime's pointer maps of the heap's objects;
+	// precise and conservative count the objects scanned by them and
+	// without (whys: why, by count, a few reasons).
+	ptrs                  *heap.Pointers
+	precise, conservative int
+	whys                  map[string]int
 }
 
 type objRef struct {
@@ -45,7 +51,7 @@ type objRef struct {
 
 func newWalker(im *Image, snap *inspect.Snapshot, layout *runtimelayout.RuntimeLayout, lim Options) *walker {
 	h := im.Heap
-	w := &walker{im: im, h: h, marks: make([][]uint64, len(h.Spans)), lim: lim, start: time.Now(), sudogs: map[uint64]uint64{}}
+	w := &walker{im: im, h: h, marks: make([][]uint64, len(h.Spans)), lim: lim, start: time.Now(), sudogs: map[uint64]uint64{}, ptrs: im.Pointers, whys: map[string]int{}}
 	if lim.Trace != nil {
 		w.parent = map[uint64]string{}
 	}
@@ -200,13 +206,44 @@ func (w *walker) drain() error {
 		if w.parent != nil {
 			w.from = fmt.Sprintf("object %#x", start)
 		}
-		if m := w.masks[start]; m != nil {
-			w.scanMasked(b, m)
-			continue
-		}
-		w.scan(b, start, w.sudogs[start])
+		w.object(o.span, int(o.slot), b, start)
 	}
 	return nil
+}
+
+// maxWhys bounds the reasons kept for objects scanned conservatively.
+const maxWhys = 8
+
+// object scans the heap object in slot slot of span k, b its bytes from
+// start: by the runtime's pointer map of it; where that is unknown, by
+// its type's DWARF mask (a P, an M, a g), else every word. A sudog's c
+// or elem is not followed.
+func (w *walker) object(k, slot int, b []byte, start uint64) {
+	skip := w.sudogs[start]
+	if w.ptrs != nil {
+		m, why := w.ptrs.Object(k, slot)
+		if why == "" {
+			w.precise++
+			w.scanned += int64(len(b))
+			m.Each(uint64(len(b)/8), func(i uint64) {
+				if v := binary.LittleEndian.Uint64(b[8*i:]); skip == 0 || v != skip {
+					w.word(v)
+				}
+			})
+			return
+		}
+		w.conservative++
+		if _, ok := w.whys[why]; ok || len(w.whys) < maxWhys {
+			w.whys[why]++
+		} else {
+			w.whys["other reasons"]++
+		}
+	}
+	if m := w.masks[start]; m != nil {
+		w.scanMasked(b, m)
+		return
+	}
+	w.scan(b, start, skip)
 }
 
 // stack scans a goroutine's stack as a root.
@@ -246,9 +283,9 @@ func (w *walker) stack(g *inspect.Goroutine) error {
 func (w *walker) special(r heap.Root) {
 	if k, ok := w.h.Find(r.Object); ok {
 		s := &w.h.Spans[k]
-		if slot, _, ok := s.Object(r.Object); ok && !s.Noscan {
+		if slot, start, ok := s.Object(r.Object); ok && !s.Noscan {
 			if b := w.im.Contents.Object(k, slot); b != nil {
-				w.scan(b, r.Object, 0)
+				w.object(k, slot, b, start)
 			}
 		}
 	}

@@ -36,7 +36,7 @@ type Ps struct {
 // Leaks is what `gi ps --leaks` decided: how, at what cost, and the
 // leaked goroutines by creation site.
 type Leaks struct {
-	// Mode says how pointers were found (leak.Mode).
+	// Mode says how pointers were found (leak.Result.Mode).
 	Mode string `json:"mode"`
 	// Leaked counts the leaked goroutines (each is marked "leaked"),
 	// Candidates those blocked on channels and sync objects judged.

@@ -36,10 +36,14 @@ type variable struct {
 // children of its first unit: all gi reads from DWARF.
 const runtimeUnit = "runtime"
 
+// abiUnit is the unit of package internal/abi, before the runtime's:
+// the constants of type kinds and flags (Go 1.21+).
+const abiUnit = "internal/abi"
+
 // LoadDebug reads and indexes the DWARF of f. Only the runtime's
-// compilation units up to the one holding the types are read
-// (runtimeTypesUnit), and only their top-level entries (function bodies are
-// skipped): on a big binary they end in the first quarter of .debug_info,
+// compilation units (and internal/abi's) up to the one holding the types
+// are read (typesThenABI), and only their top-level entries (function
+// bodies are skipped): on a big binary they end in the first quarter of .debug_info,
 // and the rest is neither decompressed nor walked. If they do not hold
 // runtime.g and runtime.allgs, as a linker that placed them elsewhere would
 // leave it, every unit is indexed instead.
@@ -56,12 +60,12 @@ func LoadDebugFrom(l *dwarfload.Loader) (*Debug, error) {
 	}
 	// Types and variables only: not the line and frame tables or the
 	// location lists, as large as the rest on a big binary.
-	data, err := l.OpenPrefix(runtimeTypesUnit)
+	data, err := l.OpenPrefix(typesThenABI())
 	if err != nil {
 		return nil, err
 	}
 	d := &Debug{data: data}
-	if err := d.index(func(unit string) bool { return unit == runtimeUnit }); err != nil {
+	if err := d.index(func(unit string) bool { return unit == runtimeUnit || unit == abiUnit }); err != nil {
 		return nil, err
 	}
 	_, types := d.types["runtime.g"]
@@ -72,16 +76,35 @@ func LoadDebugFrom(l *dwarfload.Loader) (*Debug, error) {
 	return d, nil
 }
 
-// runtimeTypesUnit reports whether the unit r reads is the runtime's unit
-// of types: named runtime, with a named type among its first entries.
-func runtimeTypesUnit(r *dwarf.Reader) bool {
-	cu, err := r.Next()
-	if err != nil || cu == nil || cu.Tag != dwarf.TagCompileUnit || !cu.Children {
-		return false
+// abiUnitsAfterTypes bounds the units read past the runtime's unit of
+// types for internal/abi's: the linker puts it right before or after.
+const abiUnitsAfterTypes = 8
+
+// typesThenABI returns the predicate of the last unit LoadDebug reads:
+// the runtime's unit of types (named runtime, with a named type among
+// its first entries), or internal/abi's where that comes after it (a few
+// units further at most).
+func typesThenABI() func(r *dwarf.Reader) bool {
+	types, abi, after := false, false, 0
+	return func(r *dwarf.Reader) bool {
+		cu, err := r.Next()
+		if err != nil || cu == nil || cu.Tag != dwarf.TagCompileUnit {
+			return false
+		}
+		name, _ := cu.Val(dwarf.AttrName).(string)
+		abi = abi || name == abiUnit
+		if types {
+			after++
+			return abi || after >= abiUnitsAfterTypes
+		}
+		types = name == runtimeUnit && cu.Children && namedTypeFollows(r)
+		return types && abi
 	}
-	if name, _ := cu.Val(dwarf.AttrName).(string); name != runtimeUnit {
-		return false
-	}
+}
+
+// namedTypeFollows reports whether a named type is among the first
+// entries r reads.
+func namedTypeFollows(r *dwarf.Reader) bool {
 	for range 16 {
 		e, err := r.Next()
 		if err != nil || e == nil || e.Tag == 0 {

@@ -46,6 +46,10 @@ type HeapLayout struct {
 	// Objects are the runtime's own structures in the heap whose
 	// pointer words a walk can know (Ps, Ms, gs).
 	Objects ObjectsLayout
+	// Bits is where the runtime keeps which words of heap objects hold
+	// pointers.
+	Bits HeapBitsLayout
+	// SpanInUse is runtime.mSpanInUse, the state of a span of heap
 	// objects.
 	SpanInUse int64
 }
@@ -148,6 +152,7 @@ func heapLayout(d *Debug) (HeapLayout, error) {
 	if h.Objects, err = objectsLayout(d); err != nil {
 		return h, err
 	}
+	h.Bits = heapBitsFromDWARF(d)
 	_, nt, _ := FieldOffset(span, "nelems")
 	_, ft, _ := FieldOffset(span, "freeindex")
 	if s.NElemsSize = nt.Size(); ft.Size() != s.NElemsSize || (s.NElemsSize != 2 && s.NElemsSize != 8) {

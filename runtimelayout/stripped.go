@@ -39,7 +39,10 @@ func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 	}
 	dbg, err := LoadDebugFrom(loader)
 	if err == nil {
-		l, err = LayoutFromDWARF(dbg)
+		if l, err = LayoutFromDWARF(dbg); err == nil {
+			heapBitsOfBinary(&l.Heap.Bits, bin)
+			kindsFromTable(&l.Heap.Bits, bin)
+		}
 		return l, nil, err
 	}
 	if !errors.Is(err, ErrNoDWARF) {
@@ -62,6 +65,7 @@ func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 	// Without them, the heap is not walked (gi ps --leaks says why).
 	cp.Heap.MHeap, _ = FindMHeap(bin)
 	cp.Heap.Queues.AllFin, _ = FindAllfin(bin)
+	heapBitsOfBinary(&cp.Heap.Bits, bin)
 	if q := &cp.Heap.Queues; q.CleanupQueueAll != Missing {
 		var err error
 		if q.GCCleanups, err = FindGCCleanups(bin, q.CleanupQueueAll); errors.Is(err, ErrNoCleanups) {
@@ -69,6 +73,36 @@ func Load(bin Source) (l *RuntimeLayout, table *VersionLayout, err error) {
 		}
 	}
 	return &cp, v, nil
+}
+
+// heapBitsOfBinary sets what the binary's experiments decide of its
+// pointer maps, from function names its pclntab keeps stripped or not:
+// the arena bitmap where runtime.heapBitsSetType writes it (Go 1.20,
+// 1.21, 1.22 with noallocheaders), the Green Tea collector where it
+// scans spans (runtime.scanSpan: 1.25 with greenteagc, 1.26+ but with
+// nogreenteagc).
+func heapBitsOfBinary(b *HeapBitsLayout, bin Source) {
+	if bin.Lines == nil {
+		return
+	}
+	b.ArenaFormat = bin.Lines.FuncByName("runtime.heapBitsSetType") != nil
+	b.GreenTea = bin.Lines.FuncByName("runtime.scanSpan") != nil
+}
+
+// kindsFromTable fills the type kinds' and flags' constants of b from
+// the generated table of the binary's release where its DWARF index
+// lacks them (internal/abi's unit, which holds them, placed too far
+// from the runtime's): they are the release's, not the binary's.
+func kindsFromTable(b *HeapBitsLayout, bin Source) {
+	if b.Reason != "" || b.KindArray != Missing {
+		return
+	}
+	v, err := TableLayout(bin.GoVersion, bin.Arch)
+	if err != nil {
+		return
+	}
+	t := &v.Layout.Heap.Bits
+	b.KindMask, b.KindArray, b.KindStruct, b.KindGCProg, b.TFlagGCMaskOnDemand = t.KindMask, t.KindArray, t.KindStruct, t.KindGCProg, t.TFlagGCMaskOnDemand
 }
 
 // FindAllfin locates runtime.allfin, the chain of the blocks queued

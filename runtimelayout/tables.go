@@ -99,6 +99,7 @@ func LayoutOfProbe(bin Source, toolchain string) (*VersionLayout, error) {
 	l.AllGs, l.AllGLen, l.WaitReasonStrings, l.GStatusStrings, l.TracebackLabels, l.Wait.SemTable, l.Heap.MHeap = 0, 0, 0, 0, 0, 0, 0
 	l.Heap.Queues.AllFin, l.Heap.Queues.GCCleanups = 0, 0
 	l.Heap.Objects.AllP, l.Heap.Objects.AllM = 0, 0
+	l.Heap.Bits.InProgress = 0
 	v.Layout = *l
 	return v, nil
 }

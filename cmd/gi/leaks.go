@@ -121,7 +121,7 @@ func (r *leakReport) write(out io.Writer) error {
 			how = fmt.Sprintf("heap %.1f MB copied before the stop in %v, the %d pages written since read again in %v of the pause", float64(d.HeapBytes)/1e6,
 				time.Duration(d.PreCopyNS).Round(time.Microsecond), d.RewrittenPages, time.Duration(d.CaptureNS).Round(time.Microsecond))
 		}
-		fmt.Fprintf(out, "leaks: stacks precise, heap and globals conservative (a leak may be missed, never invented); %s; walked in %v\n", how, time.Duration(d.WalkNS).Round(time.Microsecond))
+		fmt.Fprintf(out, "leaks: %s; %s; walked in %v\n", d.Mode, how, time.Duration(d.WalkNS).Round(time.Microsecond))
 	}
 	return nil
 }

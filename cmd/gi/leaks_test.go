@@ -150,7 +150,7 @@ func TestPsLeaks(t *testing.T) {
 		t.Errorf("%d rows LEAKED, want %d:\n%s", n, len(truth), table)
 	}
 	want := regexp.MustCompile(`(?m)^leaks: ` + strconv.Itoa(len(truth)) + ` leaked goroutines \(\d+ blocked on channels and sync objects were judged\)\n  ` +
-		strconv.Itoa(len(truth)) + ` leaked goroutines created at main\.spawn\.func1 \(leaky/main\.go:\d+\)\nleaks: stacks precise, heap and globals conservative \(a leak may be missed, never invented\); heap [0-9.]+ MB read in \S+ from a copy the process made of itself in the stop, after it resumed; the copy reaped in a second stop of \S+; walked in`)
+		strconv.Itoa(len(truth)) + ` leaked goroutines created at main\.spawn\.func1 \(leaky/main\.go:\d+\)\nleaks: stacks precise \(the runtime's stack maps\), heap precise \(the runtime's [a-z ,]+\), globals precise \(the module's pointer masks\); heap [0-9.]+ MB read in \S+ from a copy the process made of itself in the stop, after it resumed; the copy reaped in a second stop of \S+; walked in`)
 	if !want.MatchString(table) {
 		t.Errorf("no leaks footer matching %s:\n%s", want, table)
 	}

@@ -35,6 +35,9 @@ type BuildOptions struct {
 	CgoExternal bool
 	// Arch is a GOARCH to cross-build for; empty means the host's.
 	Arch string
+	// Experiment is a GOEXPERIMENT value ("noallocheaders",
+	// "greenteagc"); empty means the release's default.
+	Experiment string
 }
 
 // String names the build, e.g. "go1.21.13/pie/stripped".
@@ -54,6 +57,9 @@ func (o BuildOptions) String() string {
 	}
 	if o.Trimpath {
 		parts = append(parts, "trimpath")
+	}
+	if o.Experiment != "" {
+		parts = append(parts, "X:"+o.Experiment)
 	}
 	return strings.Join(parts, "/")
 }
@@ -205,6 +211,9 @@ func BuildPath(name string, opts BuildOptions) (string, error) {
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+opts.toolchain(), "GOFLAGS=-buildvcs=false", "GOWORK=off")
 	if opts.Arch != "" {
 		cmd.Env = append(cmd.Env, "GOARCH="+opts.Arch)
+	}
+	if opts.Experiment != "" {
+		cmd.Env = append(cmd.Env, "GOEXPERIMENT="+opts.Experiment)
 	}
 	if opts.CgoExternal {
 		cmd.Env = append(cmd.Env, "CGO_ENABLED=1")

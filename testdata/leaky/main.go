@@ -12,7 +12,11 @@
 // finalizer holds. With -clock, a goroutine spins reading the clock. With -mover, one kept goroutine waits on a channel that a goroutine
 // moves, every few microseconds, between two heap objects far apart: a
 // copy of the heap taken while the program runs, unless made exact at
-// the stop, can miss it in both.
+// the stop, can miss it in both. With -stale, the addresses of the
+// objects the leaked goroutines wait on are kept too, as integers, in a
+// heap object that also holds a pointer: a conservative scan of the heap
+// takes them for pointers and finds none of those goroutines leaked; the
+// garbage collector, and a scan by its pointer maps, does not.
 // Commands on stdin: "leakprofile" asks the runtime for its goroutineleak
 // profile (Go 1.26 with GOEXPERIMENT=goroutineleakprofile, Go 1.27+) and
 // answers "DONE leaked=<goids>", or "DONE unsupported" before it; "grow K"
@@ -34,6 +38,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Boxes hold sync objects beside a pointer: objects of their own size
@@ -61,8 +66,19 @@ type record struct {
 	leaked bool
 }
 
+// staleBox keeps addresses as integers beside a pointer (so that its
+// span is one the collector scans).
+type staleBox struct {
+	name  *string
+	addrs [1024]uintptr
+}
+
 var (
-	report = make(chan record, 1<<16)
+	// stale keeps, with -stale, the leaked goroutines' objects' addresses
+	// as integers.
+	stale     *staleBox
+	staleNext int
+	report    = make(chan record, 1<<16)
 	// kept holds the objects the kept goroutines wait on.
 	kept []any
 	name = "box"
@@ -73,7 +89,11 @@ func main() {
 	mover := flag.Bool("mover", false, "keep a channel moving between two heap objects")
 	clock := flag.Bool("clock", false, "keep a goroutine reading the clock (in the vDSO, on its thread's system stack)")
 	finq := flag.Bool("finq", false, "park a goroutine on a channel only a queued finalizer holds")
+	staleWords := flag.Bool("stale", false, "keep the leaked goroutines' objects' addresses as integers in a heap object")
 	flag.Parse()
+	if *staleWords {
+		stale = &staleBox{name: &name}
+	}
 	if *clock {
 		go readClock()
 	}
@@ -119,6 +139,17 @@ func main() {
 	select {} // the main goroutine's select {}: never reported leaked
 }
 
+// remember keeps, with -stale, the address p points to as an integer.
+func remember(p unsafe.Pointer) {
+	if stale != nil && staleNext < len(stale.addrs) {
+		stale.addrs[staleNext] = uintptr(p)
+		staleNext++
+	}
+}
+
+// chanAddr returns where a channel is.
+func chanAddr(ch chan int) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&ch)) }
+
 // spawn starts n goroutines of each kind and returns how many.
 func spawn(n int) int {
 	count := 0
@@ -134,14 +165,18 @@ func spawn(n int) int {
 		// Leaked: nothing but the goroutine itself holds the object.
 		{
 			ch := make(chan int)
+			remember(chanAddr(ch))
 			park("chanrecv", true, func() { <-ch })
 		}
 		{
 			ch := make(chan int)
+			remember(chanAddr(ch))
 			park("chansend", true, func() { ch <- 1 })
 		}
 		{
 			a, b := make(chan int), make(chan int)
+			remember(chanAddr(a))
+			remember(chanAddr(b))
 			park("select", true, func() {
 				select {
 				case <-a:
@@ -152,20 +187,24 @@ func spawn(n int) int {
 		{
 			m := &mutexBox{name: &name}
 			m.mu.Lock()
+			remember(unsafe.Pointer(m))
 			park("mutex", true, func() { m.mu.Lock() })
 		}
 		{
 			rw := &rwBox{name: &name}
 			rw.mu.Lock()
+			remember(unsafe.Pointer(rw))
 			park("rwmutex", true, func() { rw.mu.RLock() })
 		}
 		{
 			wg := &wgBox{name: &name}
 			wg.wg.Add(1)
+			remember(unsafe.Pointer(wg))
 			park("waitgroup", true, func() { wg.wg.Wait() })
 		}
 		{
 			c := sync.NewCond(&sync.Mutex{})
+			remember(unsafe.Pointer(c))
 			park("cond", true, func() {
 				c.L.Lock()
 				c.Wait()
@@ -180,6 +219,8 @@ func spawn(n int) int {
 			// A chain: the second goroutine would wake the first,
 			// but nothing can wake the second.
 			first, second := make(chan int), make(chan int)
+			remember(chanAddr(first))
+			remember(chanAddr(second))
 			park("chain", true, func() { <-first })
 			park("chain", true, func() {
 				<-second
