@@ -234,6 +234,28 @@ const (
 	calibrationReps  = 7
 )
 
+// calibrationSites returns the file offsets of an instruction of each
+// class in calibrationTarget's code, whose first byte is at file offset
+// fileOff: its three instructions, up to the RET.
+func calibrationSites(machine elf.Machine, code []byte, fileOff uint64) ([2]uint64, error) {
+	end, step := 3, 1 // PUSHQ BP, POPQ BP, RET: one byte each
+	if machine == elf.EM_AARCH64 {
+		end, step = 12, 4
+	}
+	var offsets [2]uint64 // by class
+	var have [2]bool
+	for off := 0; off < end && off < len(code); off += step {
+		c := classify(machine, code[off:])
+		if !have[c] {
+			offsets[c], have[c] = fileOff+uint64(off), true
+		}
+	}
+	if !have[classEmulated] || !have[classStepped] {
+		return offsets, fmt.Errorf("calibration code % x lacks an instruction of each class", code)
+	}
+	return offsets, nil
+}
+
 // detaching counts the calibrations whose probes are being detached: a
 // measurement waits for them, or it would time their hits.
 var detaching sync.WaitGroup
@@ -274,22 +296,9 @@ func measureProbes(multi bool) (ProbeCosts, error) {
 	if err != nil {
 		return ProbeCosts{}, fmt.Errorf("read calibration code: %w", err)
 	}
-	// The two instructions before the RET, one of each class.
-	var offsets [2]uint64 // file offsets, by class
-	var have [2]bool
-	for off := 0; off < 8; {
-		c := classify(machine, code[off:])
-		if !have[c] {
-			offsets[c], have[c] = fileOff+uint64(off), true
-		}
-		if machine == elf.EM_AARCH64 {
-			off += 4
-		} else {
-			off++ // PUSHQ BP, POPQ BP, RET: one byte each
-		}
-	}
-	if !have[classEmulated] || !have[classStepped] {
-		return ProbeCosts{}, fmt.Errorf("calibration code % x lacks an instruction of each class", code)
+	offsets, err := calibrationSites(machine, code, fileOff)
+	if err != nil {
+		return ProbeCosts{}, err
 	}
 
 	spec, specs, err := bpf.LoadSpecs()

@@ -34,6 +34,30 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestCalibrationSites finds an instruction of each class in the bytes
+// calibrate_$GOARCH.s assembles to, on both architectures, whichever
+// this test runs on.
+func TestCalibrationSites(t *testing.T) {
+	for _, c := range []struct {
+		machine           elf.Machine
+		code              []byte
+		emulated, stepped uint64
+	}{
+		// PUSHQ BP; POPQ BP; RET; INT3 padding
+		{elf.EM_X86_64, []byte{0x55, 0x5d, 0xc3, 0xcc, 0xcc}, 0x1000, 0x1001},
+		// MOVD.W R30, -16(RSP); MOVD.P 16(RSP), R30; RET; padding
+		{elf.EM_AARCH64, []byte{0xfe, 0x0f, 0x1f, 0xf8, 0xfe, 0x07, 0x41, 0xf8, 0xc0, 0x03, 0x5f, 0xd6, 0, 0, 0, 0}, 0x1008, 0x1000},
+	} {
+		got, err := calibrationSites(c.machine, c.code, 0x1000)
+		if err != nil || got[classEmulated] != c.emulated || got[classStepped] != c.stepped {
+			t.Errorf("%v: sites %#x, %v; want emulated %#x, stepped %#x", c.machine, got, err, c.emulated, c.stepped)
+		}
+	}
+	if _, err := calibrationSites(elf.EM_AARCH64, []byte{0xfe, 0x0f, 0x1f, 0xf8}, 0); err == nil {
+		t.Error("code without an emulated instruction accepted")
+	}
+}
+
 // TestCalibrateProbes measures the probe costs with each attach mechanism
 // the kernel offers: both figures measured, an emulated hit cheaper than
 // a single-stepped one.
