@@ -287,11 +287,17 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
-static __always_inline void count_lost(__u32 what)
+// bump adds one to the counter at key of map, a per-CPU array of them.
+static __always_inline void bump(void *map, __u32 key)
 {
-	__u64 *n = bpf_map_lookup_elem(&lost, &what);
+	__u64 *n = bpf_map_lookup_elem(map, &key);
 	if (n)
 		*n += 1;
+}
+
+static __always_inline void count_lost(__u32 what)
+{
+	bump(&lost, what);
 }
 
 // What the probes cost the traced process, for the overhead gi measures
@@ -341,10 +347,7 @@ struct {
 // count_hit counts a hit of the probe with cookie.
 static __always_inline void count_hit(__u64 cookie)
 {
-	__u32 i = (__u32)cookie;
-	__u64 *n = bpf_map_lookup_elem(&hits, &i);
-	if (n)
-		*n += 1;
+	bump(&hits, (__u32)cookie);
 }
 
 // account adds one run of a program of kind, begun at start, at a probe
@@ -431,13 +434,6 @@ struct {
 	__type(value, __u64);
 } sampled_count SEC(".maps");
 
-static __always_inline void count_sampled(__u32 what)
-{
-	__u64 *n = bpf_map_lookup_elem(&sampled_count, &what);
-	if (n)
-		*n += 1;
-}
-
 // sampled_keep decides whether an entry or return at the probe with
 // cookie is reported: always for a function traced whole; by the window
 // for a sampled one (see window), keeping the books of its open calls.
@@ -466,7 +462,7 @@ static __noinline int sampled_keep(__u64 cookie, __u8 kind, __u64 goid, __u64 fr
 			struct open_count one = {.id = id, .n = 1};
 			bpf_map_update_elem(&sampled_open, &goid, &one, BPF_ANY);
 		}
-		count_sampled(0);
+		bump(&sampled_count, 0);
 		return 1;
 	}
 	__u32 *at = bpf_map_lookup_elem(&sampled_calls, &key);
@@ -478,7 +474,7 @@ static __noinline int sampled_keep(__u64 cookie, __u8 kind, __u64 goid, __u64 fr
 		return 0;
 	if (mine && open->n > 0)
 		__sync_fetch_and_add(&open->n, (__u32)-1);
-	count_sampled(1);
+	bump(&sampled_count, 1);
 	return 1;
 }
 
@@ -889,28 +885,30 @@ lost:
 	return 0;
 }
 
-SEC("uprobe.multi")
-int gi_entry(struct gi_regs *regs)
+// report is a program that reports one event of kind per hit, counting
+// the hit and accounting its cost as program cost_kind; with_args and
+// gated (constants) are emit's.
+static __always_inline int report(struct gi_regs *regs, __u8 kind, __u32 cost_kind, int with_args, int gated)
 {
 	__u64 start = bpf_ktime_get_ns(), cookie;
 	if (!probe_cookie(regs, &cookie))
 		return 0;
 	count_hit(cookie);
-	emit(regs, GI_EVENT_ENTRY, cookie, 1, 0, 1);
-	account(GI_COST_ENTRY, start, cookie);
+	emit(regs, kind, cookie, with_args, 0, gated);
+	account(cost_kind, start, cookie);
 	return 0;
+}
+
+SEC("uprobe.multi")
+int gi_entry(struct gi_regs *regs)
+{
+	return report(regs, GI_EVENT_ENTRY, GI_COST_ENTRY, 1, 1);
 }
 
 SEC("uprobe.multi")
 int gi_return(struct gi_regs *regs)
 {
-	__u64 start = bpf_ktime_get_ns(), cookie;
-	if (!probe_cookie(regs, &cookie))
-		return 0;
-	count_hit(cookie);
-	emit(regs, GI_EVENT_RETURN, cookie, 1, 0, 1);
-	account(GI_COST_RETURN, start, cookie);
-	return 0;
+	return report(regs, GI_EVENT_RETURN, GI_COST_RETURN, 1, 1);
 }
 
 // The entry of a function whose entry probe site is also one of its RETs
@@ -1036,13 +1034,7 @@ int gi_signal(struct gi_regs *regs)
 SEC("uprobe.multi")
 int gi_goexit(struct gi_regs *regs)
 {
-	__u64 start = bpf_ktime_get_ns(), cookie;
-	if (!probe_cookie(regs, &cookie))
-		return 0;
-	count_hit(cookie);
-	emit(regs, GI_EVENT_GOEXIT, cookie, 0, 0, 0);
-	account(GI_COST_GOEXIT, start, cookie);
-	return 0;
+	return report(regs, GI_EVENT_GOEXIT, GI_COST_GOEXIT, 0, 0);
 }
 
 // Counts the hits of the probes it is attached at, and nothing else: the

@@ -135,16 +135,24 @@ func (s *Session) Add(include []Pattern) ([]*Function, []Untraceable, error) {
 // attach attaches prog at the probes idx: one uprobe_multi link, or one
 // perf event per probe.
 func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, idx []int, multi bool) error {
+	links, err := s.linksFor(ex, prog, idx, multi)
+	s.links = append(s.links, links...)
+	return err
+}
+
+// linksFor attaches prog at the probes idx and returns the links, for the
+// caller to close (those made so far on error too).
+func (s *Session) linksFor(ex *link.Executable, prog *ebpf.Program, idx []int, multi bool) ([]link.Link, error) {
 	offsets := make([]uint64, len(idx))
 	cookies := make([]uint64, len(idx))
 	for i, pi := range idx {
 		off, err := s.Binary.FileOffset(s.probes[pi].site)
 		if err != nil {
-			return fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
+			return nil, fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
 		}
 		offsets[i], cookies[i] = off, s.cookie(pi)
 	}
-	return s.attachAt(ex, prog, offsets, cookies, multi)
+	return s.linksAt(ex, prog, offsets, cookies, multi)
 }
 
 // attachAt attaches prog at file offsets with cookies: one uprobe_multi

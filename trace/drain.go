@@ -8,6 +8,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/gi-debug/gi/bpf"
 )
 
@@ -143,13 +145,20 @@ func (s *Session) lostCount(what uint32) uint64 {
 	if s.objs == nil {
 		return 0
 	}
+	n, _ := sumPerCPU(s.objs.Lost, what)
+	return n
+}
+
+// sumPerCPU returns the value at key of m, a per-CPU array of counters,
+// summed over CPUs.
+func sumPerCPU(m *ebpf.Map, key uint32) (uint64, error) {
 	var perCPU []uint64
-	if err := s.objs.Lost.Lookup(what, &perCPU); err != nil {
-		return 0
+	if err := m.Lookup(key, &perCPU); err != nil {
+		return 0, err
 	}
 	var n uint64
 	for _, v := range perCPU {
 		n += v
 	}
-	return n
+	return n, nil
 }

@@ -135,6 +135,8 @@ type meter struct {
 	clock *proc.CPUClock // nil when no single process is traced
 	start time.Time
 	costs ProbeCosts
+	// signalClass is the class of the float-register signal probe's site.
+	signalClass siteClass
 }
 
 // startMeter begins measuring the overhead of an attached session.
@@ -150,6 +152,9 @@ func (s *Session) startMeter() {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("probe costs not measured (%v): the overhead is estimated with %v", err, costs))
 	}
 	s.meter.costs = costs
+	if s.floatRegs {
+		s.meter.signalClass = s.siteClassAt(s.signal.site)
+	}
 }
 
 // Overhead returns what the probes have cost the traced process since
@@ -168,15 +173,13 @@ func (s *Session) Overhead() (Overhead, error) {
 		}
 		o.TargetCPU = cpu
 	}
-	var perCPU []uint64
 	hits := make([]uint64, len(s.probes))
 	for i := range s.probes {
-		if err := s.objs.Hits.Lookup(uint32(i), &perCPU); err != nil {
+		n, err := sumPerCPU(s.objs.Hits, uint32(i))
+		if err != nil {
 			break // beyond the counters of a grown session
 		}
-		for _, v := range perCPU {
-			hits[i] += v
-		}
+		hits[i] = n
 	}
 	var runs, ns [costKinds]uint64
 	var costs []bpf.ProgCost
@@ -231,7 +234,7 @@ func (s *Session) Overhead() (Overhead, error) {
 	// The signal probe's hits (every signal the process takes) and the
 	// signals sent to read float registers.
 	if s.floatRegs {
-		o.Probes += time.Duration(runs[costSignal])*o.Costs.of(s.siteClassAt(s.signal.site)) + time.Duration(ns[costSignal])
+		o.Probes += time.Duration(runs[costSignal])*o.Costs.of(s.meter.signalClass) + time.Duration(ns[costSignal])
 		o.Signals = s.lostCount(bpf.SentSignals)
 		o.Probes += time.Duration(o.Signals) * o.Costs.Signal
 	}

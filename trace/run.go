@@ -123,12 +123,12 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	checks := 0
 	var (
 		windowEnds <-chan uint64
-		sampling   = make(chan struct{})
 		cut        uint64
 	)
 	stopSampling := func() {}
 	if sm := s.sampler; sm != nil {
 		sctx, cancel := context.WithCancel(context.Background())
+		sampling := make(chan struct{})
 		go func() {
 			defer close(sampling)
 			sm.run(sctx)
@@ -138,8 +138,6 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 			<-sampling
 		}
 		windowEnds = sm.ends
-	} else {
-		close(sampling)
 	}
 	// endWindow cuts the calls of sampled functions still open when the
 	// probes of their window, closed at time end, went.

@@ -56,10 +56,8 @@ const (
 // trace.
 type CallRate struct {
 	Func *Function
-	// PerSecond is calls per second of wall time; PerCPUSecond per second
-	// of the process's CPU time spent outside the counting probes (0 when
-	// the CPU time is unknown).
-	PerSecond, PerCPUSecond float64
+	// PerSecond is calls per second of wall time, the counting probes on.
+	PerSecond float64
 	// Cost estimates the share of the process's CPU time tracing the
 	// function whole would take (the time its calls counted would have
 	// cost, against the process's CPU time in the window).
@@ -129,17 +127,8 @@ func (s *Session) countCalls() ([]CallRate, error) {
 	if s.Opts.PID > 0 {
 		clock, _ = proc.NewCPUClock(s.Opts.PID)
 	}
-	offsets := make([]uint64, len(idx))
-	cookies := make([]uint64, len(idx))
-	for i, pi := range idx {
-		off, err := s.Binary.FileOffset(s.probes[pi].site)
-		if err != nil {
-			return nil, fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
-		}
-		offsets[i], cookies[i] = off, s.cookie(pi)
-	}
 	start := time.Now()
-	links, err := s.linksAt(s.exe, s.objs.GiCount, offsets, cookies, s.UprobeMulti)
+	links, err := s.linksFor(s.exe, s.objs.GiCount, idx, s.UprobeMulti)
 	if err != nil {
 		closeLinks(links)
 		return nil, err
@@ -159,22 +148,11 @@ func (s *Session) countCalls() ([]CallRate, error) {
 	if err != nil {
 		return nil, err
 	}
-	var hits uint64
-	var probeTime time.Duration
-	for i, pi := range idx {
-		n := after[i] - before[i]
-		hits += n
-		probeTime += time.Duration(n) * s.meter.costs.of(s.probes[pi].class)
-	}
-	work := cpu - probeTime
 	rates := make([]CallRate, 0, len(idx))
 	for i, pi := range idx {
 		fn := s.probes[pi].fn
 		n := float64(after[i] - before[i])
 		r := CallRate{Func: fn, PerSecond: n / wall.Seconds()}
-		if work > 0 {
-			r.PerCPUSecond = n / work.Seconds()
-		}
 		// What the calls counted would have cost traced whole, of the
 		// CPU time the process spent: a function whose counting probe
 		// already took its caller's every cycle is counted at the rate
@@ -213,14 +191,12 @@ func (s *Session) callCost(fn *Function) time.Duration {
 // readHits returns the hits of probes idx, summed over CPUs.
 func (s *Session) readHits(idx []int) ([]uint64, error) {
 	out := make([]uint64, len(idx))
-	var perCPU []uint64
 	for i, pi := range idx {
-		if err := s.objs.Hits.Lookup(uint32(pi), &perCPU); err != nil {
+		n, err := sumPerCPU(s.objs.Hits, uint32(pi))
+		if err != nil {
 			return nil, fmt.Errorf("probe hits: %w", err)
 		}
-		for _, v := range perCPU {
-			out[i] += v
-		}
+		out[i] = n
 	}
 	return out, nil
 }
@@ -259,8 +235,6 @@ type sampler struct {
 	// the programs.
 	groups []probeGroup
 	progs  []*ebpf.Program
-	// idx are all their probes, for their hits.
-	idx []int
 	// ends receives, after each window's probes are detached, the time
 	// (CLOCK_MONOTONIC ns) it closed: calls of sampled functions begun
 	// by then and still open are cut.
@@ -285,9 +259,6 @@ func newSampler(s *Session, sampled []CallRate, budget float64, groups []probeGr
 	}
 	objs := s.objs
 	sm.progs = []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit}
-	for _, g := range groups {
-		sm.idx = append(sm.idx, g.idx...)
-	}
 	return sm
 }
 
@@ -351,16 +322,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		if len(g.idx) == 0 {
 			continue
 		}
-		offsets := make([]uint64, len(g.idx))
-		cookies := make([]uint64, len(g.idx))
-		for j, pi := range g.idx {
-			off, err := s.Binary.FileOffset(s.probes[pi].site)
-			if err != nil {
-				return fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
-			}
-			offsets[j], cookies[j] = off, s.cookie(pi)
-		}
-		l, err := s.linksAt(s.exe, sm.progs[i], offsets, cookies, s.UprobeMulti)
+		l, err := s.linksFor(s.exe, sm.progs[i], g.idx, s.UprobeMulti)
 		links = append(links, l...)
 		if err != nil {
 			closeLinks(links)
@@ -407,14 +369,12 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 // countSampled reads the sampled_count counters, summed over CPUs.
 func (sm *sampler) countSampled() ([2]uint64, error) {
 	var out [2]uint64
-	var perCPU []uint64
 	for k := range uint32(2) {
-		if err := sm.s.objs.SampledCount.Lookup(k, &perCPU); err != nil {
+		n, err := sumPerCPU(sm.s.objs.SampledCount, k)
+		if err != nil {
 			return out, fmt.Errorf("sampled calls: %w", err)
 		}
-		for _, v := range perCPU {
-			out[k] += v
-		}
+		out[k] = n
 	}
 	return out, nil
 }
