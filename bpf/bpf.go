@@ -23,7 +23,22 @@ const (
 	KindEntry  = 1
 	KindReturn = 2
 	KindGoexit = 3
+	// Scheduler events (Options.Why in package trace): a goroutine with a
+	// traced call open parks, is made ready, runs, or is put back in a
+	// run queue while still runnable.
+	KindPark  = 4
+	KindReady = 5
+	KindRun   = 6
+	KindYield = 7
 )
+
+// SchedEvent is a scheduler event as gi_sched writes it: an Event, then
+// up to SchedFrames return addresses (Event.ArgsLen bytes of them).
+type SchedEvent = giSchedEvent
+
+// SchedFrames is how many return addresses a scheduler event carries at
+// most.
+const SchedFrames = 12
 
 // CookieTLS, set in a probe's cookie, makes the program read the g pointer
 // from thread-local storage instead of the register Go's ABI keeps it in.

@@ -21,6 +21,14 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define GI_EVENT_ENTRY 1
 #define GI_EVENT_RETURN 2
 #define GI_EVENT_GOEXIT 3
+// Scheduler events of goroutines with a traced call open (--why): the
+// goroutine parks (a wait begins), is made ready (its wait ends), starts
+// running on a thread, or is put back in a run queue while runnable
+// (preempted, or yielding).
+#define GI_EVENT_PARK 4
+#define GI_EVENT_READY 5
+#define GI_EVENT_RUN 6
+#define GI_EVENT_YIELD 7
 
 #define GI_COOKIE_TLS (1ULL << 32)
 // A probe of a function traced in sampling windows (see sampled_keep).
@@ -268,6 +276,16 @@ volatile const __u64 pidns_ino = 0;
 // ctx (the signal frame's ucontext) is in pt_regs word signal_ctx_word.
 volatile const __u8 float_regs = 0;
 volatile const __u32 signal_ctx_word = 0;
+// Set by gi for --why: the scheduler probes (gi_sched) report what the
+// goroutines with traced calls open do, read through these offsets of
+// runtime.g, runtime.m, runtime.gobuf and runtime.sudog.
+volatile const __u8 why = 0;
+volatile const __u64 g_m_offset = 0;
+volatile const __u64 m_curg_offset = 0;
+volatile const __u64 g_waitreason_offset = 0;
+volatile const __u64 g_sched_bp_offset = 0;
+volatile const __u64 g_waiting_offset = 0; // 0: do not read
+volatile const __u64 sudog_c_offset = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -316,7 +334,8 @@ struct {
 #define GI_COST_ENTRY_RETURN 2
 #define GI_COST_GOEXIT 3
 #define GI_COST_SIGNAL 4
-#define GI_COST_KINDS 5
+#define GI_COST_SCHED 5
+#define GI_COST_KINDS 6
 struct prog_cost {
 	__u64 runs;
 	__u64 ns;
@@ -686,21 +705,30 @@ static __always_inline int keep_call(struct arg_plan *plan, __u8 kind, __u64 goi
 	return 0;
 }
 
+// current_ids returns the current process and thread ids, as gi's PID
+// namespace numbers them (0 if not visible from it).
+static __always_inline void current_ids(__u32 *pid, __u32 *tid)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	*pid = pid_tgid >> 32;
+	*tid = (__u32)pid_tgid;
+	if (pidns_ino) {
+		struct bpf_pidns_info ns = {};
+		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) == 0) {
+			*pid = ns.tgid;
+			*tid = ns.pid;
+		} else {
+			*pid = *tid = 0; // not visible from gi's namespace
+		}
+	}
+}
+
 // fill_event writes the fields of an event of kind.
 static __always_inline void fill_event(struct event *e, struct gi_regs *regs, __u8 kind, __u64 cookie,
 				       __u64 g, __u64 goid, __u64 stack_hi, struct arg_plan *plan)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 pid = pid_tgid >> 32, tid = (__u32)pid_tgid;
-	if (pidns_ino) {
-		struct bpf_pidns_info ns = {};
-		if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) == 0) {
-			pid = ns.tgid;
-			tid = ns.pid;
-		} else {
-			pid = tid = 0; // not visible from gi's namespace
-		}
-	}
+	__u32 pid, tid;
+	current_ids(&pid, &tid);
 	e->ts = bpf_ktime_get_ns();
 	e->goid = goid;
 	e->g = g;
@@ -809,6 +837,51 @@ static __always_inline void hold(struct gi_regs *regs, struct event *e, struct a
 	}
 }
 
+// current_g returns the g running on the probed thread: from the register
+// Go's ABI keeps it in, or from thread-local storage (GI_COOKIE_TLS).
+static __always_inline __u64 current_g(struct gi_regs *regs, __u64 cookie)
+{
+	// The register is read whatever the cookie says: a read on one branch
+	// only lets the compiler select between pointers to it and to the
+	// stack, and the verifier refuses a modified pointer to the context.
+	__u64 g = GI_G(regs);
+	if (cookie & GI_COOKIE_TLS) {
+		__u64 tp = thread_pointer(), t = 0;
+		if (bpf_probe_read_user(&t, sizeof(t), (void *)(tp + g_tls_offset)) != 0)
+			t = 0;
+		g = t;
+	}
+	return g;
+}
+
+// Goroutines with reported calls open, and how many (--why): the
+// scheduler probes report their events only.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u32);
+} why_goids SEC(".maps");
+
+// why_mark keeps why_goids: a reported entry opens a call of goroutine
+// goid, its return closes it, the goroutine's exit closes them all.
+static __noinline void why_mark(__u8 kind, __u64 goid)
+{
+	__u32 *n = bpf_map_lookup_elem(&why_goids, &goid);
+	if (kind == GI_EVENT_ENTRY) {
+		if (n) {
+			__sync_fetch_and_add(n, 1);
+		} else {
+			__u32 one = 1;
+			bpf_map_update_elem(&why_goids, &goid, &one, BPF_ANY);
+		}
+	} else if (n && (kind == GI_EVENT_GOEXIT || *n <= 1)) {
+		bpf_map_delete_elem(&why_goids, &goid);
+	} else if (n) {
+		__sync_fetch_and_add(n, (__u32)-1);
+	}
+}
+
 // emit reports one event of kind; with_args (a constant) says whether the
 // probe may carry a capture plan: without, the verifier prunes capture.
 // second (a constant) marks the return of gi_entry_return, reported by the
@@ -816,14 +889,7 @@ static __always_inline void hold(struct gi_regs *regs, struct event *e, struct a
 // sampling window's rules to a sampled function's probe (sampled_keep).
 static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, int with_args, int second, int gated)
 {
-	__u64 g = 0;
-	if (cookie & GI_COOKIE_TLS) {
-		__u64 tp = thread_pointer();
-		if (bpf_probe_read_user(&g, sizeof(g), (void *)(tp + g_tls_offset)) != 0)
-			g = 0;
-	} else {
-		g = GI_G(regs);
-	}
+	__u64 g = current_g(regs, cookie);
 	__u64 goid = 0, stack_hi = 0;
 	if (g) {
 		bpf_probe_read_user(&goid, sizeof(goid), (void *)(g + goid_offset));
@@ -862,6 +928,8 @@ static __always_inline int emit(struct gi_regs *regs, __u8 kind, __u64 cookie, i
 			goto lost;
 	}
 	fill_event(e, regs, kind, cookie, g, goid, stack_hi, plan);
+	if (why)
+		why_mark(kind, goid);
 	// A call whose plan reads float registers is held (see hold); so is
 	// the return of gi_entry_return whose entry was just held, behind it,
 	// to keep the order. Decided after the capture: a branch before it
@@ -1045,6 +1113,119 @@ int gi_count(struct gi_regs *regs)
 	__u64 cookie;
 	if (probe_cookie(regs, &cookie))
 		count_hit(cookie);
+	return 0;
+}
+
+// A scheduler event, with the return addresses of the goroutine it
+// concerns (a park: the parked one; a ready: the one that made it ready).
+#define GI_FRAMES 12
+struct sched_event {
+	struct event ev;
+	__u64 pcs[GI_FRAMES];
+};
+
+// Keeps struct sched_event in BTF so bpf2go generates its Go twin.
+const struct sched_event *unused_sched_event __attribute__((unused));
+
+// first_arg is the first integer argument of a Go function (ABIInternal)
+// at its entry.
+static __always_inline __u64 first_arg(struct gi_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	return regs->ax;
+#else
+	return regs->regs[0];
+#endif
+}
+
+// walk_frames follows the frame-pointer chain from fp (a saved frame
+// pointer: the caller's at [fp], the return address at [fp+8] on both
+// architectures) up the stack into pcs; it returns how many it read.
+static __always_inline __u32 walk_frames(__u64 fp, __u64 *pcs)
+{
+	__u32 n = 0;
+	for (__u32 i = 0; i < GI_FRAMES; i++) {
+		__u64 fr[2];
+		if (!fp || bpf_probe_read_user(fr, sizeof(fr), (void *)fp) != 0 || !fr[1])
+			break;
+		pcs[i] = fr[1];
+		n = i + 1;
+		if (fr[0] <= fp) // frames go up the stack: anything else ends it
+			break;
+		fp = fr[0];
+	}
+	return n;
+}
+
+// The scheduler's functions that move a goroutine between states, each
+// with the goroutine (its g) as first argument: runtime.park_m (it parks,
+// after gopark set g.waitreason), runtime.ready (a wait ends: on the
+// system stack of the thread of the goroutine that ended it, or of the
+// scheduler, for a timer), runtime.execute (it runs) and
+// runtime.goschedImpl and runtime.goyield_m (it is preempted or yields).
+// The event kind is in the cookie's plan bits. Only goroutines with a
+// traced call open are reported; every hit is counted.
+SEC("uprobe.multi")
+int gi_sched(struct gi_regs *regs)
+{
+	__u64 start = bpf_ktime_get_ns(), cookie;
+	if (!probe_cookie(regs, &cookie))
+		return 0;
+	count_hit(cookie);
+	__u64 gp = first_arg(regs), goid = 0;
+	if (!gp || bpf_probe_read_user(&goid, sizeof(goid), (void *)(gp + goid_offset)) != 0 ||
+	    !bpf_map_lookup_elem(&why_goids, &goid)) {
+		account(GI_COST_SCHED, start, cookie);
+		return 0;
+	}
+	__u8 kind = (cookie >> GI_COOKIE_PLAN_SHIFT) & 0xff;
+	struct sched_event *s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
+	if (!s) {
+		count_lost(GI_LOST_EVENTS);
+		account(GI_COST_SCHED, start, cookie);
+		return 0;
+	}
+	struct event *e = &s->ev;
+	__u32 pid, tid;
+	current_ids(&pid, &tid);
+	e->ts = bpf_ktime_get_ns();
+	e->goid = goid;
+	e->g = gp;
+	e->sp = 0;
+	e->stack_hi = 0;
+	e->caller = 0; // ready: the goroutine that made it ready, 0 if none
+	e->gopc = 0;   // park: the channel of its first sudog
+	e->parent = 0; // park: the wait reason
+	e->cookie = (__u32)cookie;
+	e->pid = pid;
+	e->tid = tid;
+	e->kind = kind;
+	e->pad = 0;
+	__u64 fp = 0;
+	if (kind == GI_EVENT_PARK) {
+		__u8 reason = 0;
+		bpf_probe_read_user(&reason, sizeof(reason), (void *)(gp + g_waitreason_offset));
+		e->parent = reason;
+		__u64 sg = 0;
+		if (g_waiting_offset && bpf_probe_read_user(&sg, sizeof(sg), (void *)(gp + g_waiting_offset)) == 0 && sg)
+			bpf_probe_read_user(&e->gopc, sizeof(e->gopc), (void *)(sg + sudog_c_offset));
+		// mcall saved where the goroutine stopped.
+		if (g_sched_bp_offset)
+			bpf_probe_read_user(&fp, sizeof(fp), (void *)(gp + g_sched_bp_offset));
+	} else if (kind == GI_EVENT_READY) {
+		// The thread's user goroutine, if any: systemstack saved its
+		// frame pointer.
+		__u64 g0 = current_g(regs, cookie), m = 0, curg = 0;
+		if (g0 && bpf_probe_read_user(&m, sizeof(m), (void *)(g0 + g_m_offset)) == 0 && m &&
+		    bpf_probe_read_user(&curg, sizeof(curg), (void *)(m + m_curg_offset)) == 0 && curg && curg != gp) {
+			bpf_probe_read_user(&e->caller, sizeof(e->caller), (void *)(curg + goid_offset));
+			if (g_sched_bp_offset)
+				bpf_probe_read_user(&fp, sizeof(fp), (void *)(curg + g_sched_bp_offset));
+		}
+	}
+	e->args_len = walk_frames(fp, s->pcs) * 8;
+	bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+	account(GI_COST_SCHED, start, cookie);
 	return 0;
 }
 

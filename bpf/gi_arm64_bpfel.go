@@ -107,6 +107,12 @@ type giSampleWindow struct {
 	Id    uint32
 }
 
+type giSchedEvent struct {
+	_   structs.HostLayout
+	Ev  giEvent
+	Pcs [12]uint64
+}
+
 type giThreadCost struct {
 	_        structs.HostLayout
 	Emulated uint64
@@ -118,43 +124,53 @@ type giThreadCost struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	giMapCookies          = "cookies"
-	giMapCost             = "cost"
-	giMapEvents           = "events"
-	giMapFilteredCalls    = "filtered_calls"
-	giMapGoids            = "goids"
-	giMapHeld             = "held"
-	giMapHeldTemplate     = "held_template"
-	giMapHits             = "hits"
-	giMapLost             = "lost"
-	giMapPlans            = "plans"
-	giMapSampledCalls     = "sampled_calls"
-	giMapSampledCount     = "sampled_count"
-	giMapSampledOpen      = "sampled_open"
-	giMapThreadCosts      = "thread_costs"
-	giMapWindow           = "window"
-	giProgGiCount         = "gi_count"
-	giProgGiEmpty         = "gi_empty"
-	giProgGiEntry         = "gi_entry"
-	giProgGiEntryReturn   = "gi_entry_return"
-	giProgGiGoexit        = "gi_goexit"
-	giProgGiReturn        = "gi_return"
-	giProgGiSignal        = "gi_signal"
-	giVarCookieByIp       = "cookie_by_ip"
-	giVarFilterGoids      = "filter_goids"
-	giVarFloatRegs        = "float_regs"
-	giVarG_tlsOffset      = "g_tls_offset"
-	giVarGoidOffset       = "goid_offset"
-	giVarGopcOffset       = "gopc_offset"
-	giVarParentGoidOffset = "parent_goid_offset"
-	giVarPidnsDev         = "pidns_dev"
-	giVarPidnsIno         = "pidns_ino"
-	giVarSignalCtxWord    = "signal_ctx_word"
-	giVarStackHiOffset    = "stack_hi_offset"
-	giVarUnusedArgPlan    = "unused_arg_plan"
-	giVarUnusedArgsEvent  = "unused_args_event"
-	giVarUnusedEvent      = "unused_event"
-	giVarUnusedHeldCalls  = "unused_held_calls"
+	giMapCookies            = "cookies"
+	giMapCost               = "cost"
+	giMapEvents             = "events"
+	giMapFilteredCalls      = "filtered_calls"
+	giMapGoids              = "goids"
+	giMapHeld               = "held"
+	giMapHeldTemplate       = "held_template"
+	giMapHits               = "hits"
+	giMapLost               = "lost"
+	giMapPlans              = "plans"
+	giMapSampledCalls       = "sampled_calls"
+	giMapSampledCount       = "sampled_count"
+	giMapSampledOpen        = "sampled_open"
+	giMapThreadCosts        = "thread_costs"
+	giMapWhyGoids           = "why_goids"
+	giMapWindow             = "window"
+	giProgGiCount           = "gi_count"
+	giProgGiEmpty           = "gi_empty"
+	giProgGiEntry           = "gi_entry"
+	giProgGiEntryReturn     = "gi_entry_return"
+	giProgGiGoexit          = "gi_goexit"
+	giProgGiReturn          = "gi_return"
+	giProgGiSched           = "gi_sched"
+	giProgGiSignal          = "gi_signal"
+	giVarCookieByIp         = "cookie_by_ip"
+	giVarFilterGoids        = "filter_goids"
+	giVarFloatRegs          = "float_regs"
+	giVarG_mOffset          = "g_m_offset"
+	giVarG_schedBpOffset    = "g_sched_bp_offset"
+	giVarG_tlsOffset        = "g_tls_offset"
+	giVarG_waitingOffset    = "g_waiting_offset"
+	giVarG_waitreasonOffset = "g_waitreason_offset"
+	giVarGoidOffset         = "goid_offset"
+	giVarGopcOffset         = "gopc_offset"
+	giVarM_curgOffset       = "m_curg_offset"
+	giVarParentGoidOffset   = "parent_goid_offset"
+	giVarPidnsDev           = "pidns_dev"
+	giVarPidnsIno           = "pidns_ino"
+	giVarSignalCtxWord      = "signal_ctx_word"
+	giVarStackHiOffset      = "stack_hi_offset"
+	giVarSudogC_offset      = "sudog_c_offset"
+	giVarUnusedArgPlan      = "unused_arg_plan"
+	giVarUnusedArgsEvent    = "unused_args_event"
+	giVarUnusedEvent        = "unused_event"
+	giVarUnusedHeldCalls    = "unused_held_calls"
+	giVarUnusedSchedEvent   = "unused_sched_event"
+	giVarWhy                = "why"
 )
 
 // loadGi returns the embedded CollectionSpec for gi.
@@ -205,6 +221,7 @@ type giProgramSpecs struct {
 	GiEntryReturn *ebpf.ProgramSpec `ebpf:"gi_entry_return"`
 	GiGoexit      *ebpf.ProgramSpec `ebpf:"gi_goexit"`
 	GiReturn      *ebpf.ProgramSpec `ebpf:"gi_return"`
+	GiSched       *ebpf.ProgramSpec `ebpf:"gi_sched"`
 	GiSignal      *ebpf.ProgramSpec `ebpf:"gi_signal"`
 }
 
@@ -226,6 +243,7 @@ type giMapSpecs struct {
 	SampledCount  *ebpf.MapSpec `ebpf:"sampled_count"`
 	SampledOpen   *ebpf.MapSpec `ebpf:"sampled_open"`
 	ThreadCosts   *ebpf.MapSpec `ebpf:"thread_costs"`
+	WhyGoids      *ebpf.MapSpec `ebpf:"why_goids"`
 	Window        *ebpf.MapSpec `ebpf:"window"`
 }
 
@@ -233,21 +251,29 @@ type giMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type giVariableSpecs struct {
-	CookieByIp       *ebpf.VariableSpec `ebpf:"cookie_by_ip"`
-	FilterGoids      *ebpf.VariableSpec `ebpf:"filter_goids"`
-	FloatRegs        *ebpf.VariableSpec `ebpf:"float_regs"`
-	G_tlsOffset      *ebpf.VariableSpec `ebpf:"g_tls_offset"`
-	GoidOffset       *ebpf.VariableSpec `ebpf:"goid_offset"`
-	GopcOffset       *ebpf.VariableSpec `ebpf:"gopc_offset"`
-	ParentGoidOffset *ebpf.VariableSpec `ebpf:"parent_goid_offset"`
-	PidnsDev         *ebpf.VariableSpec `ebpf:"pidns_dev"`
-	PidnsIno         *ebpf.VariableSpec `ebpf:"pidns_ino"`
-	SignalCtxWord    *ebpf.VariableSpec `ebpf:"signal_ctx_word"`
-	StackHiOffset    *ebpf.VariableSpec `ebpf:"stack_hi_offset"`
-	UnusedArgPlan    *ebpf.VariableSpec `ebpf:"unused_arg_plan"`
-	UnusedArgsEvent  *ebpf.VariableSpec `ebpf:"unused_args_event"`
-	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedHeldCalls  *ebpf.VariableSpec `ebpf:"unused_held_calls"`
+	CookieByIp         *ebpf.VariableSpec `ebpf:"cookie_by_ip"`
+	FilterGoids        *ebpf.VariableSpec `ebpf:"filter_goids"`
+	FloatRegs          *ebpf.VariableSpec `ebpf:"float_regs"`
+	G_mOffset          *ebpf.VariableSpec `ebpf:"g_m_offset"`
+	G_schedBpOffset    *ebpf.VariableSpec `ebpf:"g_sched_bp_offset"`
+	G_tlsOffset        *ebpf.VariableSpec `ebpf:"g_tls_offset"`
+	G_waitingOffset    *ebpf.VariableSpec `ebpf:"g_waiting_offset"`
+	G_waitreasonOffset *ebpf.VariableSpec `ebpf:"g_waitreason_offset"`
+	GoidOffset         *ebpf.VariableSpec `ebpf:"goid_offset"`
+	GopcOffset         *ebpf.VariableSpec `ebpf:"gopc_offset"`
+	M_curgOffset       *ebpf.VariableSpec `ebpf:"m_curg_offset"`
+	ParentGoidOffset   *ebpf.VariableSpec `ebpf:"parent_goid_offset"`
+	PidnsDev           *ebpf.VariableSpec `ebpf:"pidns_dev"`
+	PidnsIno           *ebpf.VariableSpec `ebpf:"pidns_ino"`
+	SignalCtxWord      *ebpf.VariableSpec `ebpf:"signal_ctx_word"`
+	StackHiOffset      *ebpf.VariableSpec `ebpf:"stack_hi_offset"`
+	SudogC_offset      *ebpf.VariableSpec `ebpf:"sudog_c_offset"`
+	UnusedArgPlan      *ebpf.VariableSpec `ebpf:"unused_arg_plan"`
+	UnusedArgsEvent    *ebpf.VariableSpec `ebpf:"unused_args_event"`
+	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedHeldCalls    *ebpf.VariableSpec `ebpf:"unused_held_calls"`
+	UnusedSchedEvent   *ebpf.VariableSpec `ebpf:"unused_sched_event"`
+	Why                *ebpf.VariableSpec `ebpf:"why"`
 }
 
 // giObjects contains all objects after they have been loaded into the kernel.
@@ -284,6 +310,7 @@ type giMaps struct {
 	SampledCount  *ebpf.Map `ebpf:"sampled_count"`
 	SampledOpen   *ebpf.Map `ebpf:"sampled_open"`
 	ThreadCosts   *ebpf.Map `ebpf:"thread_costs"`
+	WhyGoids      *ebpf.Map `ebpf:"why_goids"`
 	Window        *ebpf.Map `ebpf:"window"`
 }
 
@@ -303,6 +330,7 @@ func (m *giMaps) Close() error {
 		m.SampledCount,
 		m.SampledOpen,
 		m.ThreadCosts,
+		m.WhyGoids,
 		m.Window,
 	)
 }
@@ -311,21 +339,29 @@ func (m *giMaps) Close() error {
 //
 // It can be passed to loadGiObjects or ebpf.CollectionSpec.LoadAndAssign.
 type giVariables struct {
-	CookieByIp       *ebpf.Variable `ebpf:"cookie_by_ip"`
-	FilterGoids      *ebpf.Variable `ebpf:"filter_goids"`
-	FloatRegs        *ebpf.Variable `ebpf:"float_regs"`
-	G_tlsOffset      *ebpf.Variable `ebpf:"g_tls_offset"`
-	GoidOffset       *ebpf.Variable `ebpf:"goid_offset"`
-	GopcOffset       *ebpf.Variable `ebpf:"gopc_offset"`
-	ParentGoidOffset *ebpf.Variable `ebpf:"parent_goid_offset"`
-	PidnsDev         *ebpf.Variable `ebpf:"pidns_dev"`
-	PidnsIno         *ebpf.Variable `ebpf:"pidns_ino"`
-	SignalCtxWord    *ebpf.Variable `ebpf:"signal_ctx_word"`
-	StackHiOffset    *ebpf.Variable `ebpf:"stack_hi_offset"`
-	UnusedArgPlan    *ebpf.Variable `ebpf:"unused_arg_plan"`
-	UnusedArgsEvent  *ebpf.Variable `ebpf:"unused_args_event"`
-	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
-	UnusedHeldCalls  *ebpf.Variable `ebpf:"unused_held_calls"`
+	CookieByIp         *ebpf.Variable `ebpf:"cookie_by_ip"`
+	FilterGoids        *ebpf.Variable `ebpf:"filter_goids"`
+	FloatRegs          *ebpf.Variable `ebpf:"float_regs"`
+	G_mOffset          *ebpf.Variable `ebpf:"g_m_offset"`
+	G_schedBpOffset    *ebpf.Variable `ebpf:"g_sched_bp_offset"`
+	G_tlsOffset        *ebpf.Variable `ebpf:"g_tls_offset"`
+	G_waitingOffset    *ebpf.Variable `ebpf:"g_waiting_offset"`
+	G_waitreasonOffset *ebpf.Variable `ebpf:"g_waitreason_offset"`
+	GoidOffset         *ebpf.Variable `ebpf:"goid_offset"`
+	GopcOffset         *ebpf.Variable `ebpf:"gopc_offset"`
+	M_curgOffset       *ebpf.Variable `ebpf:"m_curg_offset"`
+	ParentGoidOffset   *ebpf.Variable `ebpf:"parent_goid_offset"`
+	PidnsDev           *ebpf.Variable `ebpf:"pidns_dev"`
+	PidnsIno           *ebpf.Variable `ebpf:"pidns_ino"`
+	SignalCtxWord      *ebpf.Variable `ebpf:"signal_ctx_word"`
+	StackHiOffset      *ebpf.Variable `ebpf:"stack_hi_offset"`
+	SudogC_offset      *ebpf.Variable `ebpf:"sudog_c_offset"`
+	UnusedArgPlan      *ebpf.Variable `ebpf:"unused_arg_plan"`
+	UnusedArgsEvent    *ebpf.Variable `ebpf:"unused_args_event"`
+	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
+	UnusedHeldCalls    *ebpf.Variable `ebpf:"unused_held_calls"`
+	UnusedSchedEvent   *ebpf.Variable `ebpf:"unused_sched_event"`
+	Why                *ebpf.Variable `ebpf:"why"`
 }
 
 // giPrograms contains all programs after they have been loaded into the kernel.
@@ -338,6 +374,7 @@ type giPrograms struct {
 	GiEntryReturn *ebpf.Program `ebpf:"gi_entry_return"`
 	GiGoexit      *ebpf.Program `ebpf:"gi_goexit"`
 	GiReturn      *ebpf.Program `ebpf:"gi_return"`
+	GiSched       *ebpf.Program `ebpf:"gi_sched"`
 	GiSignal      *ebpf.Program `ebpf:"gi_signal"`
 }
 
@@ -349,6 +386,7 @@ func (p *giPrograms) Close() error {
 		p.GiEntryReturn,
 		p.GiGoexit,
 		p.GiReturn,
+		p.GiSched,
 		p.GiSignal,
 	)
 }

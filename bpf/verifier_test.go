@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -41,7 +42,8 @@ func TestVerifierBudget(t *testing.T) {
 	}
 	t.Logf("uprobe_multi %v, cookie_by_ip variants %v", multi, cookieVariants)
 	processed := regexp.MustCompile(`processed (\d+) insns`)
-	for _, floats := range []uint8{0, 1} {
+	for variant := range 4 {
+		floats, why := uint8(variant&1), uint8(variant>>1)
 		for _, byIP := range cookieVariants {
 			spec, specs, err := LoadSpecs()
 			if err != nil {
@@ -51,6 +53,9 @@ func TestVerifierBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := specs.CookieByIp.Set(byIP); err != nil {
+				t.Fatal(err)
+			}
+			if err := specs.Why.Set(why); err != nil {
 				t.Fatal(err)
 			}
 			names := make([]string, 0, len(spec.Programs))
@@ -69,18 +74,22 @@ func TestVerifierBudget(t *testing.T) {
 				}
 				c, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
 				if err != nil {
-					t.Fatalf("float_regs=%d cookie_by_ip=%d %s: %v", floats, byIP, name, err)
+					var ve *ebpf.VerifierError
+					if errors.As(err, &ve) {
+						t.Log(strings.Join(ve.Log[max(0, len(ve.Log)-40):], "\n"))
+					}
+					t.Fatalf("float_regs=%d cookie_by_ip=%d why=%d %s: %v", floats, byIP, why, name, err)
 				}
 				log := c.Programs[name].VerifierLog
 				c.Close()
 				m := processed.FindStringSubmatch(log)
 				if m == nil {
-					t.Fatalf("float_regs=%d cookie_by_ip=%d %s: no statistics in the verifier's log: %q", floats, byIP, name, log)
+					t.Fatalf("float_regs=%d cookie_by_ip=%d why=%d %s: no statistics in the verifier's log: %q", floats, byIP, why, name, log)
 				}
 				n, _ := strconv.Atoi(m[1])
-				t.Logf("float_regs=%d cookie_by_ip=%d %-16s %7d instructions walked", floats, byIP, name, n)
+				t.Logf("float_regs=%d cookie_by_ip=%d why=%d %-16s %7d instructions walked", floats, byIP, why, name, n)
 				if n > verifierBudget {
-					t.Errorf("float_regs=%d cookie_by_ip=%d %s: the verifier walked %d instructions, more than gi's budget of %d", floats, byIP, name, n, verifierBudget)
+					t.Errorf("float_regs=%d cookie_by_ip=%d why=%d %s: the verifier walked %d instructions, more than gi's budget of %d", floats, byIP, why, name, n, verifierBudget)
 				}
 			}
 		}

@@ -30,6 +30,49 @@ type TraceCall struct {
 	// when not captured; Results also when the call did not return).
 	Args    []funcargs.Value `json:"args,omitempty"`
 	Results []funcargs.Value `json:"results,omitempty"`
+	// Time is where the call's time went (gi trace --why).
+	Time *TraceTime `json:"time,omitempty"`
+}
+
+// TraceTime is a call's trace.TimeSplit: its parts add up to its duration.
+type TraceTime struct {
+	OnCPUNS    uint64 `json:"on_cpu_ns"`
+	RunnableNS uint64 `json:"runnable_ns"`
+	// Blocked are the waits, by reason, object and who ended them.
+	Blocked   []TraceWait `json:"blocked"`
+	UnknownNS uint64      `json:"unknown_ns,omitempty"`
+	// Partial says scheduler events of the call were lost: UnknownNS is
+	// the time they leave unattributed.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// TraceWait is the time a call spent in waits of one kind.
+type TraceWait struct {
+	// Reason is the runtime's wait reason string.
+	Reason string `json:"reason"`
+	NS     uint64 `json:"ns"`
+	Count  int    `json:"count"`
+	// WokenBy is the goroutine whose action ended the waits (absent when
+	// none did: timers, the network poller), WokenByFunction where it was.
+	WokenBy         uint64      `json:"woken_by,omitempty"`
+	WokenByFunction string      `json:"woken_by_function,omitempty"`
+	Object          *WaitObject `json:"object,omitempty"`
+}
+
+// NewTraceTime returns t for a JSON call line; nil if t is.
+func NewTraceTime(t *trace.TimeSplit) *TraceTime {
+	if t == nil {
+		return nil
+	}
+	out := &TraceTime{OnCPUNS: t.OnCPU, RunnableNS: t.Runnable, UnknownNS: t.Unknown, Partial: t.Partial, Blocked: []TraceWait{}}
+	for _, b := range t.Blocked {
+		w := TraceWait{Reason: b.Reason, NS: b.NS, Count: b.Count, WokenBy: b.WokenBy, WokenByFunction: b.WokenByFunction}
+		if b.Object != 0 {
+			w.Object = &WaitObject{Kind: "chan", Addr: fmt.Sprintf("%#x", b.Object)}
+		}
+		out.Blocked = append(out.Blocked, w)
+	}
+	return out
 }
 
 // TraceSummary is the last line of `gi trace --json`.
@@ -120,6 +163,7 @@ func (j *TraceWriter) Call(k trace.GoroutineKey, c *trace.Call) error {
 		Depth: c.Depth, StartNS: j.Clock.Wall(c.Start).UnixNano(), DurationNS: int64(c.Duration()), Unwound: c.Unwound,
 		Running: c.Running, Args: j.Symbols.Values(k.PID, c.Func.Args, c.Args),
 		Results: j.Symbols.Values(k.PID, c.Func.Results, c.Results),
+		Time:    NewTraceTime(c.Time),
 	})
 }
 

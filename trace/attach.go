@@ -203,7 +203,7 @@ func closeLinks(links []link.Link) error {
 // cookie is the BPF cookie of probe i: its index, its capture plan, and
 // where the program finds g.
 func (s *Session) cookie(i int) uint64 {
-	c := uint64(i) | uint64(s.probes[i].plan)<<bpf.CookiePlanShift
+	c := uint64(i) | uint64(s.probes[i].plan)<<bpf.CookiePlanShift | uint64(s.probes[i].sched)<<bpf.CookiePlanShift
 	if s.Opts.GFromTLS {
 		c |= bpf.CookieTLS
 	}

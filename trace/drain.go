@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -33,6 +34,14 @@ type Event struct {
 	// results (return), read with Func.Args or Func.Results; valid only
 	// during the callback.
 	Values []byte
+	// Scheduler events (Options.Why): a park's wait reason and channel
+	// (0 if none); a ready's waker goroutine (0 if none); the return
+	// addresses of the parked goroutine or of the waker, innermost first
+	// (runtime addresses; valid only during the callback).
+	Reason string
+	Object uint64
+	Waker  uint64
+	PCs    []uint64
 }
 
 // Drain reads every event in the ring buffer now and passes each to fn.
@@ -87,8 +96,23 @@ func (s *Session) deliver(raw []byte, fn func(*Event)) {
 	}
 	p := s.probes[cookie]
 	ev.Func, ev.Site = p.fn, p.site
-	if n := int(r.ArgsLen); n > 0 && bpf.EventSize+n <= len(raw) {
+	n := int(r.ArgsLen)
+	if n > 0 && bpf.EventSize+n <= len(raw) {
 		ev.Values = raw[bpf.EventSize : bpf.EventSize+n]
+	}
+	if p.sched != 0 {
+		ev.Kind = p.sched
+		switch p.sched {
+		case bpf.KindPark:
+			ev.Reason, ev.Object = s.waitReason(r.Parent), r.Gopc
+		case bpf.KindReady:
+			ev.Waker = r.Caller
+		}
+		s.pcs = s.pcs[:0]
+		for i := 0; i+8 <= len(ev.Values) && i < 8*bpf.SchedFrames; i += 8 {
+			s.pcs = append(s.pcs, binary.LittleEndian.Uint64(ev.Values[i:]))
+		}
+		ev.PCs, ev.Values = s.pcs, nil
 	}
 	fn(&ev)
 }

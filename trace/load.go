@@ -119,6 +119,11 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 		l.err = fmt.Errorf("gi's PID namespace: %w", err)
 		return l
 	}
+	// --why reads the first sudog's channel where the layout has it.
+	waiting := uint64(0)
+	if layout.Wait.Known {
+		waiting = present(layout.Wait.GWaiting)
+	}
 	for _, v := range []struct {
 		spec  *ebpf.VariableSpec
 		value any
@@ -131,6 +136,13 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 		{specs.G_tlsOffset, setup.gTLS},
 		{specs.PidnsDev, uint64(ns.Dev)},
 		{specs.PidnsIno, ns.Ino},
+		{specs.Why, boolByte(s.Opts.Why)},
+		{specs.G_mOffset, present(layout.G.M)},
+		{specs.M_curgOffset, present(layout.M.CurG)},
+		{specs.G_waitreasonOffset, present(layout.G.WaitReason)},
+		{specs.G_schedBpOffset, present(layout.G.SchedBP)},
+		{specs.G_waitingOffset, waiting},
+		{specs.SudogC_offset, present(layout.Wait.Sudog.C)},
 	} {
 		if err := v.spec.Set(v.value); err != nil {
 			l.err = fmt.Errorf("set %s: %w", v.spec.Name, err)
@@ -193,4 +205,13 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 		}
 	}
 	return l
+}
+
+// present is a field offset for the programs, 0 (not read) where the
+// layout lacks the field.
+func present(off int64) uint64 {
+	if off == runtimelayout.Missing || off < 0 {
+		return 0
+	}
+	return uint64(off)
 }

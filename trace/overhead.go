@@ -18,6 +18,7 @@ const (
 	costEntryReturn
 	costGoexit
 	costSignal
+	costSched
 	costKinds
 )
 

@@ -71,6 +71,8 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	headers := newHeaderCache(s.Symbols())
 	headers.labels = opts.Labels
 	b := NewBuilder()
+	b.Why = s.Opts.Why
+	sym := headers.sym
 	sampledCalls := map[*Function]uint64{}
 	b.OnCall = func(k GoroutineKey, c *Call) {
 		if c.Func.Sampled {
@@ -101,6 +103,12 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		case bpf.KindGoexit:
 			b.GoroutineExit(k, ev.Time)
 			headers.Forget(k)
+		case bpf.KindPark, bpf.KindReady, bpf.KindRun, bpf.KindYield:
+			se := SchedEvent{Kind: ev.Kind, Time: ev.Time, Reason: ev.Reason, Object: ev.Object, WokenBy: ev.Waker}
+			if ev.Waker != 0 {
+				se.WokenByFunction = sym.Caller(ev.PID, ev.PCs)
+			}
+			b.Sched(k, se)
 		}
 	}
 

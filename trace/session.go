@@ -80,6 +80,10 @@ type Options struct {
 	// more are traced in sampling windows (see Sampling). Not with
 	// Growable.
 	MaxOverhead float64
+	// Why splits each call's time into on CPU, runnable and each wait
+	// (Call.Time), from probes on the scheduler's functions that report
+	// what the goroutines with a traced call open do. Not with Growable.
+	Why bool
 	// Growable lets Session.Add extend the trace while it runs: every
 	// program is loaded, whether the first functions need it or not, and
 	// where probes find their cookie by address the table has room for
@@ -101,6 +105,9 @@ type probe struct {
 	kind uint8
 	site uint64 // link-time address
 	plan int    // index of its capture plan plus one; 0: none
+	// sched is the event a scheduler probe reports (bpf.KindPark, ...),
+	// carried in its cookie's plan bits; 0 for the others.
+	sched uint8
 	// class is how the kernel runs the probed instruction, costKind the
 	// program that serves the probe: what a hit costs.
 	class    siteClass
@@ -138,6 +145,8 @@ type Session struct {
 	// charges BPF memory to it; nil if it did or need not.
 	memlock error
 	args    *funcargs.Reader // nil unless arguments are captured
+	// waitReasons name the runtime's wait reasons (Options.Why).
+	waitReasons []string
 	// argsReader, if set, delivers the funcargs.Reader opened while the
 	// functions were selected.
 	argsReader func() (*funcargs.Reader, error)
@@ -160,6 +169,7 @@ type Session struct {
 	rd        *ringbuf.Reader
 	rec       ringbuf.Record
 	raw       bpf.Event // the record being decoded
+	pcs       []uint64  // the return addresses of the scheduler event being decoded
 	closed    bool
 }
 
@@ -240,6 +250,11 @@ func (s *Session) open() error {
 		}
 	}
 	s.Selection = sel
+	if s.Opts.Why {
+		if s.waitReasons, err = s.loadWaitReasons(layout); err != nil {
+			return err
+		}
+	}
 	// Before 5.11 the kernel charges BPF maps and programs to
 	// RLIMIT_MEMLOCK: raised where gi may, named if loading then fails.
 	s.memlock = rlimit.RemoveMemlock()
@@ -254,6 +269,16 @@ func (s *Session) open() error {
 		groups[goexitGroup].idx = append(groups[goexitGroup].idx, len(s.probes))
 		s.probes = append(s.probes, probe{kind: bpf.KindGoexit, site: site, class: s.siteClassAt(site), costKind: costGoexit})
 	}
+	var schedIdx []int
+	if s.Opts.Why {
+		if s.Opts.Growable {
+			return errors.New("trace: --why does not grow with the trace")
+		}
+		var err error
+		if schedIdx, err = s.appendSchedProbes(); err != nil {
+			return err
+		}
+	}
 	programs := []string{"gi_empty"}
 	if !s.Opts.Empty {
 		programs = nil // only those with probes: each costs the verifier tens of ms
@@ -264,6 +289,9 @@ func (s *Session) open() error {
 		}
 		if s.Opts.MaxOverhead > 0 && !s.Opts.Growable {
 			programs = append(programs, "gi_count")
+		}
+		if len(schedIdx) > 0 {
+			programs = append(programs, "gi_sched")
 		}
 	}
 
@@ -353,6 +381,13 @@ func (s *Session) open() error {
 		s.startMeter()
 		groups = s.planSampling(groups)
 	}
+	// The scheduler probes go first: the goroutines they report are those
+	// the entry probes mark.
+	if len(schedIdx) > 0 && !s.Opts.Empty {
+		if err := s.attach(s.exe, objs.GiSched, schedIdx, multi); err != nil {
+			return err
+		}
+	}
 	if err := s.attachGroups(groups); err != nil {
 		return err
 	}
@@ -400,7 +435,13 @@ func goroutineLayout(bin *elfbin.Binary, p *proc.Process) (*runtimelayout.Runtim
 // goexitSite is where the goroutine-exit probe goes: runtime.goexit1, which
 // every goroutine runs on its own stack as it exits.
 func goexitSite(bin *elfbin.Binary) (uint64, bool) {
-	f := bin.Lines.FuncByName("runtime.goexit1")
+	return entrySite(bin, "runtime.goexit1")
+}
+
+// entrySite is the entry probe site of function name (after its
+// stack-check prologue).
+func entrySite(bin *elfbin.Binary, name string) (uint64, bool) {
+	f := bin.Lines.FuncByName(name)
 	if f == nil {
 		return 0, false
 	}

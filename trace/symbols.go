@@ -23,6 +23,8 @@ type Symbols struct {
 	// args and typesBase name the dynamic types of captured interfaces.
 	args      *funcargs.Reader
 	typesBase uint64
+	// users caches userFunctionAt by link-time address.
+	users map[uint64]string
 }
 
 // NewSymbols returns a resolver for processes running bin.
@@ -135,4 +137,61 @@ func (h Header) String() string {
 		b.WriteString("}")
 	}
 	return b.String()
+}
+
+// Caller returns the innermost function of the return addresses pcs of
+// process pid (innermost first) that is not the runtime's, the sync
+// packages' or an internal package's: where a goroutine was in its own
+// code when it entered them; "" if none is.
+func (s *Symbols) Caller(pid uint32, pcs []uint64) string {
+	bias := s.Bias(pid)
+	for _, pc := range pcs {
+		if name := s.userFunctionAt(pc - bias); name != "" {
+			return name
+		}
+	}
+	return ""
+}
+
+// userFunctionAt returns the innermost function at return address addr
+// (link-time) outside the system packages (systemFunction), "" if none.
+func (s *Symbols) userFunctionAt(addr uint64) string {
+	if name, ok := s.users[addr]; ok {
+		return name
+	}
+	name := ""
+	if f := s.Lines.FuncForPC(addr); f != nil {
+		names := []string{f.Name}
+		if frames, err := s.Lines.Frames(f, addr-1); err == nil && len(frames) > 0 {
+			names = names[:0]
+			for _, fr := range frames {
+				names = append(names, fr.Function)
+			}
+		}
+		for _, n := range names {
+			if !systemFunction(n) {
+				name = n
+				break
+			}
+		}
+	}
+	if s.users == nil {
+		s.users = map[uint64]string{}
+	}
+	if len(s.users) < 1<<16 {
+		s.users[addr] = name
+	}
+	return name
+}
+
+// systemFunction reports whether function name is the runtime's or a
+// synchronisation package's, which a goroutine passes through to wake
+// another.
+func systemFunction(name string) bool {
+	for _, p := range []string{"runtime.", "sync.", "sync/atomic.", "internal/", "time.", "iter."} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -40,6 +40,8 @@ type Call struct {
 	// at entry and of the results at return (Func.Args and Func.Results
 	// read them; nil when nothing was captured).
 	Args, Results []byte
+	// Time is where the call's time went (Builder.Why): nil unless asked.
+	Time *TimeSplit
 
 	// frameKey is the distance of the call's return-address slot from the
 	// top of the goroutine's stack: it identifies the frame even after the
@@ -79,6 +81,7 @@ type goroutineState struct {
 	key   GoroutineKey
 	g     uint64
 	stack []*Call
+	why   whyState // Builder.Why: its state since its last event
 }
 
 // Builder rebuilds per-goroutine call trees from entry and return events.
@@ -95,6 +98,9 @@ type Builder struct {
 	OnCall func(GoroutineKey, *Call)
 	// OnRoot is called when a root call completes, with its whole tree.
 	OnRoot func(GoroutineKey, uint64, *Call)
+	// Why splits each call's time (Call.Time) by what its goroutine did,
+	// from the scheduler events passed to Sched.
+	Why bool
 
 	// Unmatched counts returns with no matching entry (calls that began
 	// before the probes were attached); Overflow counts entries dropped
@@ -130,6 +136,13 @@ func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, c
 		b.Overflow++
 		return nil
 	}
+	if b.Why {
+		if len(st.stack) == 0 {
+			st.why = whyState{state: stateRunning, since: now}
+		} else {
+			b.running(st, now)
+		}
+	}
 	// A new call at the same or a shallower frame than an open one means the
 	// open one is gone without returning.
 	for len(st.stack) > 0 && st.stack[len(st.stack)-1].frameKey >= frameKey {
@@ -141,6 +154,7 @@ func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, c
 				b.Overflow++
 				return nil
 			}
+			st.why = whyState{state: stateRunning, since: now}
 		}
 	}
 	if len(st.stack) >= maxOpenFrames {
@@ -149,6 +163,9 @@ func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, c
 	}
 	b.seq++
 	c := &Call{Func: fn, Start: now, Depth: len(st.stack), CallerPC: callerPC, frameKey: frameKey, Seq: b.seq}
+	if b.Why {
+		c.Time = &TimeSplit{}
+	}
 	if len(st.stack) == 0 {
 		c.root = c
 		c.nodes = 1
@@ -193,6 +210,9 @@ func (b *Builder) ReturnWith(k GoroutineKey, fn *Function, now, frameKey, retSit
 		b.Unmatched++
 		return
 	}
+	if b.Why {
+		b.running(st, now)
+	}
 	for len(st.stack)-1 > i {
 		b.unwindTop(st, now)
 	}
@@ -209,6 +229,9 @@ func (b *Builder) GoroutineExit(k GoroutineKey, now uint64) {
 	st := b.gs[k]
 	if st == nil {
 		return
+	}
+	if b.Why {
+		b.running(st, now)
 	}
 	for len(st.stack) > 0 {
 		b.unwindTop(st, now)
@@ -233,6 +256,9 @@ func (b *Builder) Flush(now uint64) []RunningStack {
 	for k, st := range b.gs {
 		if len(st.stack) == 0 {
 			continue
+		}
+		if b.Why {
+			b.account(st, now, BlockedTime{})
 		}
 		for _, c := range st.stack {
 			c.End, c.Running = now, true

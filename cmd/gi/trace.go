@@ -40,6 +40,7 @@ type traceOptions struct {
 	stringSize  int
 	where       []string
 	maxOverhead string
+	why         bool
 	target      targetFlags
 }
 
@@ -106,6 +107,7 @@ running that binary.`,
 	f.UintSliceVar(&o.goids, "goid", nil, "only these goroutines (repeatable; filtered in the kernel)")
 	f.BoolVar(&o.json, "json", false, "print one JSON line per completed call, one per call still running at exit, and a final summary")
 	f.StringVar(&o.maxOverhead, "max-overhead", defaultMaxOverhead, "keep the share of the target's CPU time the probes take at or below `P` (5%, 1%): the costliest functions are traced in sampling windows, each call whole or not at all; none for no bound")
+	f.BoolVar(&o.why, "why", false, "split each call's time into on CPU, runnable (waiting for the scheduler) and each wait, with its reason and the goroutine that ended it (probes on the scheduler: every goroutine switch of the process pays one)")
 	f.StringVar(&o.perfetto, "perfetto", "", "also write the calls to `FILE` as trace-event JSON (Perfetto UI, chrome://tracing): a track per goroutine")
 	f.StringVar(&o.pprofFile, "pprof", "", "also write a pprof profile of the time in the traced functions by call path to `FILE` (go tool pprof)")
 	f.StringVar(&o.otlp, "otlp", "", "also send every call as an OpenTelemetry span over OTLP/HTTP to the collector at `URL` (http://host:4318)")
@@ -204,7 +206,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	defer files.close()
 	opts := trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents,
-		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres, MaxOverhead: budget}
+		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres, MaxOverhead: budget, Why: o.why}
 	// A process is opened once: the trace and inspect (labels are read
 	// from the live process, as gi ps reads them) share its executable,
 	// layout and memory. Where it cannot be opened, the trace opens the

@@ -67,6 +67,9 @@ func (p *treePrinter) printCall(pid uint32, c *trace.Call) {
 		where = fmt.Sprintf("%s:%d", filepath.Base(ret.File), ret.Line)
 	}
 	fmt.Fprintf(p.W, "%s  %10s  %-50s  %s\n", p.Clock.Wall(c.End).Format(treeTimeLayout), formatLatency(time.Duration(c.Duration())), closing, where)
+	if c.Time != nil {
+		fmt.Fprintf(p.W, "%s  %10s  %s  %s\n", strings.Repeat(" ", len(treeTimeLayout)), "", indent, c.Time)
+	}
 }
 
 // formatArgs writes arguments as a call's parameter list: "id=42, key=\"a\"".

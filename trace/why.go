@@ -1,0 +1,332 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/proc"
+	"github.com/gi-debug/gi/runtimelayout"
+)
+
+// Why a call was slow (Options.Why): where its time went. Probes on the
+// scheduler's functions that move a goroutine between states report, for
+// the goroutines with a traced call open only (the programs keep the set
+// in the kernel), when it parks and why (runtime.park_m, after gopark set
+// g.waitreason), when its wait ends and which goroutine ended it
+// (runtime.ready, on the system stack of the waker's thread), when it
+// runs (runtime.execute) and when it is put back in a run queue
+// (runtime.goschedImpl, runtime.goyield_m). Between two events the
+// goroutine is in one state, and the interval is added to every call it
+// has open: a parent's split includes its children's, and the parts of a
+// call add up to its duration.
+
+// schedFunctions are the runtime functions the scheduler probes go at,
+// with the event each reports. Every release from Go 1.20 has them.
+var schedFunctions = []struct {
+	name string
+	kind uint8
+}{
+	{"runtime.park_m", bpf.KindPark},
+	{"runtime.ready", bpf.KindReady},
+	{"runtime.execute", bpf.KindRun},
+	{"runtime.goschedImpl", bpf.KindYield},
+	{"runtime.goyield_m", bpf.KindYield},
+}
+
+// appendSchedProbes adds the scheduler probes to the table and returns
+// their indices.
+func (s *Session) appendSchedProbes() ([]int, error) {
+	var idx []int
+	for _, f := range schedFunctions {
+		site, ok := entrySite(s.Binary, f.name)
+		if !ok {
+			return nil, fmt.Errorf("--why: %s not found in %s: the binary's scheduler is not one gi knows", f.name, s.Binary.Path)
+		}
+		idx = append(idx, len(s.probes))
+		s.probes = append(s.probes, probe{kind: f.kind, sched: f.kind, site: site, class: s.siteClassAt(site), costKind: costSched})
+	}
+	return idx, nil
+}
+
+// TimeSplit is where a call's time went: on a thread, runnable (ready and
+// waiting for the scheduler to run it) and blocked, per wait. The parts
+// add up to the call's duration.
+type TimeSplit struct {
+	// OnCPU is the time the goroutine ran on a thread (the kernel may
+	// have preempted the thread meanwhile: Go's view, as its own
+	// execution tracer's).
+	OnCPU uint64
+	// Runnable is the time it was ready to run and waited for a P.
+	Runnable uint64
+	// Blocked are its waits, grouped by reason, object and who ended
+	// them, in the order they first began.
+	Blocked []BlockedTime
+	// Unknown is time gi cannot attribute: scheduler events were lost.
+	Unknown uint64
+	// Partial says part of the call's history is missing (Unknown > 0).
+	Partial bool
+}
+
+// BlockedTime is the time a call spent in waits of one kind.
+type BlockedTime struct {
+	// Reason is the runtime's wait reason ("chan receive", "sync.Mutex.Lock", ...).
+	Reason string
+	// Object is the address of the channel waited on (from the goroutine's
+	// first sudog), 0 if none or not a channel wait.
+	Object uint64
+	// WokenBy is the goroutine that ended the waits (its unlock, send,
+	// close, Done or Signal made this one runnable), 0 if none did: a
+	// timer, the network poller.
+	WokenBy uint64
+	// WokenByFunction is where WokenBy was when it did: its innermost
+	// function outside the runtime and the sync packages.
+	WokenByFunction string
+	// NS is the time spent, Count the waits it adds up.
+	NS    uint64
+	Count int
+}
+
+// maxBlockedParts bounds the distinct waits a split keeps; beyond, waits
+// are added to their reason's first entry without waker or object.
+const maxBlockedParts = 16
+
+// Total is the sum of the parts.
+func (t *TimeSplit) Total() uint64 {
+	n := t.OnCPU + t.Runnable + t.Unknown
+	for _, b := range t.Blocked {
+		n += b.NS
+	}
+	return n
+}
+
+func (t *TimeSplit) addBlocked(w BlockedTime) {
+	for i := range t.Blocked {
+		b := &t.Blocked[i]
+		if b.Reason == w.Reason && b.Object == w.Object && b.WokenBy == w.WokenBy && b.WokenByFunction == w.WokenByFunction {
+			b.NS += w.NS
+			b.Count++
+			return
+		}
+	}
+	if len(t.Blocked) >= maxBlockedParts {
+		w.Object, w.WokenBy, w.WokenByFunction = 0, 0, ""
+		for i := range t.Blocked {
+			b := &t.Blocked[i]
+			if b.Reason == w.Reason && b.Object == 0 && b.WokenBy == 0 && b.WokenByFunction == "" {
+				b.NS += w.NS
+				b.Count++
+				return
+			}
+		}
+	}
+	w.Count = 1
+	t.Blocked = append(t.Blocked, w)
+}
+
+// String renders the split on one line:
+// "cpu 15ms · runnable 0.3ms · chan receive 30ms (goroutine 815 main.producer)".
+func (t *TimeSplit) String() string {
+	parts := []string{"cpu " + FormatNS(t.OnCPU), "runnable " + FormatNS(t.Runnable)}
+	for _, b := range t.Blocked {
+		s := b.Reason + " " + FormatNS(b.NS)
+		var about []string
+		if b.Count > 1 {
+			about = append(about, fmt.Sprintf("%d waits", b.Count))
+		}
+		if b.Object != 0 {
+			about = append(about, fmt.Sprintf("chan %#x", b.Object))
+		}
+		if b.WokenBy != 0 {
+			w := fmt.Sprintf("goroutine %d", b.WokenBy)
+			if b.WokenByFunction != "" {
+				w += " " + b.WokenByFunction
+			}
+			about = append(about, w)
+		}
+		if len(about) > 0 {
+			s += " (" + strings.Join(about, ", ") + ")"
+		}
+		parts = append(parts, s)
+	}
+	if t.Unknown > 0 || t.Partial {
+		parts = append(parts, "unknown "+FormatNS(t.Unknown)+" (partial: scheduler events lost)")
+	}
+	return strings.Join(parts, " · ")
+}
+
+// FormatNS renders nanoseconds compactly: 850ns, 12.3µs, 4.56ms, 1.2s.
+func FormatNS(ns uint64) string {
+	switch {
+	case ns < 1000:
+		return fmt.Sprintf("%dns", ns)
+	case ns < 1_000_000:
+		return trimZeros(fmt.Sprintf("%.1f", float64(ns)/1e3)) + "µs"
+	case ns < 1_000_000_000:
+		return trimZeros(fmt.Sprintf("%.2f", float64(ns)/1e6)) + "ms"
+	}
+	return trimZeros(fmt.Sprintf("%.2f", float64(ns)/1e9)) + "s"
+}
+
+func trimZeros(s string) string {
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+// schedState is what a goroutine with calls open is doing.
+type schedState uint8
+
+const (
+	stateRunning schedState = iota
+	stateRunnable
+	stateBlocked
+	stateUnknown
+)
+
+// whyState is a goroutine's scheduling state since its last event.
+type whyState struct {
+	state  schedState
+	since  uint64
+	reason string // stateBlocked: the wait reason
+	object uint64 // stateBlocked: the channel
+}
+
+// SchedEvent is a scheduler event of a goroutine, for Builder.Sched.
+type SchedEvent struct {
+	Kind uint8 // bpf.KindPark, KindReady, KindRun or KindYield
+	Time uint64
+	// Reason and Object: a park's wait reason and channel.
+	Reason string
+	Object uint64
+	// WokenBy and WokenByFunction: a ready's waker, if a goroutine.
+	WokenBy         uint64
+	WokenByFunction string
+}
+
+// Sched records a scheduler event of goroutine k, which has calls open
+// (events of other goroutines are ignored): the interval since its last
+// event is added to the split of each of its open calls.
+func (b *Builder) Sched(k GoroutineKey, ev SchedEvent) {
+	st := b.gs[k]
+	if st == nil || len(st.stack) == 0 {
+		return
+	}
+	w := &st.why
+	// The state the event moves the goroutine out of; in any other, an
+	// event was lost and the interval is unknown.
+	expect := func(ok bool) {
+		if !ok {
+			w.state = stateUnknown
+		}
+	}
+	switch ev.Kind {
+	case bpf.KindPark:
+		expect(w.state == stateRunning)
+		b.account(st, ev.Time, BlockedTime{})
+		w.state, w.reason, w.object = stateBlocked, ev.Reason, ev.Object
+	case bpf.KindReady:
+		expect(w.state == stateBlocked)
+		b.account(st, ev.Time, BlockedTime{WokenBy: ev.WokenBy, WokenByFunction: ev.WokenByFunction})
+		w.state = stateRunnable
+	case bpf.KindRun:
+		// A wait ended without a ready (the network poller's, or a park
+		// its unlock function called off) runs straight from blocked.
+		expect(w.state == stateRunnable || w.state == stateBlocked)
+		b.account(st, ev.Time, BlockedTime{})
+		w.state = stateRunning
+	case bpf.KindYield:
+		expect(w.state == stateRunning)
+		b.account(st, ev.Time, BlockedTime{})
+		w.state = stateRunnable
+	}
+}
+
+// account adds the interval from the goroutine's last event to now, in
+// its current state, to each of its open calls; a blocked interval with
+// the waker wake. An interval in a state the event contradicts (a call
+// entered or returning while not running: events were lost) is unknown.
+func (b *Builder) account(st *goroutineState, now uint64, wake BlockedTime) {
+	w := &st.why
+	d := uint64(0)
+	if now > w.since {
+		d = now - w.since
+	}
+	w.since = now
+	if d == 0 && w.state != stateUnknown {
+		return
+	}
+	for _, c := range st.stack {
+		t := c.Time
+		if t == nil {
+			continue
+		}
+		switch w.state {
+		case stateRunning:
+			t.OnCPU += d
+		case stateRunnable:
+			t.Runnable += d
+		case stateBlocked:
+			wait := wake
+			wait.Reason, wait.Object, wait.NS = w.reason, w.object, d
+			t.addBlocked(wait)
+		default:
+			t.Unknown += d
+			t.Partial = true
+		}
+	}
+}
+
+// running accounts the interval up to now of a goroutine that must be
+// running then (it enters or returns from a call).
+func (b *Builder) running(st *goroutineState, now uint64) {
+	if st.why.state != stateRunning {
+		st.why.state = stateUnknown
+	}
+	b.account(st, now, BlockedTime{})
+	st.why.state = stateRunning
+}
+
+// loadWaitReasons reads the runtime's wait-reason strings, by which a
+// park's g.waitreason is named: from the generated table for a stripped
+// binary, else from the process (relocations applied: a PIE's string
+// headers are written at load) or, without one, the binary.
+func (s *Session) loadWaitReasons(layout *runtimelayout.RuntimeLayout) ([]string, error) {
+	if layout.WaitReasonStrings == 0 {
+		v, err := runtimelayout.TableLayout(s.Binary.GoVersion, s.Binary.Arch)
+		if err != nil {
+			return nil, fmt.Errorf("--why: the runtime's wait reasons: %w", err)
+		}
+		return v.WaitReasons, nil
+	}
+	if s.Opts.PID <= 0 {
+		if s.Binary.PIE {
+			return nil, errors.New("--why: the wait reasons of a PIE binary are read from its process: give a pid")
+		}
+		return runtimelayout.ReadStringArray(s.Binary, layout.WaitReasonStrings, layout.WaitReasonCount, 1<<12)
+	}
+	bias, err := s.probeBias()
+	if err != nil {
+		return nil, err
+	}
+	mem, err := proc.OpenMemory(s.Opts.PID)
+	if err != nil {
+		return nil, fmt.Errorf("--why: %w", err)
+	}
+	defer mem.Close()
+	r, err := runtimelayout.ReadStringArray(mem, layout.WaitReasonStrings+bias, layout.WaitReasonCount, 1<<12)
+	if err != nil {
+		return nil, fmt.Errorf("--why: read runtime.waitReasonStrings of process %d: %w", s.Opts.PID, err)
+	}
+	return r, nil
+}
+
+// waitReason names wait reason n ("" if the binary has none such).
+func (s *Session) waitReason(n uint64) string {
+	if n < uint64(len(s.waitReasons)) && s.waitReasons[n] != "" {
+		return s.waitReasons[n]
+	}
+	return fmt.Sprintf("wait reason %d", n)
+}
