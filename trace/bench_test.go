@@ -247,3 +247,74 @@ func mustPattern(tb testing.TB, s string) trace.Pattern {
 	}
 	return p
 }
+
+// BenchmarkWhyOverhead measures what --why costs, in one run on one
+// target (testdata/pingpong): the switch rate of two goroutines passing a
+// value over unbuffered channels (a goroutine switch per pass, every
+// one through the probed park, ready and run paths) untraced, under a
+// plain trace, under --why while no traced call is open on them (the
+// scheduler probes fire and filter: what every other goroutine of a
+// process pays), and under --why with the rally itself traced (every
+// switch reported); and the per-call cost of --why against plain tracing
+// for a call that does not switch (main.tiny: the kernel's books of
+// goroutines with calls open).
+func BenchmarkWhyOverhead(b *testing.B) {
+	requirePrivilege(b)
+	p := targets.Start(b, targets.Build(b, "pingpong", targets.BuildOptions{}))
+	do := func(cmd string, key string) float64 {
+		r, err := p.Do(cmd, 5*time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, err := strconv.ParseFloat(r[key], 64)
+		if err != nil {
+			b.Fatalf("%s: %v", cmd, r)
+		}
+		return v
+	}
+	const rally, tiny = "rally 500000", "tiny 200000"
+	measure := func(opts *trace.Options) (rate, perCall float64) {
+		if opts == nil {
+			return do(rally, "switches_per_sec"), do(tiny, "ns_per_call")
+		}
+		opts.PID = p.Pid
+		s, err := trace.Open(*opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan trace.RunResult)
+		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
+		rate, perCall = do(rally, "switches_per_sec"), do(tiny, "ns_per_call")
+		cancel()
+		if res := <-done; res.Lost != 0 {
+			b.Logf("%d events lost", res.Lost)
+		}
+		return rate, perCall
+	}
+	both := []trace.Pattern{mustPattern(b, "main.rally"), mustPattern(b, "main.tiny")}
+	onlyTiny := []trace.Pattern{mustPattern(b, "main.tiny")}
+	var r0, r1, r2, r3, t0, t1, t2 float64
+	for i := 0; i < b.N; i++ {
+		r, t := measure(nil)
+		r0, t0 = r0+r, t0+t
+		r, t = measure(&trace.Options{Include: both})
+		r1, t1 = r1+r, t1+t
+		r, t = measure(&trace.Options{Include: onlyTiny, Why: true})
+		r2, t2 = r2+r, t2+t
+		r, _ = measure(&trace.Options{Include: both, Why: true})
+		r3 += r
+	}
+	n := float64(b.N)
+	r0, r1, r2, r3, t0, t1, t2 = r0/n, r1/n, r2/n, r3/n, t0/n, t1/n, t2/n
+	b.ReportMetric(r0, "untraced-switches/s")
+	b.ReportMetric(r0/r1, "plain-slowdown")
+	b.ReportMetric(r0/r2, "why-filtered-slowdown")
+	b.ReportMetric(r0/r3, "why-reported-slowdown")
+	b.ReportMetric(1e9/r2-1e9/r0, "why-filtered-ns/switch")
+	b.ReportMetric(1e9/r3-1e9/r0, "why-reported-ns/switch")
+	b.ReportMetric(t2-t1, "why-ns/call")
+	fmt.Printf("--why: switches/s untraced %.0f, plain trace %.0f (%.2fx), --why filtered %.0f (%.2fx, +%.0f ns/switch), --why reported %.0f (%.2fx, +%.0f ns/switch); main.tiny per call untraced %.0f ns, plain +%.0f ns, --why +%.0f ns (%.0f ns more)\n",
+		r0, r1, r0/r1, r2, r0/r2, 1e9/r2-1e9/r0, r3, r0/r3, 1e9/r3-1e9/r0, t0, t1-t0, t2-t0, t2-t1)
+}
