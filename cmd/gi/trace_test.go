@@ -789,3 +789,86 @@ func TestTraceMaxOverheadCLI(t *testing.T) {
 		t.Error("--max-overhead 5 (no %) accepted")
 	}
 }
+
+// TestTraceWhyCLI checks gi trace --why's output against whyphases's own
+// measurements: each JSON call line's time split (valid by the schema)
+// and the line under each call of a tree.
+func TestTraceWhyCLI(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "whyphases", targets.BuildOptions{}))
+	pid := strconv.Itoa(p.Pid)
+
+	g := startGiTrace(t, "--why", "--json", "--max-overhead", "none", pid, "main.phases", "main.burn")
+	r, err := p.Do("run", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := g.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("gi trace exited %d: %s", code, g.stderr)
+	}
+	schema := compileSchema(t, "traceCall")
+	var phases, burn *report.TraceCall
+	for _, l := range strings.Split(strings.TrimSpace(g.stdout.String()), "\n") {
+		if strings.HasPrefix(l, `{"summary"`) {
+			continue
+		}
+		validate(t, schema, "gi trace --why --json call", l)
+		var c report.TraceCall
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatal(err)
+		}
+		switch c.Function {
+		case "main.phases":
+			phases = &c
+		case "main.burn":
+			burn = &c
+		}
+	}
+	if phases == nil || burn == nil || phases.Time == nil || burn.Time == nil {
+		t.Fatalf("no split of main.phases or main.burn in:\n%s", g.stdout)
+	}
+	want := func(key string) int64 { return int64(atoiT(t, r[key])) }
+	near := func(what string, got uint64, want int64) {
+		t.Helper()
+		if d := int64(got) - want; d > 3e6+want/7 || -d > 3e6+want/7 {
+			t.Errorf("%s: gi %v, the target measured %v", what, time.Duration(got), time.Duration(want))
+		}
+	}
+	near("main.burn on CPU", burn.Time.OnCPUNS, want("cpu"))
+	near("main.phases on CPU", phases.Time.OnCPUNS, want("cpu"))
+	waits := map[string]report.TraceWait{}
+	sum := phases.Time.OnCPUNS + phases.Time.RunnableNS + phases.Time.UnknownNS
+	for _, w := range phases.Time.Blocked {
+		waits[w.Reason] = w
+		sum += w.NS
+	}
+	if sum != uint64(phases.DurationNS) {
+		t.Errorf("main.phases: parts add up to %d ns, duration %d ns", sum, phases.DurationNS)
+	}
+	mu, ch, sl, io := waits["sync.Mutex.Lock"], waits["chan receive"], waits["sleep"], waits["IO wait"]
+	near("sync.Mutex.Lock", mu.NS, want("mutex"))
+	near("chan receive", ch.NS, want("chan"))
+	near("sleep", sl.NS, want("sleep"))
+	near("IO wait", io.NS, want("io"))
+	if mu.WokenBy != uint64(want("holder")) || mu.WokenByFunction != "main.holdLock" {
+		t.Errorf("mutex wait ended by %d %s, the holder is %s", mu.WokenBy, mu.WokenByFunction, r["holder"])
+	}
+	if ch.WokenBy != uint64(want("sender")) || ch.WokenByFunction != "main.sendLater" || ch.Object == nil || ch.Object.Kind != "chan" {
+		t.Errorf("channel wait %+v, the sender is %s", ch, r["sender"])
+	}
+	if sl.WokenBy != 0 || io.WokenBy != 0 {
+		t.Errorf("sleep ended by %d, IO wait by %d: a timer and the poller end them", sl.WokenBy, io.WokenBy)
+	}
+
+	// Trees: a line under each call.
+	g = startGiTrace(t, "--why", "--max-overhead", "none", pid, "main.phases")
+	if r, err = p.Do("run", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g.stop(t, syscall.SIGTERM)
+	for _, s := range []string{"cpu ", " · sync.Mutex.Lock ", "(goroutine " + r["holder"] + " main.holdLock)", " · chan receive ", "goroutine " + r["sender"] + " main.sendLater)", " · IO wait "} {
+		if !strings.Contains(g.stdout.String(), s) {
+			t.Errorf("no %q in the tree:\n%s", s, g.stdout)
+		}
+	}
+}
