@@ -30,6 +30,12 @@ const (
 	KindReady = 5
 	KindRun   = 6
 	KindYield = 7
+	// It enters and leaves a system call (or cgo call).
+	KindSyscall = 8
+	KindSysret  = 9
+	// What it is about to wait on: a semaphore's address, a descriptor.
+	KindSema = 10
+	KindPoll = 11
 )
 
 // SchedEvent is a scheduler event as gi_sched writes it: an Event, then

@@ -29,6 +29,14 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define GI_EVENT_READY 5
 #define GI_EVENT_RUN 6
 #define GI_EVENT_YIELD 7
+// It enters a system call (or a cgo call) and leaves it.
+#define GI_EVENT_SYSCALL 8
+#define GI_EVENT_SYSRET 9
+// What it is about to wait on, before it parks: a semaphore's address
+// (runtime.semacquire1: sync.Mutex, RWMutex, WaitGroup) or a network
+// poller descriptor's fd (runtime.netpollblock).
+#define GI_EVENT_SEMA 10
+#define GI_EVENT_POLL 11
 
 #define GI_COOKIE_TLS (1ULL << 32)
 // A probe of a function traced in sampling windows (see sampled_keep).
@@ -286,6 +294,7 @@ volatile const __u64 g_waitreason_offset = 0;
 volatile const __u64 g_sched_bp_offset = 0;
 volatile const __u64 g_waiting_offset = 0; // 0: do not read
 volatile const __u64 sudog_c_offset = 0;
+volatile const __u64 polldesc_fd_offset = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -1162,9 +1171,14 @@ static __always_inline __u32 walk_frames(__u64 fp, __u64 *pcs)
 // after gopark set g.waitreason), runtime.ready (a wait ends: on the
 // system stack of the thread of the goroutine that ended it, or of the
 // scheduler, for a timer), runtime.execute (it runs) and
-// runtime.goschedImpl and runtime.goyield_m (it is preempted or yields).
-// The event kind is in the cookie's plan bits. Only goroutines with a
-// traced call open are reported; every hit is counted.
+// runtime.goschedImpl and runtime.goyield_m (it is preempted or yields);
+// and functions the goroutine runs itself (the g register's): it enters
+// and leaves system calls (runtime.reentersyscall,
+// runtime.entersyscallblock, runtime.exitsyscall) and is about to wait on
+// a semaphore (runtime.semacquire1, its address first) or a descriptor
+// (runtime.netpollblock, its pollDesc first). The event kind is in the
+// cookie's plan bits. Only goroutines with a traced call open are
+// reported; every hit is counted.
 SEC("uprobe.multi")
 int gi_sched(struct gi_regs *regs)
 {
@@ -1172,13 +1186,14 @@ int gi_sched(struct gi_regs *regs)
 	if (!probe_cookie(regs, &cookie))
 		return 0;
 	count_hit(cookie);
-	__u64 gp = first_arg(regs), goid = 0;
+	__u8 kind = (cookie >> GI_COOKIE_PLAN_SHIFT) & 0xff;
+	int own = kind >= GI_EVENT_SYSCALL;
+	__u64 gp = own ? current_g(regs, cookie) : first_arg(regs), goid = 0;
 	if (!gp || bpf_probe_read_user(&goid, sizeof(goid), (void *)(gp + goid_offset)) != 0 ||
 	    !bpf_map_lookup_elem(&why_goids, &goid)) {
 		account(GI_COST_SCHED, start, cookie);
 		return 0;
 	}
-	__u8 kind = (cookie >> GI_COOKIE_PLAN_SHIFT) & 0xff;
 	struct sched_event *s = bpf_ringbuf_reserve(&events, sizeof(*s), 0);
 	if (!s) {
 		count_lost(GI_LOST_EVENTS);
@@ -1194,7 +1209,7 @@ int gi_sched(struct gi_regs *regs)
 	e->sp = 0;
 	e->stack_hi = 0;
 	e->caller = 0; // ready: the goroutine that made it ready, 0 if none
-	e->gopc = 0;   // park: the channel of its first sudog
+	e->gopc = 0;   // park: the channel of its first sudog; sema: the address; poll: the fd
 	e->parent = 0; // park: the wait reason
 	e->cookie = (__u32)cookie;
 	e->pid = pid;
@@ -1212,6 +1227,14 @@ int gi_sched(struct gi_regs *regs)
 		// mcall saved where the goroutine stopped.
 		if (g_sched_bp_offset)
 			bpf_probe_read_user(&fp, sizeof(fp), (void *)(gp + g_sched_bp_offset));
+	} else if (kind == GI_EVENT_SEMA) {
+		e->gopc = first_arg(regs);
+	} else if (kind == GI_EVENT_POLL) {
+		__s32 fd = -1;
+		__u64 pd = first_arg(regs);
+		if (pd && polldesc_fd_offset)
+			bpf_probe_read_user(&fd, sizeof(fd), (void *)(pd + polldesc_fd_offset));
+		e->gopc = (__u64)(__s64)fd;
 	} else if (kind == GI_EVENT_READY) {
 		// The thread's user goroutine, if any: systemstack saved its
 		// frame pointer.

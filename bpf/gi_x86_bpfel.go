@@ -162,6 +162,7 @@ const (
 	giVarParentGoidOffset   = "parent_goid_offset"
 	giVarPidnsDev           = "pidns_dev"
 	giVarPidnsIno           = "pidns_ino"
+	giVarPolldescFdOffset   = "polldesc_fd_offset"
 	giVarSignalCtxWord      = "signal_ctx_word"
 	giVarStackHiOffset      = "stack_hi_offset"
 	giVarSudogC_offset      = "sudog_c_offset"
@@ -265,6 +266,7 @@ type giVariableSpecs struct {
 	ParentGoidOffset   *ebpf.VariableSpec `ebpf:"parent_goid_offset"`
 	PidnsDev           *ebpf.VariableSpec `ebpf:"pidns_dev"`
 	PidnsIno           *ebpf.VariableSpec `ebpf:"pidns_ino"`
+	PolldescFdOffset   *ebpf.VariableSpec `ebpf:"polldesc_fd_offset"`
 	SignalCtxWord      *ebpf.VariableSpec `ebpf:"signal_ctx_word"`
 	StackHiOffset      *ebpf.VariableSpec `ebpf:"stack_hi_offset"`
 	SudogC_offset      *ebpf.VariableSpec `ebpf:"sudog_c_offset"`
@@ -353,6 +355,7 @@ type giVariables struct {
 	ParentGoidOffset   *ebpf.Variable `ebpf:"parent_goid_offset"`
 	PidnsDev           *ebpf.Variable `ebpf:"pidns_dev"`
 	PidnsIno           *ebpf.Variable `ebpf:"pidns_ino"`
+	PolldescFdOffset   *ebpf.Variable `ebpf:"polldesc_fd_offset"`
 	SignalCtxWord      *ebpf.Variable `ebpf:"signal_ctx_word"`
 	StackHiOffset      *ebpf.Variable `ebpf:"stack_hi_offset"`
 	SudogC_offset      *ebpf.Variable `ebpf:"sudog_c_offset"`

@@ -112,6 +112,50 @@ func TestPerfettoStreams(t *testing.T) {
 	}
 }
 
+// TestPerfettoWaits checks that a call's waits (--why) are drawn as
+// slices in its own on the goroutine's track, with an arrow from the
+// goroutine that ended one.
+func TestPerfettoWaits(t *testing.T) {
+	var buf bytes.Buffer
+	pf := NewPerfetto(&buf, trace.Clock{})
+	c := &trace.Call{Func: &trace.Function{Name: "main.f"}, Start: 0, End: 10_000, Time: &trace.TimeSplit{Intervals: []trace.Interval{
+		{Start: 1000, End: 6000, Reason: "chan receive", Object: trace.WaitObject{Kind: "chan", Addr: 0xc000}, WokenBy: 12, WokenByFunction: "main.producer"},
+		{Start: 6000, End: 7000},
+	}}}
+	pf.Call(trace.Header{Goid: 9, PID: 4}, c)
+	pf.Close()
+	var events []map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &events); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]map[string]any{}
+	flows := map[string]map[string]any{}
+	for _, e := range events {
+		if e["cat"] == "wake" && e["ph"] != "X" {
+			flows[e["ph"].(string)] = e
+			continue
+		}
+		byName[e["name"].(string)] = e
+	}
+	base := byName["main.f"]["ts"].(float64)
+	at := func(e map[string]any) float64 { return e["ts"].(float64) - base }
+	w := byName["chan receive"]
+	if w == nil || at(w) != 1 || w["dur"].(float64) != 5 || w["tid"].(float64) != 9 ||
+		w["args"].(map[string]any)["object"] != "chan 0xc000" || w["args"].(map[string]any)["woken_by"].(float64) != 12 {
+		t.Errorf("wait slice %v", w)
+	}
+	if r := byName["runnable"]; r == nil || at(r) != 6 || r["dur"].(float64) != 1 {
+		t.Errorf("runnable slice %v", r)
+	}
+	if k := byName["wakes goroutine 9"]; k == nil || k["tid"].(float64) != 12 {
+		t.Errorf("waker's slice %v", k)
+	}
+	s, f := flows["s"], flows["f"]
+	if s == nil || f == nil || s["tid"].(float64) != 12 || f["tid"].(float64) != 9 || s["id"] != f["id"] || at(f) != 6 || f["bp"] != "e" {
+		t.Errorf("flow %v → %v", s, f)
+	}
+}
+
 // TestProfileLabelsKeptApart: label sets that would join to the same text
 // stay two samples.
 func TestProfileLabelsKeptApart(t *testing.T) {

@@ -235,8 +235,53 @@ func (o *OTLP) span(h trace.Header, c *trace.Call) *tracepb.Span {
 	case c.Running:
 		attrs = append(attrs, boolAttr("gi.call.running", true))
 	}
+	if t := c.Time; t != nil {
+		attrs, s.Events = o.timeSplit(attrs, t)
+	}
 	s.Attributes = attrs
 	return s
+}
+
+// timeSplit adds a call's time split (gi trace --why) to its span: the
+// parts as attributes (gi.time.on_cpu_ns, gi.time.runnable_ns,
+// gi.time.blocked_ns, and per wait reason gi.time.blocked.<reason>_ns),
+// and each wait of the call's own as a span event at its start, named by
+// its reason, with its duration, object and waker.
+func (o *OTLP) timeSplit(attrs []*commonpb.KeyValue, t *trace.TimeSplit) ([]*commonpb.KeyValue, []*tracepb.Span_Event) {
+	var blocked uint64
+	byReason := map[string]uint64{}
+	var reasons []string
+	for _, b := range t.Blocked {
+		blocked += b.NS
+		if _, ok := byReason[b.Reason]; !ok {
+			reasons = append(reasons, b.Reason)
+		}
+		byReason[b.Reason] += b.NS
+	}
+	attrs = append(attrs, intAttr("gi.time.on_cpu_ns", int64(t.OnCPU)), intAttr("gi.time.runnable_ns", int64(t.Runnable)),
+		intAttr("gi.time.blocked_ns", int64(blocked)))
+	for _, r := range reasons {
+		attrs = append(attrs, intAttr("gi.time.blocked."+r+"_ns", int64(byReason[r])))
+	}
+	if t.Partial {
+		attrs = append(attrs, boolAttr("gi.time.partial", true), intAttr("gi.time.unknown_ns", int64(t.Unknown)))
+	}
+	var events []*tracepb.Span_Event
+	for _, iv := range t.Intervals {
+		if iv.Reason == "" {
+			continue
+		}
+		ev := &tracepb.Span_Event{Name: iv.Reason, TimeUnixNano: uint64(o.opts.Clock.Wall(iv.Start).UnixNano()),
+			Attributes: []*commonpb.KeyValue{intAttr("gi.wait.duration_ns", int64(iv.End-iv.Start))}}
+		if obj := iv.Object.String(); obj != "" {
+			ev.Attributes = append(ev.Attributes, stringAttr("gi.wait.object", obj))
+		}
+		if iv.WokenBy != 0 {
+			ev.Attributes = append(ev.Attributes, intAttr("gi.wait.woken_by", int64(iv.WokenBy)), stringAttr("gi.wait.woken_by_function", iv.WokenByFunction))
+		}
+		events = append(events, ev)
+	}
+	return attrs, events
 }
 
 func (o *OTLP) functionAttr(f *trace.Function) *commonpb.KeyValue {

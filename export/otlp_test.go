@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,6 +120,13 @@ func TestOTLPSpans(t *testing.T) {
 	}
 	h := trace.Header{Goid: 7, PID: 42, Labels: map[string]string{"worker": "w1"}, Known: true, ParentID: 3,
 		CreatedBy: trace.Site{Function: "main.serve", File: "/src/main.go", Line: 12}}
+	// main.c (20 to 45) waited 15 ns on a mutex goroutine 8 released.
+	for _, c := range all {
+		if c.Func.Name == "main.c" {
+			c.Time = &trace.TimeSplit{OnCPU: 10, Blocked: []trace.BlockedTime{{Reason: "sync.Mutex.Lock", NS: 15, Count: 1, WokenBy: 8}},
+				Intervals: []trace.Interval{{Start: 25, End: 40, Reason: "sync.Mutex.Lock", Object: trace.WaitObject{Kind: "mutex", Name: "main.mu"}, WokenBy: 8, WokenByFunction: "main.refresh"}}}
+		}
+	}
 	for i := len(all) - 1; i >= 0; i-- { // innermost first, as calls complete
 		o.Call(h, all[i])
 	}
@@ -164,6 +172,29 @@ func TestOTLPSpans(t *testing.T) {
 	}
 	if d := byName["main.a"].EndTimeUnixNano - byName["main.a"].StartTimeUnixNano; d != 60 {
 		t.Errorf("main.a lasted %d ns, want 60", d)
+	}
+	// --why: the parts as attributes, the wait as an event.
+	c := byName["main.c"]
+	attrs := map[string]int64{}
+	for _, kv := range c.Attributes {
+		attrs[kv.Key] = kv.Value.GetIntValue()
+	}
+	if attrs["gi.time.on_cpu_ns"] != 10 || attrs["gi.time.blocked_ns"] != 15 || attrs["gi.time.blocked.sync.Mutex.Lock_ns"] != 15 {
+		t.Errorf("main.c's time attributes %v", attrs)
+	}
+	if len(c.Events) != 1 || c.Events[0].Name != "sync.Mutex.Lock" || c.Events[0].TimeUnixNano != c.StartTimeUnixNano+5 {
+		t.Fatalf("main.c's events %v", c.Events)
+	}
+	ev := map[string]string{}
+	for _, kv := range c.Events[0].Attributes {
+		ev[kv.Key] = kv.Value.String()
+	}
+	if !strings.Contains(ev["gi.wait.object"], "mutex main.mu") || !strings.Contains(ev["gi.wait.woken_by"], "8") ||
+		!strings.Contains(ev["gi.wait.woken_by_function"], "main.refresh") || !strings.Contains(ev["gi.wait.duration_ns"], "15") {
+		t.Errorf("wait event attributes %v", ev)
+	}
+	if len(byName["main.a"].Events) != 0 {
+		t.Errorf("main.a has events: %v", byName["main.a"].Events)
 	}
 }
 

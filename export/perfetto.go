@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/gi-debug/gi/trace"
 )
@@ -24,6 +25,7 @@ type Perfetto struct {
 	err     error
 	// Slices counts the call slices written.
 	Slices int
+	flows  uint64 // flow arrows drawn, their ids
 }
 
 // NewPerfetto starts a trace-event file on w; clock converts event times.
@@ -40,6 +42,8 @@ type traceEvent struct {
 	Dur  float64        `json:"dur,omitempty"`
 	PID  uint32         `json:"pid"`
 	TID  uint64         `json:"tid"`
+	ID   uint64         `json:"id,omitempty"` // flow events
+	BP   string         `json:"bp,omitempty"` // flow events: "e", bound to the enclosing slice
 	Args map[string]any `json:"args,omitempty"`
 }
 
@@ -83,6 +87,41 @@ func (p *Perfetto) Call(h trace.Header, c *trace.Call) {
 	p.emit(traceEvent{Name: c.Func.Name, Cat: "call", Ph: "X", TS: float64(start) / 1e3, Dur: float64(c.Duration()) / 1e3,
 		PID: h.PID, TID: h.Goid, Args: args})
 	p.Slices++
+	if c.Time != nil {
+		p.waits(h, c.Time)
+	}
+}
+
+// waits draws a call's waits and runnable spells (gi trace --why) as
+// slices inside its own on the goroutine's track, and an arrow from the
+// goroutine that ended a wait (a short slice on its track when it did)
+// to the wait's end.
+func (p *Perfetto) waits(h trace.Header, t *trace.TimeSplit) {
+	for _, iv := range t.Intervals {
+		ts, dur := float64(p.clock.Wall(iv.Start).UnixNano())/1e3, float64(iv.End-iv.Start)/1e3
+		if iv.Reason == "" {
+			p.emit(traceEvent{Name: "runnable", Cat: "runnable", Ph: "X", TS: ts, Dur: dur, PID: h.PID, TID: h.Goid})
+			continue
+		}
+		args := map[string]any{}
+		if o := iv.Object.String(); o != "" {
+			args["object"] = o
+		}
+		if iv.WokenBy != 0 {
+			args["woken_by"] = iv.WokenBy
+			args["woken_by_function"] = iv.WokenByFunction
+		}
+		p.emit(traceEvent{Name: iv.Reason, Cat: "wait", Ph: "X", TS: ts, Dur: dur, PID: h.PID, TID: h.Goid, Args: args})
+		if iv.WokenBy == 0 {
+			continue
+		}
+		p.flows++
+		end := ts + dur
+		p.emit(traceEvent{Name: "wakes goroutine " + strconv.FormatUint(h.Goid, 10), Cat: "wake", Ph: "X", TS: end - 1, Dur: 1, PID: h.PID, TID: iv.WokenBy,
+			Args: map[string]any{"function": iv.WokenByFunction}})
+		p.emit(traceEvent{Name: "wake", Cat: "wake", Ph: "s", TS: end - 1, PID: h.PID, TID: iv.WokenBy, ID: p.flows})
+		p.emit(traceEvent{Name: "wake", Cat: "wake", Ph: "f", BP: "e", TS: end, PID: h.PID, TID: h.Goid, ID: p.flows})
+	}
 }
 
 // Running writes the calls of a goroutine still open at the end of the

@@ -413,39 +413,11 @@ func (t *Target) chanObject(w *rawWaits, c uint64, q chanQueues) WaitObject {
 // sema waits for, from its stack: kind, the goroutine's side and the
 // object's address.
 func (t *Target) syncObject(g *Goroutine, sema uint64) (kind, dir string, base uint64) {
-	W := &t.Layout.Wait
-	inMutex := false
-	for _, f := range g.Frames {
-		switch f.Function {
-		case "sync.(*Mutex).Lock", "sync.(*Mutex).lockSlow", "internal/sync.(*Mutex).Lock", "internal/sync.(*Mutex).lockSlow":
-			inMutex = true
-		case "sync.(*RWMutex).RLock":
-			if W.RWMutexReaderSem != runtimelayout.Missing {
-				return "rwmutex", "read", sema - uint64(W.RWMutexReaderSem)
-			}
-		case "sync.(*RWMutex).Lock":
-			if inMutex && W.MutexSema != runtimelayout.Missing {
-				// Waiting for another writer on the RWMutex's inner
-				// Mutex, its first field.
-				return "rwmutex", "write", sema - uint64(W.MutexSema)
-			}
-			if W.RWMutexWriterSem != runtimelayout.Missing {
-				return "rwmutex", "write", sema - uint64(W.RWMutexWriterSem)
-			}
-		case "sync.(*WaitGroup).Wait":
-			if W.WaitGroupSema != runtimelayout.Missing {
-				return "waitgroup", "", sema - uint64(W.WaitGroupSema)
-			}
-		default:
-			if inMutex && !strings.HasPrefix(f.Function, "sync.") && !strings.HasPrefix(f.Function, "internal/sync.") && !strings.HasPrefix(f.Function, "runtime.") {
-				return "mutex", "", sema - uint64(W.MutexSema)
-			}
-		}
+	functions := make([]string, len(g.Frames))
+	for i, f := range g.Frames {
+		functions[i] = f.Function
 	}
-	if inMutex && W.MutexSema != runtimelayout.Missing {
-		return "mutex", "", sema - uint64(W.MutexSema)
-	}
-	return "sema", "", sema
+	return t.Layout.Wait.SyncObject(functions, sema)
 }
 
 // syncState reads a sync object's state from the bytes copied around its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gi-debug/gi/inspect"
@@ -39,6 +40,17 @@ type Latency struct {
 	// Why says why the goroutine has no latency: WhyAppeared, WhyNoCall,
 	// WhyNoReturn, or WhyUntraceable and the reason.
 	Why string `json:"why,omitempty"`
+	// Dominant is the part of the calls' time that dominates (gi ps
+	// --trace --why): on CPU, runnable or a wait reason, with its share.
+	Dominant *Part `json:"dominant,omitempty"`
+}
+
+// Part is one part of a function's calls' time (trace.PartStat).
+type Part struct {
+	Part   string  `json:"part"`
+	Share  float64 `json:"share"`
+	MeanNS int64   `json:"mean_ns"`
+	P99NS  int64   `json:"p99_ns"`
 }
 
 // Reasons a goroutine's row has no latency (Latency.Why).
@@ -99,6 +111,9 @@ type Options struct {
 	// Rows chooses the goroutines of a snapshot that are listed (a
 	// filter): their functions are traced. Nil: every goroutine.
 	Rows func(*inspect.Snapshot) []*inspect.Goroutine
+	// Why splits the calls' time (trace.Options.Why): each latency says
+	// which part dominates (Latency.Dominant).
+	Why bool
 	// Attached, if set, is called once the probes are in place, with the
 	// kernel features the trace works without (trace.Session.Warnings).
 	Attached func(functions, probes, goroutines int, warnings []string)
@@ -144,7 +159,7 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 	if len(names) == 0 {
 		return nil, errors.New("the goroutines are in no traceable function")
 	}
-	s, err := trace.Open(trace.Options{Process: t.Process(), Include: exactNames(names), Growable: true, Sites: sites})
+	s, err := trace.Open(trace.Options{Process: t.Process(), Include: exactNames(names), Growable: true, Sites: sites, Why: o.Why})
 	if err != nil {
 		return nil, err
 	}
@@ -368,6 +383,12 @@ func (w *window) relate(prog Program, depth int, first *inspect.Snapshot, rows [
 		if h := w.stats.Of(fn); h != nil {
 			l.Calls = h.Count()
 			l.P50NS, l.P99NS, l.MaxNS = int64(h.Quantile(0.5)), int64(h.Quantile(0.99)), int64(h.Max())
+		}
+		if parts := w.stats.Parts(fn); len(parts) > 0 {
+			p := parts[0]
+			// Shares are written to four places: 0.8333, not 0.833270912...
+			share := math.Round(p.Share*1e4) / 1e4
+			l.Dominant = &Part{Part: p.Name, Share: share, MeanNS: int64(p.Mean), P99NS: int64(p.P99)}
 		}
 		k := trace.GoroutineKey{PID: pid, Goid: g.ID}
 		if oc, ok := innermost[k][fn]; ok && end > oc.Start {

@@ -315,5 +315,21 @@ func (w *indented) latency(l *measure.Latency) {
 	if l.Why != "" {
 		w.str("why", l.Why)
 	}
+	if d := l.Dominant; d != nil {
+		w.key("dominant")
+		w.open('{')
+		w.str("part", d.Part)
+		// As encoding/json writes a share: 'f' down to 1e-6 (and no
+		// part is smaller than that share worth writing).
+		share := d.Share
+		if share < 1e-6 {
+			share = 0
+		}
+		w.key("share")
+		w.b = strconv.AppendFloat(w.b, share, 'f', -1, 64)
+		w.int("mean_ns", d.MeanNS)
+		w.int("p99_ns", d.P99NS)
+		w.close('}')
+	}
 	w.close('}')
 }

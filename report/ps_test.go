@@ -103,7 +103,7 @@ func TestWritePsStreams(t *testing.T) {
 		for i := 1; i <= count; i++ {
 			snap.Goroutines = append(snap.Goroutines, g(i))
 		}
-		doc := NewPs(snap, snap.Goroutines, false, &measure.Result{ByGoid: map[uint64]*measure.Latency{1: {Function: "main.f", Calls: 2, Stuck: true, InCallNS: 7, TracedNS: 8},
+		doc := NewPs(snap, snap.Goroutines, false, &measure.Result{ByGoid: map[uint64]*measure.Latency{1: {Function: "main.f", Calls: 2, Stuck: true, InCallNS: 7, TracedNS: 8, Dominant: &measure.Part{Part: "sync.Mutex.Lock", Share: 0.8333, MeanNS: 5, P99NS: 9}},
 			2: {Function: "main.g", Why: measure.WhyAppeared}}})
 		var want, got bytes.Buffer
 		enc := json.NewEncoder(&want)

@@ -67,8 +67,13 @@ func NewTraceTime(t *trace.TimeSplit) *TraceTime {
 	out := &TraceTime{OnCPUNS: t.OnCPU, RunnableNS: t.Runnable, UnknownNS: t.Unknown, Partial: t.Partial, Blocked: []TraceWait{}}
 	for _, b := range t.Blocked {
 		w := TraceWait{Reason: b.Reason, NS: b.NS, Count: b.Count, WokenBy: b.WokenBy, WokenByFunction: b.WokenByFunction}
-		if b.Object != 0 {
-			w.Object = &WaitObject{Kind: "chan", Addr: fmt.Sprintf("%#x", b.Object)}
+		if o := b.Object; o.Kind != "" {
+			w.Object = &WaitObject{Kind: o.Kind, Addr: fmt.Sprintf("%#x", o.Addr), Name: o.Name, Dir: o.Dir}
+			if o.Kind == "fd" {
+				fd := o.FD.FD
+				w.Object.Addr, w.Object.FD = "0x0", &fd
+				w.Object.Type, w.Object.Local, w.Object.Remote, w.Object.Path = o.FD.Kind, o.FD.Local, o.FD.Remote, o.FD.Path
+			}
 		}
 		out.Blocked = append(out.Blocked, w)
 	}

@@ -301,3 +301,42 @@ func waitLayout(d *Debug, g *dwarf.StructType) (WaitLayout, error) {
 	}
 	return w, nil
 }
+
+// SyncObject tells which sync object a goroutine sleeping on semaphore
+// sema waits for, from the functions of its stack, innermost first: its
+// kind (mutex, rwmutex, waitgroup, or sema when none is recognised), the
+// goroutine's side (read or write on a RWMutex) and the object's address.
+func (w *WaitLayout) SyncObject(functions []string, sema uint64) (kind, dir string, base uint64) {
+	inMutex := false
+	for _, f := range functions {
+		switch f {
+		case "sync.(*Mutex).Lock", "sync.(*Mutex).lockSlow", "internal/sync.(*Mutex).Lock", "internal/sync.(*Mutex).lockSlow":
+			inMutex = true
+		case "sync.(*RWMutex).RLock":
+			if w.RWMutexReaderSem != Missing {
+				return "rwmutex", "read", sema - uint64(w.RWMutexReaderSem)
+			}
+		case "sync.(*RWMutex).Lock":
+			if inMutex && w.MutexSema != Missing {
+				// Waiting for another writer on the RWMutex's inner
+				// Mutex, its first field.
+				return "rwmutex", "write", sema - uint64(w.MutexSema)
+			}
+			if w.RWMutexWriterSem != Missing {
+				return "rwmutex", "write", sema - uint64(w.RWMutexWriterSem)
+			}
+		case "sync.(*WaitGroup).Wait":
+			if w.WaitGroupSema != Missing {
+				return "waitgroup", "", sema - uint64(w.WaitGroupSema)
+			}
+		default:
+			if inMutex && !strings.HasPrefix(f, "sync.") && !strings.HasPrefix(f, "internal/sync.") && !strings.HasPrefix(f, "runtime.") {
+				return "mutex", "", sema - uint64(w.MutexSema)
+			}
+		}
+	}
+	if inMutex && w.MutexSema != Missing {
+		return "mutex", "", sema - uint64(w.MutexSema)
+	}
+	return "sema", "", sema
+}

@@ -257,7 +257,7 @@ func mustPattern(tb testing.TB, s string) trace.Pattern {
 // process pays), and under --why with the rally itself traced (every
 // switch reported); and the per-call cost of --why against plain tracing
 // for a call that does not switch (main.tiny: the kernel's books of
-// goroutines with calls open).
+// goroutines with calls open), and of a system call outside traced calls.
 func BenchmarkWhyOverhead(b *testing.B) {
 	requirePrivilege(b)
 	p := targets.Start(b, targets.Build(b, "pingpong", targets.BuildOptions{}))
@@ -272,10 +272,10 @@ func BenchmarkWhyOverhead(b *testing.B) {
 		}
 		return v
 	}
-	const rally, tiny = "rally 500000", "tiny 200000"
-	measure := func(opts *trace.Options) (rate, perCall float64) {
+	const rally, tiny, sys = "rally 500000", "tiny 200000", "sys 200000"
+	measure := func(opts *trace.Options) (rate, perCall, perSyscall float64) {
 		if opts == nil {
-			return do(rally, "switches_per_sec"), do(tiny, "ns_per_call")
+			return do(rally, "switches_per_sec"), do(tiny, "ns_per_call"), do(sys, "ns_per_syscall")
 		}
 		opts.PID = p.Pid
 		s, err := trace.Open(*opts)
@@ -286,28 +286,28 @@ func BenchmarkWhyOverhead(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan trace.RunResult)
 		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
-		rate, perCall = do(rally, "switches_per_sec"), do(tiny, "ns_per_call")
+		rate, perCall, perSyscall = do(rally, "switches_per_sec"), do(tiny, "ns_per_call"), do(sys, "ns_per_syscall")
 		cancel()
 		if res := <-done; res.Lost != 0 {
 			b.Logf("%d events lost", res.Lost)
 		}
-		return rate, perCall
+		return rate, perCall, perSyscall
 	}
 	both := []trace.Pattern{mustPattern(b, "main.rally"), mustPattern(b, "main.tiny")}
 	onlyTiny := []trace.Pattern{mustPattern(b, "main.tiny")}
-	var r0, r1, r2, r3, t0, t1, t2 float64
+	var r0, r1, r2, r3, t0, t1, t2, s0, s2 float64
 	for i := 0; i < b.N; i++ {
-		r, t := measure(nil)
-		r0, t0 = r0+r, t0+t
-		r, t = measure(&trace.Options{Include: both})
+		r, t, sc := measure(nil)
+		r0, t0, s0 = r0+r, t0+t, s0+sc
+		r, t, _ = measure(&trace.Options{Include: both})
 		r1, t1 = r1+r, t1+t
-		r, t = measure(&trace.Options{Include: onlyTiny, Why: true})
-		r2, t2 = r2+r, t2+t
-		r, _ = measure(&trace.Options{Include: both, Why: true})
+		r, t, sc = measure(&trace.Options{Include: onlyTiny, Why: true})
+		r2, t2, s2 = r2+r, t2+t, s2+sc
+		r, _, _ = measure(&trace.Options{Include: both, Why: true})
 		r3 += r
 	}
 	n := float64(b.N)
-	r0, r1, r2, r3, t0, t1, t2 = r0/n, r1/n, r2/n, r3/n, t0/n, t1/n, t2/n
+	r0, r1, r2, r3, t0, t1, t2, s0, s2 = r0/n, r1/n, r2/n, r3/n, t0/n, t1/n, t2/n, s0/n, s2/n
 	b.ReportMetric(r0, "untraced-switches/s")
 	b.ReportMetric(r0/r1, "plain-slowdown")
 	b.ReportMetric(r0/r2, "why-filtered-slowdown")
@@ -315,6 +315,7 @@ func BenchmarkWhyOverhead(b *testing.B) {
 	b.ReportMetric(1e9/r2-1e9/r0, "why-filtered-ns/switch")
 	b.ReportMetric(1e9/r3-1e9/r0, "why-reported-ns/switch")
 	b.ReportMetric(t2-t1, "why-ns/call")
-	fmt.Printf("--why: switches/s untraced %.0f, plain trace %.0f (%.2fx), --why filtered %.0f (%.2fx, +%.0f ns/switch), --why reported %.0f (%.2fx, +%.0f ns/switch); main.tiny per call untraced %.0f ns, plain +%.0f ns, --why +%.0f ns (%.0f ns more)\n",
-		r0, r1, r0/r1, r2, r0/r2, 1e9/r2-1e9/r0, r3, r0/r3, 1e9/r3-1e9/r0, t0, t1-t0, t2-t0, t2-t1)
+	b.ReportMetric(s2-s0, "why-ns/syscall")
+	fmt.Printf("--why: switches/s untraced %.0f, plain trace %.0f (%.2fx), --why filtered %.0f (%.2fx, +%.0f ns/switch), --why reported %.0f (%.2fx, +%.0f ns/switch); main.tiny per call untraced %.0f ns, plain +%.0f ns, --why +%.0f ns (%.0f ns more); a system call untraced %.0f ns, under --why +%.0f ns\n",
+		r0, r1, r0/r1, r2, r0/r2, 1e9/r2-1e9/r0, r3, r0/r3, 1e9/r3-1e9/r0, t0, t1-t0, t2-t0, t2-t1, s0, s2-s0)
 }

@@ -35,9 +35,10 @@ type Event struct {
 	// during the callback.
 	Values []byte
 	// Scheduler events (Options.Why): a park's wait reason and channel
-	// (0 if none); a ready's waker goroutine (0 if none); the return
-	// addresses of the parked goroutine or of the waker, innermost first
-	// (runtime addresses; valid only during the callback).
+	// (0 if none), a sema's address, a poll's descriptor (in Object); a
+	// ready's waker goroutine (0 if none); the return addresses of the
+	// parked goroutine or of the waker, innermost first (runtime
+	// addresses; valid only during the callback).
 	Reason string
 	Object uint64
 	Waker  uint64
@@ -103,8 +104,11 @@ func (s *Session) deliver(raw []byte, fn func(*Event)) {
 	if p.sched != 0 {
 		ev.Kind = p.sched
 		switch p.sched {
-		case bpf.KindPark:
-			ev.Reason, ev.Object = s.waitReason(r.Parent), r.Gopc
+		case bpf.KindPark, bpf.KindSema, bpf.KindPoll:
+			ev.Object = r.Gopc
+			if p.sched == bpf.KindPark {
+				ev.Reason = s.waitReason(r.Parent)
+			}
 		case bpf.KindReady:
 			ev.Waker = r.Caller
 		}

@@ -119,10 +119,14 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 		l.err = fmt.Errorf("gi's PID namespace: %w", err)
 		return l
 	}
-	// --why reads the first sudog's channel where the layout has it.
-	waiting := uint64(0)
+	// --why reads the first sudog's channel, and the descriptor of a
+	// network poller's wait, where the layout has them.
+	waiting, pollFD := uint64(0), uint64(0)
 	if layout.Wait.Known {
 		waiting = present(layout.Wait.GWaiting)
+		if layout.Wait.PollDesc.Size > 0 {
+			pollFD = present(layout.Wait.PollDesc.FD)
+		}
 	}
 	for _, v := range []struct {
 		spec  *ebpf.VariableSpec
@@ -143,6 +147,7 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 		{specs.G_schedBpOffset, present(layout.G.SchedBP)},
 		{specs.G_waitingOffset, waiting},
 		{specs.SudogC_offset, present(layout.Wait.Sudog.C)},
+		{specs.PolldescFdOffset, pollFD},
 	} {
 		if err := v.spec.Set(v.value); err != nil {
 			l.err = fmt.Errorf("set %s: %w", v.spec.Name, err)

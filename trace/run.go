@@ -73,6 +73,9 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	b := NewBuilder()
 	b.Why = s.Opts.Why
 	sym := headers.sym
+	if s.Opts.Why {
+		b.Describe = newWaitNamer(s, sym).describe
+	}
 	sampledCalls := map[*Function]uint64{}
 	b.OnCall = func(k GoroutineKey, c *Call) {
 		if c.Func.Sampled {
@@ -103,8 +106,14 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		case bpf.KindGoexit:
 			b.GoroutineExit(k, ev.Time)
 			headers.Forget(k)
-		case bpf.KindPark, bpf.KindReady, bpf.KindRun, bpf.KindYield:
-			se := SchedEvent{Kind: ev.Kind, Time: ev.Time, Reason: ev.Reason, Object: ev.Object, WokenBy: ev.Waker}
+		case bpf.KindPark, bpf.KindReady, bpf.KindRun, bpf.KindYield, bpf.KindSyscall, bpf.KindSysret, bpf.KindSema, bpf.KindPoll:
+			se := SchedEvent{Kind: ev.Kind, Time: ev.Time, Reason: ev.Reason, WokenBy: ev.Waker, PCs: ev.PCs}
+			switch ev.Kind {
+			case bpf.KindPark:
+				se.Chan = ev.Object
+			case bpf.KindSema, bpf.KindPoll:
+				se.Value = ev.Object
+			}
 			if ev.Waker != 0 {
 				se.WokenByFunction = sym.Caller(ev.PID, ev.PCs)
 			}

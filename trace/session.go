@@ -82,7 +82,7 @@ type Options struct {
 	MaxOverhead float64
 	// Why splits each call's time into on CPU, runnable and each wait
 	// (Call.Time), from probes on the scheduler's functions that report
-	// what the goroutines with a traced call open do. Not with Growable.
+	// what the goroutines with a traced call open do.
 	Why bool
 	// Growable lets Session.Add extend the trace while it runs: every
 	// program is loaded, whether the first functions need it or not, and
@@ -145,8 +145,10 @@ type Session struct {
 	// charges BPF memory to it; nil if it did or need not.
 	memlock error
 	args    *funcargs.Reader // nil unless arguments are captured
-	// waitReasons name the runtime's wait reasons (Options.Why).
+	// waitReasons name the runtime's wait reasons, and waitLayout tells
+	// the sync objects semaphores belong to (Options.Why).
 	waitReasons []string
+	waitLayout  runtimelayout.WaitLayout
 	// argsReader, if set, delivers the funcargs.Reader opened while the
 	// functions were selected.
 	argsReader func() (*funcargs.Reader, error)
@@ -254,6 +256,7 @@ func (s *Session) open() error {
 		if s.waitReasons, err = s.loadWaitReasons(layout); err != nil {
 			return err
 		}
+		s.waitLayout = layout.Wait
 	}
 	// Before 5.11 the kernel charges BPF maps and programs to
 	// RLIMIT_MEMLOCK: raised where gi may, named if loading then fails.
@@ -271,9 +274,6 @@ func (s *Session) open() error {
 	}
 	var schedIdx []int
 	if s.Opts.Why {
-		if s.Opts.Growable {
-			return errors.New("trace: --why does not grow with the trace")
-		}
 		var err error
 		if schedIdx, err = s.appendSchedProbes(); err != nil {
 			return err

@@ -25,11 +25,12 @@ type Symbols struct {
 	typesBase uint64
 	// users caches userFunctionAt by link-time address.
 	users map[uint64]string
+	bin   *elfbin.Binary
 }
 
 // NewSymbols returns a resolver for processes running bin.
 func NewSymbols(bin *elfbin.Binary) *Symbols {
-	return &Symbols{Lines: bin.Lines, loadBias: func(pid int) (uint64, error) { return proc.LoadBias(pid, bin) }, bias: map[uint32]uint64{}}
+	return &Symbols{Lines: bin.Lines, bin: bin, loadBias: func(pid int) (uint64, error) { return proc.LoadBias(pid, bin) }, bias: map[uint32]uint64{}}
 }
 
 // Bias returns the load bias of process pid (0 unless PIE), read once.
@@ -194,4 +195,44 @@ func systemFunction(name string) bool {
 		}
 	}
 	return false
+}
+
+// Functions returns the functions of the return addresses pcs of process
+// pid (innermost first), inlined ones included, innermost first.
+func (s *Symbols) Functions(pid uint32, pcs []uint64) []string {
+	bias := s.Bias(pid)
+	var out []string
+	for _, pc := range pcs {
+		addr := pc - bias
+		f := s.Lines.FuncForPC(addr)
+		if f == nil {
+			continue
+		}
+		frames, err := s.Lines.Frames(f, addr-1)
+		if err != nil || len(frames) == 0 {
+			out = append(out, f.Name)
+			continue
+		}
+		for _, fr := range frames {
+			out = append(out, fr.Function)
+		}
+	}
+	return out
+}
+
+// Global names the global variable holding runtime address addr of
+// process pid ("main.cacheMu", "main.srv+16" inside one), "" if none does.
+func (s *Symbols) Global(pid uint32, addr uint64) string {
+	bias := s.Bias(pid)
+	if s.bin == nil || addr < bias {
+		return ""
+	}
+	sym, off, ok := s.bin.DataSymbol(addr - bias)
+	if !ok {
+		return ""
+	}
+	if off == 0 {
+		return sym.Name
+	}
+	return fmt.Sprintf("%s+%d", sym.Name, off)
 }

@@ -101,6 +101,10 @@ type Builder struct {
 	// Why splits each call's time (Call.Time) by what its goroutine did,
 	// from the scheduler events passed to Sched.
 	Why bool
+	// Describe, if set, names what a goroutine parking with ev waits on,
+	// from its first sudog's channel, what it said it was about to wait
+	// on (note) and its stack; without it only channels are named.
+	Describe func(k GoroutineKey, ev SchedEvent, note Note) WaitObject
 
 	// Unmatched counts returns with no matching entry (calls that began
 	// before the probes were attached); Overflow counts entries dropped

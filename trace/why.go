@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gi-debug/gi/bpf"
 	"github.com/gi-debug/gi/proc"
@@ -20,7 +21,11 @@ import (
 // (runtime.goschedImpl, runtime.goyield_m). Between two events the
 // goroutine is in one state, and the interval is added to every call it
 // has open: a parent's split includes its children's, and the parts of a
-// call add up to its duration.
+// call add up to its duration. The goroutine's own runtime.reentersyscall,
+// runtime.entersyscallblock and runtime.exitsyscall bound its system calls
+// (a part of their own, "syscall"), and runtime.semacquire1 and
+// runtime.netpollblock say, before it parks, which semaphore or
+// descriptor it is about to wait on.
 
 // schedFunctions are the runtime functions the scheduler probes go at,
 // with the event each reports. Every release from Go 1.20 has them.
@@ -33,6 +38,11 @@ var schedFunctions = []struct {
 	{"runtime.execute", bpf.KindRun},
 	{"runtime.goschedImpl", bpf.KindYield},
 	{"runtime.goyield_m", bpf.KindYield},
+	{"runtime.reentersyscall", bpf.KindSyscall},
+	{"runtime.entersyscallblock", bpf.KindSyscall},
+	{"runtime.exitsyscall", bpf.KindSysret},
+	{"runtime.semacquire1", bpf.KindSema},
+	{"runtime.netpollblock", bpf.KindPoll},
 }
 
 // appendSchedProbes adds the scheduler probes to the table and returns
@@ -67,15 +77,34 @@ type TimeSplit struct {
 	Unknown uint64
 	// Partial says part of the call's history is missing (Unknown > 0).
 	Partial bool
+	// Intervals are the waits and runnable spells that happened while
+	// this call was the goroutine's innermost traced call, in order (its
+	// children's are theirs): at most maxIntervals, the rest counted in
+	// DroppedIntervals.
+	Intervals        []Interval
+	DroppedIntervals int
 }
+
+// Interval is one spell of a goroutine not running: blocked (Reason set,
+// with what it waited on and who ended it) or runnable (Reason "").
+type Interval struct {
+	Start, End uint64 // CLOCK_MONOTONIC ns
+	Reason     string
+	Object     WaitObject
+	// WokenBy ended the wait, at End, in WokenByFunction (0: none did).
+	WokenBy         uint64
+	WokenByFunction string
+}
+
+// maxIntervals bounds the intervals a call keeps.
+const maxIntervals = 256
 
 // BlockedTime is the time a call spent in waits of one kind.
 type BlockedTime struct {
 	// Reason is the runtime's wait reason ("chan receive", "sync.Mutex.Lock", ...).
 	Reason string
-	// Object is the address of the channel waited on (from the goroutine's
-	// first sudog), 0 if none or not a channel wait.
-	Object uint64
+	// Object is what was waited on, zero if unknown.
+	Object WaitObject
 	// WokenBy is the goroutine that ended the waits (its unlock, send,
 	// close, Done or Signal made this one runnable), 0 if none did: a
 	// timer, the network poller.
@@ -86,6 +115,41 @@ type BlockedTime struct {
 	// NS is the time spent, Count the waits it adds up.
 	NS    uint64
 	Count int
+}
+
+// WaitObject is what a wait was on, named as gi ps names it.
+type WaitObject struct {
+	// Kind is chan, mutex, rwmutex, waitgroup, sema or fd; "" unknown.
+	Kind string
+	// Addr is the object's address (a channel, a sync object); 0 for a
+	// descriptor.
+	Addr uint64
+	// Name is the global variable holding the object ("main.cacheMu").
+	Name string
+	// Dir is a RWMutex waiter's side: read or write.
+	Dir string
+	// FD is a descriptor: its number, and what /proc says it is when it
+	// parked (a socket's addresses, a file's path).
+	FD proc.FD
+}
+
+// Same reports whether o and p are the same object.
+func (o WaitObject) Same(p WaitObject) bool {
+	return o.Kind == p.Kind && o.Addr == p.Addr && o.FD.FD == p.FD.FD
+}
+
+// String names the object: "mutex main.cacheMu", "chan 0xc000123000",
+// "tcp 127.0.0.1:43122 → 127.0.0.1:5432 fd 7"; "" if unknown.
+func (o WaitObject) String() string {
+	switch {
+	case o.Kind == "":
+		return ""
+	case o.Kind == "fd":
+		return o.FD.String()
+	case o.Name != "":
+		return o.Kind + " " + o.Name
+	}
+	return fmt.Sprintf("%s %#x", o.Kind, o.Addr)
 }
 
 // maxBlockedParts bounds the distinct waits a split keeps; beyond, waits
@@ -104,17 +168,17 @@ func (t *TimeSplit) Total() uint64 {
 func (t *TimeSplit) addBlocked(w BlockedTime) {
 	for i := range t.Blocked {
 		b := &t.Blocked[i]
-		if b.Reason == w.Reason && b.Object == w.Object && b.WokenBy == w.WokenBy && b.WokenByFunction == w.WokenByFunction {
+		if b.Reason == w.Reason && b.Object.Same(w.Object) && b.WokenBy == w.WokenBy && b.WokenByFunction == w.WokenByFunction {
 			b.NS += w.NS
 			b.Count++
 			return
 		}
 	}
 	if len(t.Blocked) >= maxBlockedParts {
-		w.Object, w.WokenBy, w.WokenByFunction = 0, 0, ""
+		w.Object, w.WokenBy, w.WokenByFunction = WaitObject{}, 0, ""
 		for i := range t.Blocked {
 			b := &t.Blocked[i]
-			if b.Reason == w.Reason && b.Object == 0 && b.WokenBy == 0 && b.WokenByFunction == "" {
+			if b.Reason == w.Reason && b.Object.Kind == "" && b.WokenBy == 0 && b.WokenByFunction == "" {
 				b.NS += w.NS
 				b.Count++
 				return
@@ -135,8 +199,8 @@ func (t *TimeSplit) String() string {
 		if b.Count > 1 {
 			about = append(about, fmt.Sprintf("%d waits", b.Count))
 		}
-		if b.Object != 0 {
-			about = append(about, fmt.Sprintf("chan %#x", b.Object))
+		if o := b.Object.String(); o != "" {
+			about = append(about, o)
 		}
 		if b.WokenBy != 0 {
 			w := fmt.Sprintf("goroutine %d", b.WokenBy)
@@ -190,17 +254,36 @@ const (
 type whyState struct {
 	state  schedState
 	since  uint64
-	reason string // stateBlocked: the wait reason
-	object uint64 // stateBlocked: the channel
+	reason string     // stateBlocked: the wait reason
+	object WaitObject // stateBlocked: what it waits on
+	// note is what the goroutine said it is about to wait on (a
+	// semaphore, a descriptor), for its next park.
+	note Note
+	// syscallExit: it left a system call and is running, unless the
+	// next event is a run (it lost its P: runnable meanwhile).
+	syscallExit bool
+}
+
+// Note is what a goroutine is about to wait on, reported before it parks:
+// a semaphore's address (Kind bpf.KindSema) or a descriptor (bpf.KindPoll).
+type Note struct {
+	Kind  uint8
+	Value uint64
 }
 
 // SchedEvent is a scheduler event of a goroutine, for Builder.Sched.
 type SchedEvent struct {
-	Kind uint8 // bpf.KindPark, KindReady, KindRun or KindYield
+	// Kind is bpf.KindPark, KindReady, KindRun, KindYield, KindSyscall,
+	// KindSysret, KindSema or KindPoll.
+	Kind uint8
 	Time uint64
-	// Reason and Object: a park's wait reason and channel.
+	// Reason and Chan: a park's wait reason and its first sudog's channel.
 	Reason string
-	Object uint64
+	Chan   uint64
+	// PCs: a park's return addresses, innermost first.
+	PCs []uint64
+	// Value: a sema's address, a poll's descriptor.
+	Value uint64
 	// WokenBy and WokenByFunction: a ready's waker, if a goroutine.
 	WokenBy         uint64
 	WokenByFunction string
@@ -222,18 +305,42 @@ func (b *Builder) Sched(k GoroutineKey, ev SchedEvent) {
 			w.state = stateUnknown
 		}
 	}
+	afterSyscall := w.syscallExit
+	w.syscallExit = false
 	switch ev.Kind {
+	case bpf.KindSema, bpf.KindPoll:
+		w.note = Note{Kind: ev.Kind, Value: ev.Value}
+		w.syscallExit = afterSyscall
 	case bpf.KindPark:
 		expect(w.state == stateRunning)
 		b.account(st, ev.Time, BlockedTime{})
-		w.state, w.reason, w.object = stateBlocked, ev.Reason, ev.Object
+		w.state, w.reason = stateBlocked, ev.Reason
+		w.object = WaitObject{}
+		if b.Describe != nil {
+			w.object = b.Describe(k, ev, w.note)
+		} else if ev.Chan != 0 {
+			w.object = WaitObject{Kind: "chan", Addr: ev.Chan}
+		}
+		w.note = Note{}
+	case bpf.KindSyscall:
+		expect(w.state == stateRunning)
+		b.account(st, ev.Time, BlockedTime{})
+		w.state, w.reason, w.object = stateBlocked, "syscall", WaitObject{}
+	case bpf.KindSysret:
+		expect(w.state == stateBlocked && w.reason == "syscall")
+		b.account(st, ev.Time, BlockedTime{})
+		w.state, w.syscallExit = stateRunning, true
 	case bpf.KindReady:
 		expect(w.state == stateBlocked)
 		b.account(st, ev.Time, BlockedTime{WokenBy: ev.WokenBy, WokenByFunction: ev.WokenByFunction})
 		w.state = stateRunnable
 	case bpf.KindRun:
 		// A wait ended without a ready (the network poller's, or a park
-		// its unlock function called off) runs straight from blocked.
+		// its unlock function called off) runs straight from blocked; a
+		// goroutine that left a system call without its P was runnable.
+		if afterSyscall && w.state == stateRunning {
+			w.state = stateRunnable
+		}
 		expect(w.state == stateRunnable || w.state == stateBlocked)
 		b.account(st, ev.Time, BlockedTime{})
 		w.state = stateRunning
@@ -254,9 +361,23 @@ func (b *Builder) account(st *goroutineState, now uint64, wake BlockedTime) {
 	if now > w.since {
 		d = now - w.since
 	}
+	start := w.since
 	w.since = now
 	if d == 0 && w.state != stateUnknown {
 		return
+	}
+	if (w.state == stateBlocked || w.state == stateRunnable) && len(st.stack) > 0 {
+		if t := st.stack[len(st.stack)-1].Time; t != nil {
+			if len(t.Intervals) < maxIntervals {
+				iv := Interval{Start: start, End: now}
+				if w.state == stateBlocked {
+					iv.Reason, iv.Object, iv.WokenBy, iv.WokenByFunction = w.reason, w.object, wake.WokenBy, wake.WokenByFunction
+				}
+				t.Intervals = append(t.Intervals, iv)
+			} else {
+				t.DroppedIntervals++
+			}
+		}
 	}
 	for _, c := range st.stack {
 		t := c.Time
@@ -329,4 +450,68 @@ func (s *Session) waitReason(n uint64) string {
 		return s.waitReasons[n]
 	}
 	return fmt.Sprintf("wait reason %d", n)
+}
+
+// waitNamer names what parking goroutines wait on, as gi ps does: a
+// channel by its address, a semaphore by the sync object it belongs to
+// (told by the goroutine's stack) and the global variable holding it, a
+// descriptor by what /proc says it is.
+type waitNamer struct {
+	s   *Session
+	sym *Symbols
+	fds map[fdKey]fdName
+}
+
+type fdKey struct {
+	pid uint32
+	fd  int
+}
+
+type fdName struct {
+	desc proc.FD
+	at   time.Time
+}
+
+// fdNameTTL is how long a descriptor's description is reused: a number
+// the process closes and opens again may then name something else.
+const fdNameTTL = time.Second
+
+func newWaitNamer(s *Session, sym *Symbols) *waitNamer {
+	return &waitNamer{s: s, sym: sym, fds: map[fdKey]fdName{}}
+}
+
+// semaReasons are the wait reasons of a goroutine asleep on a semaphore.
+func semaReason(reason string) bool {
+	return reason == "semacquire" || strings.HasPrefix(reason, "sync.")
+}
+
+func (n *waitNamer) describe(k GoroutineKey, ev SchedEvent, note Note) WaitObject {
+	switch {
+	case ev.Chan != 0 && (strings.HasPrefix(ev.Reason, "chan ") || ev.Reason == "select"):
+		return WaitObject{Kind: "chan", Addr: ev.Chan, Name: n.sym.Global(k.PID, ev.Chan)}
+	case note.Kind == bpf.KindSema && semaReason(ev.Reason):
+		kind, dir, base := n.s.waitLayout.SyncObject(n.sym.Functions(k.PID, ev.PCs), note.Value)
+		return WaitObject{Kind: kind, Dir: dir, Addr: base, Name: n.sym.Global(k.PID, base)}
+	case note.Kind == bpf.KindPoll && ev.Reason == "IO wait" && int64(note.Value) >= 0:
+		return WaitObject{Kind: "fd", FD: n.fd(k.PID, int(note.Value))}
+	}
+	return WaitObject{}
+}
+
+// fd describes descriptor fd of process pid (just its number if /proc
+// does not say).
+func (n *waitNamer) fd(pid uint32, fd int) proc.FD {
+	key := fdKey{pid, fd}
+	if d, ok := n.fds[key]; ok && time.Since(d.at) < fdNameTTL {
+		return d.desc
+	}
+	desc := proc.FD{FD: fd}
+	if d, err := proc.DescribeFD(int(pid), fd); err == nil {
+		desc = d
+	}
+	if len(n.fds) > 4096 {
+		clear(n.fds)
+	}
+	n.fds[key] = fdName{desc, time.Now()}
+	return desc
 }

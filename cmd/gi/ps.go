@@ -44,6 +44,7 @@ type psOptions struct {
 	minWait                             time.Duration
 	trace                               time.Duration
 	traceDepth                          int
+	why                                 bool
 	target                              targetFlags
 }
 
@@ -88,6 +89,7 @@ given with --binary.`,
 	f.StringVar(&o.match, "match", "", "only goroutines with a frame whose function matches `REGEXP`")
 	f.DurationVar(&o.minWait, "min-wait", 0, "only goroutines that have waited at least `DURATION`")
 	f.DurationVar(&o.trace, "trace", 0, "trace the functions the goroutines are in for `D`, then list them with those functions' latencies")
+	f.BoolVar(&o.why, "why", false, "with --trace, say which part of the measured function's calls' time dominates (MOSTLY: on CPU, runnable or a wait reason, and its share; see gi trace --why for the cost)")
 	f.IntVar(&o.traceDepth, "trace-depth", 1, "with --trace, trace this many code frames of each goroutine: the one its row shows (the innermost of the program's own code that can be traced) and those above it")
 	f.BoolVar(&o.waits, "waits", true, "read what blocked goroutines wait on (--waits=false: the stop copies goroutines and stacks only)")
 	f.MarkHidden("waits")
@@ -116,6 +118,9 @@ func coreOrigin(c *core.Core) string {
 func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.traceDepth < 1 {
 		return fmt.Errorf("--trace-depth must be at least 1")
+	}
+	if o.why && o.trace == 0 {
+		return fmt.Errorf("--why splits the time of the calls --trace measures: give --trace D")
 	}
 	var re *regexp.Regexp
 	if o.match != "" {
@@ -282,7 +287,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.trace > 0 {
 		ctx, stop := a.traceContext()
 		rows := func(s *inspect.Snapshot) []*inspect.Goroutine { return filterGoroutines(s.Goroutines, o, re) }
-		res, err = measure.Run(ctx, t, a.tracer, snap, measure.Options{Duration: o.trace, Depth: o.traceDepth, Rows: rows,
+		res, err = measure.Run(ctx, t, a.tracer, snap, measure.Options{Duration: o.trace, Depth: o.traceDepth, Rows: rows, Why: o.why,
 			Attached: func(functions, probes, goroutines int, warnings []string) {
 				for _, w := range warnings {
 					fmt.Fprintf(errOut, "gi: warning: %s\n", w)
@@ -298,7 +303,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	}
 	var pt *psLatency
 	if res != nil {
-		pt = &psLatency{res}
+		pt = &psLatency{Result: res, why: o.why}
 	}
 	if pprofOut != nil {
 		if err := inspect.WritePprof(pprofOut, snap, gs); err != nil {
@@ -607,6 +612,9 @@ func (c psColumns) header(first ...any) []any {
 	}
 	if c.pt != nil {
 		first = append(first, "CALLS", "P50", "P99", "MAX", "IN CALL")
+		if c.pt.why {
+			first = append(first, "MOSTLY")
+		}
 	}
 	if c.waits {
 		first = append(first, "WAITING ON")

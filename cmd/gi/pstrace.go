@@ -12,6 +12,8 @@ import (
 // --trace) renders nothing.
 type psLatency struct {
 	*measure.Result
+	// why adds the MOSTLY column: the part that dominates the calls.
+	why bool
 }
 
 // location renders the FUNCTION and LOCATION columns of a goroutine's row:
@@ -30,8 +32,21 @@ func (pl *psLatency) stuckText() string {
 	return "stuck >" + formatWait(pl.Duration, true)
 }
 
-// columns renders CALLS, P50, P99, MAX, IN CALL for one latency.
+// columns renders CALLS, P50, P99, MAX, IN CALL (and MOSTLY) for one
+// latency.
 func (pl *psLatency) columns(l *measure.Latency) []string {
+	cols := pl.latencyColumns(l)
+	if pl.why {
+		mostly := ""
+		if l != nil && l.Dominant != nil && l.Calls > 0 {
+			mostly = fmt.Sprintf("%s %.0f%%", l.Dominant.Part, 100*l.Dominant.Share)
+		}
+		cols = append(cols, mostly)
+	}
+	return cols
+}
+
+func (pl *psLatency) latencyColumns(l *measure.Latency) []string {
 	switch {
 	case l == nil:
 		return []string{"", "", "", "", ""}

@@ -58,6 +58,10 @@ type psTraceDoc struct {
 			Stuck    bool   `json:"stuck"`
 			TracedNS int64  `json:"traced_ns"`
 			Why      string `json:"why"`
+			Dominant *struct {
+				Part  string  `json:"part"`
+				Share float64 `json:"share"`
+			} `json:"dominant"`
 		} `json:"trace"`
 	} `json:"goroutines"`
 }
@@ -409,5 +413,45 @@ func TestPsTraceFreshGoroutines(t *testing.T) {
 				t.Errorf("traffic began after the attach, yet no function was added during the window: %+v", w)
 			}
 		})
+	}
+}
+
+// TestPsTraceWhy checks gi ps --trace --why: lockserver's six workers
+// call main.handle back to back, each waiting for the one mutex about
+// five times as long as it holds it (a 1 ms sleep), so the time of their
+// handle calls is mostly sync.Mutex.Lock, about five sixths of it.
+func TestPsTraceWhy(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-pause", "0")
+	out, stderr, code := runGi(t, "ps", "--json", "--trace", "2s", "--why", strconv.Itoa(p.Pid))
+	if code != 0 {
+		t.Fatalf("gi ps --trace --why: %s", stderr)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+	validate(t, compileSchema(t, "ps"), "gi ps --trace --why --json", out)
+	var doc psTraceDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, g := range doc.Goroutines {
+		if g.Trace == nil || g.Trace.Function != "main.handle" || g.Trace.Calls == 0 {
+			continue
+		}
+		seen++
+		d := g.Trace.Dominant
+		if d == nil || d.Part != "sync.Mutex.Lock" || d.Share < 0.6 || d.Share > 0.95 {
+			t.Errorf("goroutine %d: main.handle mostly %+v, want sync.Mutex.Lock, about 5/6", g.Goid, d)
+		}
+	}
+	if seen < 4 {
+		t.Errorf("%d workers measured in main.handle:\n%s", seen, out)
+	}
+	table, stderr, code := runGi(t, "ps", "--trace", "1s", "--why", strconv.Itoa(p.Pid))
+	if code != 0 || !strings.Contains(table, "MOSTLY") || !strings.Contains(table, "sync.Mutex.Lock ") {
+		t.Errorf("gi ps --trace --why table (exit %d, %s):\n%s", code, stderr, table)
+	}
+	if _, stderr, code := runGi(t, "ps", "--why", strconv.Itoa(p.Pid)); code == 0 || !strings.Contains(stderr, "--trace") {
+		t.Errorf("--why without --trace: exit %d, %s", code, stderr)
 	}
 }

@@ -839,13 +839,21 @@ func TestTraceWhyCLI(t *testing.T) {
 	waits := map[string]report.TraceWait{}
 	sum := phases.Time.OnCPUNS + phases.Time.RunnableNS + phases.Time.UnknownNS
 	for _, w := range phases.Time.Blocked {
-		waits[w.Reason] = w
+		if w.Object != nil || waits[w.Reason].Object == nil {
+			waits[w.Reason] = w
+		}
 		sum += w.NS
 	}
 	if sum != uint64(phases.DurationNS) {
 		t.Errorf("main.phases: parts add up to %d ns, duration %d ns", sum, phases.DurationNS)
 	}
 	mu, ch, sl, io := waits["sync.Mutex.Lock"], waits["chan receive"], waits["sleep"], waits["IO wait"]
+	if mu.Object == nil || mu.Object.Kind != "mutex" || mu.Object.Name != "main.cacheMu" {
+		t.Errorf("mutex wait on %+v, want main.cacheMu", mu.Object)
+	}
+	if io.Object == nil || io.Object.Kind != "fd" || io.Object.Type != "tcp" || io.Object.Remote != r["peer"] {
+		t.Errorf("IO wait on %+v, want the tcp socket to %s", io.Object, r["peer"])
+	}
 	near("sync.Mutex.Lock", mu.NS, want("mutex"))
 	near("chan receive", ch.NS, want("chan"))
 	near("sleep", sl.NS, want("sleep"))
@@ -866,9 +874,32 @@ func TestTraceWhyCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.stop(t, syscall.SIGTERM)
-	for _, s := range []string{"cpu ", " · sync.Mutex.Lock ", "(goroutine " + r["holder"] + " main.holdLock)", " · chan receive ", "goroutine " + r["sender"] + " main.sendLater)", " · IO wait "} {
+	for _, s := range []string{"cpu ", " · sync.Mutex.Lock ", "(mutex main.cacheMu, goroutine " + r["holder"] + " main.holdLock)", " · chan receive ", "goroutine " + r["sender"] + " main.sendLater)", " · IO wait "} {
 		if !strings.Contains(g.stdout.String(), s) {
 			t.Errorf("no %q in the tree:\n%s", s, g.stdout)
 		}
+	}
+
+	// --stats: the parts per function, the mutex's share the largest.
+	g = startGiTrace(t, "--why", "--stats", "--max-overhead", "none", pid, "main.phases")
+	if _, err = p.Do("run", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g.stop(t, syscall.SIGTERM)
+	out := g.stdout.String()
+	_, parts, ok := strings.Cut(out, "where the time went (--why):")
+	if !ok {
+		t.Fatalf("no parts table:\n%s", out)
+	}
+	var rows []string
+	for _, l := range strings.Split(parts, "\n") {
+		for _, part := range []string{"sync.Mutex.Lock", "chan receive", "on CPU", "IO wait", "sleep", "syscall", "runnable"} {
+			if strings.Contains(l, " "+part+" ") {
+				rows = append(rows, part)
+			}
+		}
+	}
+	if len(rows) != 7 || rows[0] != "sync.Mutex.Lock" {
+		t.Errorf("parts %v (the mutex first, by share), in:\n%s", rows, out)
 	}
 }

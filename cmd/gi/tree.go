@@ -130,5 +130,40 @@ func writeStats(w io.Writer, s *trace.Stats, sampling *trace.Sampling) error {
 			return err
 		}
 	}
+	if err := tbl.Render(); err != nil {
+		return err
+	}
+	return writeParts(w, s)
+}
+
+// writeParts prints, under --why, where each function's calls' time went:
+// per part, the mean and the 99th percentile over its calls, and the
+// part's share of their time.
+func writeParts(w io.Writer, s *trace.Stats) error {
+	var tbl *tablewriter.Table
+	for _, f := range s.Functions() {
+		parts := s.Parts(f)
+		if len(parts) == 0 {
+			continue
+		}
+		if tbl == nil {
+			io.WriteString(w, "\nwhere the time went (--why):\n")
+			tbl = newTable(w, tablewriter.WithHeaderAlignment(tw.AlignRight),
+				tablewriter.WithAlignment(tw.Alignment{tw.AlignLeft, tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight}))
+			tbl.Header("FUNCTION", "PART", "MEAN", "P99", "SHARE")
+		}
+		for i, p := range parts {
+			name := ""
+			if i == 0 {
+				name = f.Name
+			}
+			if err := tbl.Append([]string{name, p.Name, formatLatency(p.Mean), formatLatency(p.P99), fmt.Sprintf("%.1f%%", 100*p.Share)}); err != nil {
+				return err
+			}
+		}
+	}
+	if tbl == nil {
+		return nil
+	}
 	return tbl.Render()
 }

@@ -6,6 +6,9 @@
 //	rally N   main.rally makes N round trips (2N switches) and answers
 //	          "DONE switches_per_sec=<rate> ns_per_switch=<ns>"
 //	tiny N    calls main.tiny N times and answers "DONE ns_per_call=<ns>"
+//	sys N     makes N getppid(2) system calls through syscall.Syscall
+//	          (entersyscall and exitsyscall) and answers "DONE
+//	          ns_per_syscall=<ns>"
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -74,6 +78,11 @@ func main() {
 				x = tiny(x)
 			}
 			fmt.Printf("DONE ns_per_call=%.2f x=%d\n", float64(time.Since(start).Nanoseconds())/float64(n), x)
+		case "sys":
+			for i := 0; i < n; i++ {
+				syscall.Syscall(syscall.SYS_GETPPID, 0, 0, 0)
+			}
+			fmt.Printf("DONE ns_per_syscall=%.1f\n", float64(time.Since(start).Nanoseconds())/float64(n))
 		default:
 			fmt.Println("DONE error unknown command")
 		}

@@ -9,11 +9,14 @@
 //	chan   blocked receiving from a channel until goroutine "sender"
 //	       (main.sendLater) sends, -chan after it was asked
 //	io     reading a TCP socket whose peer answers -io after the request
+//	sys    in a blocking read(2) of a pipe that goroutine "writer"
+//	       (main.writeLater) writes -sys after it was asked
 //
 // It prints READY, then reads commands from stdin: "run" calls
 // main.phases once and answers "DONE goid=<its goroutine> cpu=<ns>
 // mutex=<ns> holder=<goid> sleep=<ns> chan=<ns> sender=<goid> io=<ns>
-// total=<ns>", each phase's duration as measured around it.
+// peer=<the socket's remote address> sys=<ns> total=<ns>", each phase's
+// duration as measured around it.
 package main
 
 import (
@@ -26,6 +29,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -45,8 +49,8 @@ func goid() uint64 {
 
 // result is one run's own measurements.
 type result struct {
-	goid, holder, sender               uint64
-	cpu, mutex, sleep, ch, io, elapsed time.Duration
+	goid, holder, sender                    uint64
+	cpu, mutex, sleep, ch, io, sys, elapsed time.Duration
 }
 
 //go:noinline
@@ -81,6 +85,16 @@ func sendLater(ask <-chan struct{}, ch chan<- int, delay time.Duration, id chan<
 	ch <- 1
 }
 
+// writeLater writes a byte to fd -sys after each request.
+//
+//go:noinline
+func writeLater(ask <-chan struct{}, fd int, delay time.Duration) {
+	for range ask {
+		time.Sleep(delay)
+		syscall.Write(fd, []byte{1})
+	}
+}
+
 // peer answers each byte read on c with one byte, after delay.
 func peer(c net.Conn, delay time.Duration) {
 	var b [1]byte
@@ -96,7 +110,7 @@ func peer(c net.Conn, delay time.Duration) {
 }
 
 //go:noinline
-func phases(r *result, cpu, sleep time.Duration, ask chan<- struct{}, ch <-chan int, conn net.Conn) {
+func phases(r *result, cpu, sleep time.Duration, ask chan<- struct{}, ch <-chan int, conn net.Conn, write chan<- struct{}, pipe int) {
 	begin := time.Now()
 	r.goid = goid()
 
@@ -124,6 +138,11 @@ func phases(r *result, cpu, sleep time.Duration, ask chan<- struct{}, ch <-chan 
 	conn.Read(b[:])
 	r.io = time.Since(t)
 
+	t = time.Now()
+	write <- struct{}{}
+	syscall.Read(pipe, b[:])
+	r.sys = time.Since(t)
+
 	r.elapsed = time.Since(begin)
 }
 
@@ -133,6 +152,7 @@ func main() {
 	sleep := flag.Duration("sleep", 20*time.Millisecond, "sleep phase")
 	chanDelay := flag.Duration("chan", 30*time.Millisecond, "channel phase")
 	ioDelay := flag.Duration("io", 25*time.Millisecond, "socket phase")
+	sysDelay := flag.Duration("sys", 15*time.Millisecond, "system call phase")
 	flag.Parse()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -154,6 +174,14 @@ func main() {
 		fmt.Println("dial:", err)
 		os.Exit(1)
 	}
+	// A pipe the runtime does not know: its reads block in the kernel.
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		fmt.Println("pipe:", err)
+		os.Exit(1)
+	}
+	write := make(chan struct{}, 1)
+	go writeLater(write, fds[1], *sysDelay)
 	fmt.Println("READY")
 
 	in := bufio.NewScanner(os.Stdin)
@@ -169,8 +197,8 @@ func main() {
 		ask, ch, ids := make(chan struct{}, 1), make(chan int), make(chan uint64)
 		go sendLater(ask, ch, *chanDelay, ids)
 		r.sender = <-ids
-		phases(&r, *cpu, *sleep, ask, ch, conn)
-		fmt.Printf("DONE goid=%d cpu=%d mutex=%d holder=%d sleep=%d chan=%d sender=%d io=%d total=%d\n",
-			r.goid, r.cpu, r.mutex, r.holder, r.sleep, r.ch, r.sender, r.io, r.elapsed)
+		phases(&r, *cpu, *sleep, ask, ch, conn, write, fds[0])
+		fmt.Printf("DONE goid=%d cpu=%d mutex=%d holder=%d sleep=%d chan=%d sender=%d io=%d peer=%s sys=%d total=%d\n",
+			r.goid, r.cpu, r.mutex, r.holder, r.sleep, r.ch, r.sender, r.io, ln.Addr(), r.sys, r.elapsed)
 	}
 }
