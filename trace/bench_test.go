@@ -100,18 +100,12 @@ func captureOverhead(b *testing.B, fn, cmd string, n int) (base, empty, plain, a
 		if opts == nil {
 			return nsPerCall(b, p, cmd, n)
 		}
-		s, err := trace.Open(*opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan trace.RunResult)
-		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
-		ns := nsPerCall(b, p, cmd, n)
-		time.Sleep(3 * trace.DrainInterval)
-		cancel()
-		if res := <-done; res.Lost != 0 || res.UnreadFloats != 0 || (!opts.Empty && res.Events < uint64(2*n)) {
+		var ns float64
+		res := whileTraced(b, *opts, func() {
+			ns = nsPerCall(b, p, cmd, n)
+			time.Sleep(3 * trace.DrainInterval)
+		})
+		if res.Lost != 0 || res.UnreadFloats != 0 || (!opts.Empty && res.Events < uint64(2*n)) {
 			b.Errorf("%d events, %d lost, %d with floats unread", res.Events, res.Lost, res.UnreadFloats)
 		}
 		return ns
@@ -278,17 +272,10 @@ func BenchmarkWhyOverhead(b *testing.B) {
 			return do(rally, "switches_per_sec"), do(tiny, "ns_per_call"), do(sys, "ns_per_syscall")
 		}
 		opts.PID = p.Pid
-		s, err := trace.Open(*opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan trace.RunResult)
-		go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
-		rate, perCall, perSyscall = do(rally, "switches_per_sec"), do(tiny, "ns_per_call"), do(sys, "ns_per_syscall")
-		cancel()
-		if res := <-done; res.Lost != 0 {
+		res := whileTraced(b, *opts, func() {
+			rate, perCall, perSyscall = do(rally, "switches_per_sec"), do(tiny, "ns_per_call"), do(sys, "ns_per_syscall")
+		})
+		if res.Lost != 0 {
 			b.Logf("%d events lost", res.Lost)
 		}
 		return rate, perCall, perSyscall
@@ -318,4 +305,20 @@ func BenchmarkWhyOverhead(b *testing.B) {
 	b.ReportMetric(s2-s0, "why-ns/syscall")
 	fmt.Printf("--why: switches/s untraced %.0f, plain trace %.0f (%.2fx), --why filtered %.0f (%.2fx, +%.0f ns/switch), --why reported %.0f (%.2fx, +%.0f ns/switch); main.tiny per call untraced %.0f ns, plain +%.0f ns, --why +%.0f ns (%.0f ns more); a system call untraced %.0f ns, under --why +%.0f ns\n",
 		r0, r1, r0/r1, r2, r0/r2, 1e9/r2-1e9/r0, r3, r0/r3, 1e9/r3-1e9/r0, t0, t1-t0, t2-t0, t2-t1, s0, s2-s0)
+}
+
+// whileTraced runs fn while a trace opened with opts runs, and returns
+// the run's result once the trace is detached.
+func whileTraced(b *testing.B, opts trace.Options, fn func()) trace.RunResult {
+	s, err := trace.Open(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan trace.RunResult)
+	go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
+	fn()
+	cancel()
+	return <-done
 }

@@ -192,9 +192,9 @@ func (t *TimeSplit) addBlocked(w BlockedTime) {
 // String renders the split on one line:
 // "cpu 15ms · runnable 0.3ms · chan receive 30ms (goroutine 815 main.producer)".
 func (t *TimeSplit) String() string {
-	parts := []string{"cpu " + FormatNS(t.OnCPU), "runnable " + FormatNS(t.Runnable)}
+	parts := []string{"cpu " + formatNS(t.OnCPU), "runnable " + formatNS(t.Runnable)}
 	for _, b := range t.Blocked {
-		s := b.Reason + " " + FormatNS(b.NS)
+		s := b.Reason + " " + formatNS(b.NS)
 		var about []string
 		if b.Count > 1 {
 			about = append(about, fmt.Sprintf("%d waits", b.Count))
@@ -215,13 +215,13 @@ func (t *TimeSplit) String() string {
 		parts = append(parts, s)
 	}
 	if t.Unknown > 0 || t.Partial {
-		parts = append(parts, "unknown "+FormatNS(t.Unknown)+" (partial: scheduler events lost)")
+		parts = append(parts, "unknown "+formatNS(t.Unknown)+" (partial: scheduler events lost)")
 	}
 	return strings.Join(parts, " · ")
 }
 
-// FormatNS renders nanoseconds compactly: 850ns, 12.3µs, 4.56ms, 1.2s.
-func FormatNS(ns uint64) string {
+// formatNS renders nanoseconds compactly: 850ns, 12.3µs, 4.56ms, 1.2s.
+func formatNS(ns uint64) string {
 	switch {
 	case ns < 1000:
 		return fmt.Sprintf("%dns", ns)
