@@ -156,10 +156,23 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		}
 		windowEnds = sm.ends
 	}
+	// drain reads the ring buffer; events it lost meanwhile leave the
+	// splits of the calls open then partial.
+	lost := uint64(0)
+	drain := func() error {
+		err := s.Drain(handle)
+		if b.Why {
+			if n := s.Lost(); n > lost {
+				lost = n
+				b.MarkPartial()
+			}
+		}
+		return err
+	}
 	// endWindow cuts the calls of sampled functions still open when the
 	// probes of their window, closed at time end, went.
 	endWindow := func(end uint64) error {
-		err := s.Drain(handle)
+		err := drain()
 		cut += uint64(b.Cut(func(c *Call) bool { return c.Func.Sampled && c.Start <= end }))
 		return err
 	}
@@ -176,13 +189,13 @@ loop:
 		case <-deadline:
 			break loop
 		case <-interval:
-			if err := s.Drain(handle); err != nil {
+			if err := drain(); err != nil {
 				res.Err = err
 				break loop
 			}
 			hs.Tick()
 		case <-tick.C:
-			if err := s.Drain(handle); err != nil {
+			if err := drain(); err != nil {
 				res.Err = err
 				break loop
 			}

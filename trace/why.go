@@ -75,7 +75,9 @@ type TimeSplit struct {
 	Blocked []BlockedTime
 	// Unknown is time gi cannot attribute: scheduler events were lost.
 	Unknown uint64
-	// Partial says part of the call's history is missing (Unknown > 0).
+	// Partial says part of the call's history may be missing: events
+	// contradicted each other (the time between is Unknown), or the ring
+	// buffer lost events while the call ran.
 	Partial bool
 	// Intervals are the waits and runnable spells that happened while
 	// this call was the goroutine's innermost traced call, in order (its
@@ -215,7 +217,7 @@ func (t *TimeSplit) String() string {
 		parts = append(parts, s)
 	}
 	if t.Unknown > 0 || t.Partial {
-		parts = append(parts, "unknown "+formatNS(t.Unknown)+" (partial: scheduler events lost)")
+		parts = append(parts, "unknown "+formatNS(t.Unknown)+" (partial: events lost)")
 	}
 	return strings.Join(parts, " · ")
 }
@@ -396,6 +398,19 @@ func (b *Builder) account(st *goroutineState, now uint64, wake BlockedTime) {
 		default:
 			t.Unknown += d
 			t.Partial = true
+		}
+	}
+}
+
+// MarkPartial marks the split of every open call partial: events were
+// lost while they ran (the ring buffer was full), and a goroutine's park,
+// ready and run lost together would leave its wait counted as on CPU.
+func (b *Builder) MarkPartial() {
+	for _, st := range b.gs {
+		for _, c := range st.stack {
+			if c.Time != nil {
+				c.Time.Partial = true
+			}
 		}
 	}
 }

@@ -282,3 +282,25 @@ func TestStatsParts(t *testing.T) {
 		t.Error("parts of a function never seen")
 	}
 }
+
+// TestWhyMarkPartial checks that the calls open when events were lost
+// say their split may be incomplete, and those after do not.
+func TestWhyMarkPartial(t *testing.T) {
+	b := trace.NewBuilder()
+	b.Why = true
+	var done []*trace.Call
+	b.OnCall = func(_ trace.GoroutineKey, c *trace.Call) { done = append(done, c) }
+	k := trace.GoroutineKey{PID: 1, Goid: 7}
+	f := &trace.Function{Name: "main.f"}
+	b.Entry(k, 0x1000, f, 0, 100, 0)
+	b.MarkPartial()
+	b.Return(k, f, 10, 100, 0)
+	b.Entry(k, 0x1000, f, 20, 100, 0)
+	b.Return(k, f, 30, 100, 0)
+	if len(done) != 2 || !done[0].Time.Partial || done[1].Time.Partial {
+		t.Fatalf("partial: %v, %v; want the first call only", done[0].Time.Partial, done[1].Time.Partial)
+	}
+	if s := done[0].Time.String(); s != "cpu 10ns · runnable 0ns · unknown 0ns (partial: events lost)" {
+		t.Errorf("line %q", s)
+	}
+}
