@@ -272,7 +272,8 @@ func TestTraceHeadersMatchPs(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(buildGi(t), "trace", "--duration", "500ms", strconv.Itoa(p.Pid), "main.handle")
+	// Every worker must show within the window: no sampling.
+	cmd := exec.Command(buildGi(t), "trace", "--duration", "500ms", "--max-overhead", "none", strconv.Itoa(p.Pid), "main.handle")
 	tr, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("gi trace: %v", err)
