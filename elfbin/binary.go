@@ -347,6 +347,20 @@ func (b *Binary) indexSymbols() {
 	sort.Slice(b.objects, func(i, j int) bool { return b.objects[i].Addr < b.objects[j].Addr })
 }
 
+// GlobalName names the global variable holding link-time address addr:
+// "main.slowMu", "main.srv+16" for an address inside one; "" if none
+// does (or the binary is stripped).
+func (b *Binary) GlobalName(addr uint64) string {
+	s, off, ok := b.DataSymbol(addr)
+	switch {
+	case !ok:
+		return ""
+	case off == 0:
+		return s.Name
+	}
+	return fmt.Sprintf("%s+%d", s.Name, off)
+}
+
 // DataSymbol returns the variable (a data symbol with a size) whose storage
 // holds link-time address addr, and addr's offset in it: the name of a
 // global such as main.slowMu. A stripped binary has none.

@@ -471,14 +471,7 @@ func (t *Target) globalName(addr uint64) string {
 	if addr < t.Bias {
 		return ""
 	}
-	s, off, ok := t.Binary.DataSymbol(addr - t.Bias)
-	if !ok {
-		return ""
-	}
-	if off == 0 {
-		return s.Name
-	}
-	return fmt.Sprintf("%s+%d", s.Name, off)
+	return t.Binary.GlobalName(addr - t.Bias)
 }
 
 // typeName returns the name of the runtime type descriptor at runtime

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/gi-debug/gi/funcargs"
+	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -68,12 +69,14 @@ func NewTraceTime(t *trace.TimeSplit) *TraceTime {
 	for _, b := range t.Blocked {
 		w := TraceWait{Reason: b.Reason, NS: b.NS, Count: b.Count, WokenBy: b.WokenBy, WokenByFunction: b.WokenByFunction}
 		if o := b.Object; o.Kind != "" {
-			w.Object = &WaitObject{Kind: o.Kind, Addr: fmt.Sprintf("%#x", o.Addr), Name: o.Name, Dir: o.Dir}
+			// As gi ps writes what a goroutine waits on.
+			in := inspect.WaitObject{Kind: o.Kind, Addr: o.Addr, Name: o.Name, Dir: o.Dir}
 			if o.Kind == "fd" {
-				fd := o.FD.FD
-				w.Object.Addr, w.Object.FD = "0x0", &fd
-				w.Object.Type, w.Object.Local, w.Object.Remote, w.Object.Path = o.FD.Kind, o.FD.Local, o.FD.Remote, o.FD.Path
+				fd := o.FD
+				in.FD, in.Type = &fd, fd.Kind
 			}
+			obj := NewWaitObject(in)
+			w.Object = &obj
 		}
 		out.Blocked = append(out.Blocked, w)
 	}

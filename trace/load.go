@@ -215,7 +215,7 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 // present is a field offset for the programs, 0 (not read) where the
 // layout lacks the field.
 func present(off int64) uint64 {
-	if off == runtimelayout.Missing || off < 0 {
+	if off < 0 { // runtimelayout.Missing
 		return 0
 	}
 	return uint64(off)

@@ -107,13 +107,7 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 			b.GoroutineExit(k, ev.Time)
 			headers.Forget(k)
 		case bpf.KindPark, bpf.KindReady, bpf.KindRun, bpf.KindYield, bpf.KindSyscall, bpf.KindSysret, bpf.KindSema, bpf.KindPoll:
-			se := SchedEvent{Kind: ev.Kind, Time: ev.Time, Reason: ev.Reason, WokenBy: ev.Waker, PCs: ev.PCs}
-			switch ev.Kind {
-			case bpf.KindPark:
-				se.Chan = ev.Object
-			case bpf.KindSema, bpf.KindPoll:
-				se.Value = ev.Object
-			}
+			se := SchedEvent{Kind: ev.Kind, Time: ev.Time, Reason: ev.Reason, Object: ev.Object, WokenBy: ev.Waker, PCs: ev.PCs}
 			if ev.Waker != 0 {
 				se.WokenByFunction = sym.Caller(ev.PID, ev.PCs)
 			}

@@ -161,19 +161,10 @@ func (s *Symbols) userFunctionAt(addr uint64) string {
 		return name
 	}
 	name := ""
-	if f := s.Lines.FuncForPC(addr); f != nil {
-		names := []string{f.Name}
-		if frames, err := s.Lines.Frames(f, addr-1); err == nil && len(frames) > 0 {
-			names = names[:0]
-			for _, fr := range frames {
-				names = append(names, fr.Function)
-			}
-		}
-		for _, n := range names {
-			if !systemFunction(n) {
-				name = n
-				break
-			}
+	for _, n := range s.functionsAt(addr, nil) {
+		if !systemFunction(n) {
+			name = n
+			break
 		}
 	}
 	if s.users == nil {
@@ -203,19 +194,25 @@ func (s *Symbols) Functions(pid uint32, pcs []uint64) []string {
 	bias := s.Bias(pid)
 	var out []string
 	for _, pc := range pcs {
-		addr := pc - bias
-		f := s.Lines.FuncForPC(addr)
-		if f == nil {
-			continue
-		}
-		frames, err := s.Lines.Frames(f, addr-1)
-		if err != nil || len(frames) == 0 {
-			out = append(out, f.Name)
-			continue
-		}
-		for _, fr := range frames {
-			out = append(out, fr.Function)
-		}
+		out = s.functionsAt(pc-bias, out)
+	}
+	return out
+}
+
+// functionsAt appends to out the functions at return address addr
+// (link-time), inlined ones included, innermost first; none if addr is
+// in no function.
+func (s *Symbols) functionsAt(addr uint64, out []string) []string {
+	f := s.Lines.FuncForPC(addr)
+	if f == nil {
+		return out
+	}
+	frames, err := s.Lines.Frames(f, addr-1)
+	if err != nil || len(frames) == 0 {
+		return append(out, f.Name)
+	}
+	for _, fr := range frames {
+		out = append(out, fr.Function)
 	}
 	return out
 }
@@ -227,12 +224,5 @@ func (s *Symbols) Global(pid uint32, addr uint64) string {
 	if s.bin == nil || addr < bias {
 		return ""
 	}
-	sym, off, ok := s.bin.DataSymbol(addr - bias)
-	if !ok {
-		return ""
-	}
-	if off == 0 {
-		return sym.Name
-	}
-	return fmt.Sprintf("%s+%d", sym.Name, off)
+	return s.bin.GlobalName(addr - bias)
 }

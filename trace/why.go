@@ -279,13 +279,13 @@ type SchedEvent struct {
 	// KindSysret, KindSema or KindPoll.
 	Kind uint8
 	Time uint64
-	// Reason and Chan: a park's wait reason and its first sudog's channel.
+	// Reason: a park's wait reason.
 	Reason string
-	Chan   uint64
+	// Object: a park's first sudog's channel, a sema's address, a poll's
+	// descriptor.
+	Object uint64
 	// PCs: a park's return addresses, innermost first.
 	PCs []uint64
-	// Value: a sema's address, a poll's descriptor.
-	Value uint64
 	// WokenBy and WokenByFunction: a ready's waker, if a goroutine.
 	WokenBy         uint64
 	WokenByFunction string
@@ -311,7 +311,7 @@ func (b *Builder) Sched(k GoroutineKey, ev SchedEvent) {
 	w.syscallExit = false
 	switch ev.Kind {
 	case bpf.KindSema, bpf.KindPoll:
-		w.note = Note{Kind: ev.Kind, Value: ev.Value}
+		w.note = Note{Kind: ev.Kind, Value: ev.Object}
 		w.syscallExit = afterSyscall
 	case bpf.KindPark:
 		expect(w.state == stateRunning)
@@ -320,8 +320,8 @@ func (b *Builder) Sched(k GoroutineKey, ev SchedEvent) {
 		w.object = WaitObject{}
 		if b.Describe != nil {
 			w.object = b.Describe(k, ev, w.note)
-		} else if ev.Chan != 0 {
-			w.object = WaitObject{Kind: "chan", Addr: ev.Chan}
+		} else if ev.Object != 0 {
+			w.object = WaitObject{Kind: "chan", Addr: ev.Object}
 		}
 		w.note = Note{}
 	case bpf.KindSyscall:
@@ -443,15 +443,24 @@ func (s *Session) loadWaitReasons(layout *runtimelayout.RuntimeLayout) ([]string
 		}
 		return runtimelayout.ReadStringArray(s.Binary, layout.WaitReasonStrings, layout.WaitReasonCount, 1<<12)
 	}
-	bias, err := s.probeBias()
-	if err != nil {
-		return nil, err
+	var (
+		mem  runtimelayout.AddressReader
+		bias uint64
+	)
+	if p := s.Opts.Process; p != nil && p.Mem != nil {
+		mem, bias = p.Mem, p.Bias // the caller's, opened once
+	} else {
+		var err error
+		if bias, err = s.probeBias(); err != nil {
+			return nil, err
+		}
+		m, err := proc.OpenMemory(s.Opts.PID)
+		if err != nil {
+			return nil, fmt.Errorf("--why: %w", err)
+		}
+		defer m.Close()
+		mem = m
 	}
-	mem, err := proc.OpenMemory(s.Opts.PID)
-	if err != nil {
-		return nil, fmt.Errorf("--why: %w", err)
-	}
-	defer mem.Close()
 	r, err := runtimelayout.ReadStringArray(mem, layout.WaitReasonStrings+bias, layout.WaitReasonCount, 1<<12)
 	if err != nil {
 		return nil, fmt.Errorf("--why: read runtime.waitReasonStrings of process %d: %w", s.Opts.PID, err)
@@ -495,15 +504,16 @@ func newWaitNamer(s *Session, sym *Symbols) *waitNamer {
 	return &waitNamer{s: s, sym: sym, fds: map[fdKey]fdName{}}
 }
 
-// semaReasons are the wait reasons of a goroutine asleep on a semaphore.
+// semaReason reports whether reason is that of a goroutine asleep on a
+// semaphore.
 func semaReason(reason string) bool {
 	return reason == "semacquire" || strings.HasPrefix(reason, "sync.")
 }
 
 func (n *waitNamer) describe(k GoroutineKey, ev SchedEvent, note Note) WaitObject {
 	switch {
-	case ev.Chan != 0 && (strings.HasPrefix(ev.Reason, "chan ") || ev.Reason == "select"):
-		return WaitObject{Kind: "chan", Addr: ev.Chan, Name: n.sym.Global(k.PID, ev.Chan)}
+	case ev.Object != 0 && (strings.HasPrefix(ev.Reason, "chan ") || ev.Reason == "select"):
+		return WaitObject{Kind: "chan", Addr: ev.Object, Name: n.sym.Global(k.PID, ev.Object)}
 	case note.Kind == bpf.KindSema && semaReason(ev.Reason):
 		kind, dir, base := n.s.waitLayout.SyncObject(n.sym.Functions(k.PID, ev.PCs), note.Value)
 		return WaitObject{Kind: kind, Dir: dir, Addr: base, Name: n.sym.Global(k.PID, base)}

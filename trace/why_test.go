@@ -13,15 +13,22 @@ import (
 	"github.com/gi-debug/gi/trace"
 )
 
+// whyBuilder returns a Builder splitting calls' time, and the calls it
+// completes, in order.
+func whyBuilder() (*trace.Builder, *[]*trace.Call) {
+	b := trace.NewBuilder()
+	b.Why = true
+	var done []*trace.Call
+	b.OnCall = func(_ trace.GoroutineKey, c *trace.Call) { done = append(done, c) }
+	return b, &done
+}
+
 // TestWhySplit feeds a goroutine's calls and scheduler events to a
 // Builder and checks each call's split: the parts are the intervals
 // between events in the state each left the goroutine in, a parent's
 // include its children's, and they add up to the durations.
 func TestWhySplit(t *testing.T) {
-	b := trace.NewBuilder()
-	b.Why = true
-	var done []*trace.Call
-	b.OnCall = func(_ trace.GoroutineKey, c *trace.Call) { done = append(done, c) }
+	b, completed := whyBuilder()
 	k := trace.GoroutineKey{PID: 1, Goid: 7}
 	outer, inner := &trace.Function{Name: "main.outer"}, &trace.Function{Name: "main.inner"}
 	ms := uint64(time.Millisecond)
@@ -29,10 +36,10 @@ func TestWhySplit(t *testing.T) {
 	b.Entry(k, 0x1000, outer, 0, 100, 0)
 	b.Sched(trace.GoroutineKey{PID: 1, Goid: 8}, trace.SchedEvent{Kind: bpf.KindPark, Time: 1 * ms, Reason: "sleep"}) // not traced: ignored
 	b.Entry(k, 0x1000, inner, 2*ms, 150, 0)                                                                           // 2 ms on CPU in outer
-	b.Sched(k, trace.SchedEvent{Kind: bpf.KindPark, Time: 5 * ms, Reason: "chan receive", Chan: 0xc000})              // 3 ms CPU
+	b.Sched(k, trace.SchedEvent{Kind: bpf.KindPark, Time: 5 * ms, Reason: "chan receive", Object: 0xc000})            // 3 ms CPU
 	b.Sched(k, trace.SchedEvent{Kind: bpf.KindReady, Time: 15 * ms, WokenBy: 9, WokenByFunction: "main.producer"})    // 10 ms blocked
 	b.Sched(k, trace.SchedEvent{Kind: bpf.KindRun, Time: 16 * ms})                                                    // 1 ms runnable
-	b.Sched(k, trace.SchedEvent{Kind: bpf.KindPark, Time: 17 * ms, Reason: "chan receive", Chan: 0xc000})             // 1 ms CPU
+	b.Sched(k, trace.SchedEvent{Kind: bpf.KindPark, Time: 17 * ms, Reason: "chan receive", Object: 0xc000})           // 1 ms CPU
 	b.Sched(k, trace.SchedEvent{Kind: bpf.KindReady, Time: 20 * ms, WokenBy: 9, WokenByFunction: "main.producer"})    // 3 ms blocked, same wait
 	b.Sched(k, trace.SchedEvent{Kind: bpf.KindRun, Time: 20 * ms})
 	b.Return(k, inner, 21*ms, 150, 0)                                                  // 1 ms CPU
@@ -42,6 +49,7 @@ func TestWhySplit(t *testing.T) {
 	b.Sched(k, trace.SchedEvent{Kind: bpf.KindRun, Time: 33 * ms})                     // 2 ms runnable
 	b.Return(k, outer, 34*ms, 100, 0)                                                  // 1 ms CPU
 
+	done := *completed
 	if len(done) != 2 {
 		t.Fatalf("%d calls completed, want 2", len(done))
 	}
@@ -80,10 +88,7 @@ func TestWhySplit(t *testing.T) {
 // TestWhyLostEvents checks that a call whose scheduler events contradict
 // each other (one was lost) says so instead of inventing a part.
 func TestWhyLostEvents(t *testing.T) {
-	b := trace.NewBuilder()
-	b.Why = true
-	var done []*trace.Call
-	b.OnCall = func(_ trace.GoroutineKey, c *trace.Call) { done = append(done, c) }
+	b, completed := whyBuilder()
 	k := trace.GoroutineKey{PID: 1, Goid: 7}
 	f := &trace.Function{Name: "main.f"}
 	ms := uint64(time.Millisecond)
@@ -91,6 +96,7 @@ func TestWhyLostEvents(t *testing.T) {
 	b.Sched(k, trace.SchedEvent{Kind: bpf.KindPark, Time: 1 * ms, Reason: "sleep"})
 	// The ready and the run were lost: the return finds it blocked.
 	b.Return(k, f, 10*ms, 100, 0)
+	done := *completed
 	if len(done) != 1 || done[0].Time == nil {
 		t.Fatalf("calls %v", done)
 	}
@@ -286,10 +292,7 @@ func TestStatsParts(t *testing.T) {
 // TestWhyMarkPartial checks that the calls open when events were lost
 // say their split may be incomplete, and those after do not.
 func TestWhyMarkPartial(t *testing.T) {
-	b := trace.NewBuilder()
-	b.Why = true
-	var done []*trace.Call
-	b.OnCall = func(_ trace.GoroutineKey, c *trace.Call) { done = append(done, c) }
+	b, completed := whyBuilder()
 	k := trace.GoroutineKey{PID: 1, Goid: 7}
 	f := &trace.Function{Name: "main.f"}
 	b.Entry(k, 0x1000, f, 0, 100, 0)
@@ -297,6 +300,7 @@ func TestWhyMarkPartial(t *testing.T) {
 	b.Return(k, f, 10, 100, 0)
 	b.Entry(k, 0x1000, f, 20, 100, 0)
 	b.Return(k, f, 30, 100, 0)
+	done := *completed
 	if len(done) != 2 || !done[0].Time.Partial || done[1].Time.Partial {
 		t.Fatalf("partial: %v, %v; want the first call only", done[0].Time.Partial, done[1].Time.Partial)
 	}
