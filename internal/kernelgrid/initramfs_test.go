@@ -44,6 +44,8 @@ var guestTargets = []struct {
 	{"leaky", targets.BuildOptions{}},
 	{"leaky", targets.BuildOptions{PIE: true}},
 	{"leaky", targets.BuildOptions{Stripped: true}},
+	{"whyphases", targets.BuildOptions{}},
+	{"whyphases", targets.BuildOptions{PIE: true}},
 }
 
 // buildInitramfs cross-builds gi, its test binaries and the targets for

@@ -53,6 +53,9 @@ var checks = []struct{ name, column, command string }{
 	{"trace-trees", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestTraceWorkloads|TestTraceKernelFeatures|TestTraceCookieByIP|TestTracePerfEventFallback|TestTraceAdd|TestMemlockLimit)$'"},
 	{"trace-verifier", colTrace, "/tests/bpf.test -test.v -test.timeout 5m -test.run '^TestVerifierBudget$'"},
 	{"trace-args", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestArgsMatchTarget|TestFloatsSignalBlocked)$/^local$/^(pie)?$'"},
+	// The phases four times as long: emulation's milliseconds (a spin, a
+	// vCPU switch) must not weigh on them (see whyScale).
+	{"trace-why", colTrace, "GI_WHY_SCALE=4 /tests/trace.test -test.v -test.timeout 15m -test.run '^TestWhyMatchesTarget$/^local'"},
 	{"trace-cli-tests", colTrace, "/tests/gi.test -test.v -test.timeout 15m -test.run '^TestTraceTreesCLI$'"},
 	{"trace-cli", colTrace, "/bin/sh /trace-cli.sh"},
 }
