@@ -15,15 +15,20 @@ import (
 // attached in the background (Ensure returns at once, so a view driven by
 // keys never waits for probes); later ones are added to the running trace
 // (trace.Session.Add), which reads the binary once and never detaches.
+// With why, it also splits the calls' time (trace.Options.Why) and keeps,
+// per function, where it went.
 type Live struct {
 	process  *proc.Process
 	sites    *trace.Sites
 	reattach time.Duration
+	why      bool
 
 	mu       sync.Mutex
 	stats    map[string]*trace.Histogram
-	names    map[string]bool // functions traced or being attached
-	pending  []string        // names the running trace adds at its next tick
+	parts    *trace.Stats               // with why: the calls' splits
+	funcs    map[string]*trace.Function // with why: parts' keys by name
+	names    map[string]bool            // functions traced or being attached
+	pending  []string                   // names the running trace adds at its next tick
 	err      string
 	warnings []string
 	attached time.Time // when the last attach or add began
@@ -40,9 +45,12 @@ const liveTick = 100 * time.Millisecond
 // NewLive returns a Live for process p (the caller's to close), whose
 // executable's probe sites are sites (shared with the caller's Program),
 // that attaches more functions, when the set grows, at most once per
-// reattach.
-func NewLive(p *proc.Process, sites *trace.Sites, reattach time.Duration) *Live {
-	l := &Live{process: p, sites: sites, reattach: reattach, stats: map[string]*trace.Histogram{}, names: map[string]bool{}}
+// reattach, and splits the calls' time if why is set.
+func NewLive(p *proc.Process, sites *trace.Sites, reattach time.Duration, why bool) *Live {
+	l := &Live{process: p, sites: sites, reattach: reattach, why: why, stats: map[string]*trace.Histogram{}, names: map[string]bool{}}
+	if why {
+		l.parts, l.funcs = trace.NewStats(), map[string]*trace.Function{}
+	}
 	l.idle = sync.NewCond(&l.mu)
 	return l
 }
@@ -55,6 +63,17 @@ func (l *Live) Histogram(name string) *trace.Histogram {
 	if h := l.stats[name]; h != nil {
 		c := *h
 		return &c
+	}
+	return nil
+}
+
+// Mostly returns the part that dominates the time of function name's
+// calls so far (with why), nil if none of them was split.
+func (l *Live) Mostly(name string) *Part {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if fn := l.funcs[name]; fn != nil {
+		return dominant(l.parts.Parts(fn))
 	}
 	return nil
 }
@@ -108,7 +127,7 @@ func (l *Live) Ensure(names []string) {
 
 // open starts a trace on names.
 func (l *Live) open(names []string) {
-	s, err := trace.Open(trace.Options{Process: l.process, Include: exactNames(names), Growable: true, Sites: l.sites})
+	s, err := trace.Open(trace.Options{Process: l.process, Include: exactNames(names), Growable: true, Sites: l.sites, Why: l.why})
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -179,6 +198,17 @@ func (l *Live) record(_ trace.Header, c *trace.Call) {
 		l.stats[c.Func.Name] = h
 	}
 	h.Record(time.Duration(c.Duration()))
+	if l.why && c.Time != nil {
+		// One key per name: a trace opened again has new Functions.
+		fn := l.funcs[c.Func.Name]
+		if fn == nil {
+			fn = c.Func
+			l.funcs[c.Func.Name] = fn
+		}
+		keyed := *c
+		keyed.Func = fn
+		l.parts.Add(&keyed)
+	}
 }
 
 // stopLocked detaches the running trace, if any, and waits for it. l.mu is

@@ -53,6 +53,23 @@ type Part struct {
 	P99NS  int64   `json:"p99_ns"`
 }
 
+// dominant returns the largest of parts (trace.Stats.Parts, largest
+// first), nil if there are none.
+func dominant(parts []trace.PartStat) *Part {
+	if len(parts) == 0 {
+		return nil
+	}
+	p := parts[0]
+	// Shares are written to four places: 0.8333, not 0.833270912...
+	share := math.Round(p.Share*1e4) / 1e4
+	return &Part{Part: p.Name, Share: share, MeanNS: int64(p.Mean), P99NS: int64(p.P99)}
+}
+
+// String renders the part as a MOSTLY column shows it: "sync.Mutex.Lock 83%".
+func (p *Part) String() string {
+	return fmt.Sprintf("%s %.0f%%", p.Part, 100*p.Share)
+}
+
 // Reasons a goroutine's row has no latency (Latency.Why).
 const (
 	// WhyAppeared: the goroutine is in a function no snapshot of the
@@ -384,12 +401,7 @@ func (w *window) relate(prog Program, depth int, first *inspect.Snapshot, rows [
 			l.Calls = h.Count()
 			l.P50NS, l.P99NS, l.MaxNS = int64(h.Quantile(0.5)), int64(h.Quantile(0.99)), int64(h.Max())
 		}
-		if parts := w.stats.Parts(fn); len(parts) > 0 {
-			p := parts[0]
-			// Shares are written to four places: 0.8333, not 0.833270912...
-			share := math.Round(p.Share*1e4) / 1e4
-			l.Dominant = &Part{Part: p.Name, Share: share, MeanNS: int64(p.Mean), P99NS: int64(p.P99)}
-		}
+		l.Dominant = dominant(w.stats.Parts(fn))
 		k := trace.GoroutineKey{PID: pid, Goid: g.ID}
 		if oc, ok := innermost[k][fn]; ok && end > oc.Start {
 			l.InCallNS = int64(end - oc.Start)

@@ -39,7 +39,7 @@ func (pl *psLatency) columns(l *measure.Latency) []string {
 	if pl.why {
 		mostly := ""
 		if l != nil && l.Dominant != nil && l.Calls > 0 {
-			mostly = fmt.Sprintf("%s %.0f%%", l.Dominant.Part, 100*l.Dominant.Share)
+			mostly = l.Dominant.String()
 		}
 		cols = append(cols, mostly)
 	}

@@ -38,6 +38,7 @@ const (
 
 func newTopCommand(a *app) *cobra.Command {
 	var tf targetFlags
+	var why bool
 	cmd := &cobra.Command{
 		Use:   "top <pid|name> | --ns-pid N --in PID",
 		Short: "A live view of a process's goroutines, grouped, with the latency of the functions they are in",
@@ -45,21 +46,24 @@ func newTopCommand(a *app) *cobra.Command {
 many, how long they have waited, and the latency of those functions from a
 trace kept running on them. Keys: c/w/p sort by count, wait, p99; / filter;
 j/k or arrows move; Enter expands a group into its goroutines and stacks;
-q quits (and detaches).`,
+q quits (and detaches). With --why, a MOSTLY column says which part of each
+function's calls' time dominates (on CPU, runnable or a wait reason).`,
 		Example: `  gi top 4242
   gi top myserver                         # by process name
+  gi top --why 4242                       # and where the calls' time goes
   gi top --ns-pid 1 --in 8406             # pid 1 of the container that host pid 8406 is in
   kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi top 1`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runTop(a, firstArg(args), tf)
+			return runTop(a, firstArg(args), tf, why)
 		},
 	}
 	addTargetFlags(cmd.Flags(), &tf)
+	cmd.Flags().BoolVar(&why, "why", false, "split the traced calls' time as gi trace --why does and show the part that dominates each function's calls (MOSTLY; probes on the scheduler: every goroutine switch of the process pays one)")
 	return cmd
 }
 
-func runTop(a *app, target string, tf targetFlags) error {
+func runTop(a *app, target string, tf targetFlags, why bool) error {
 	fd := int(os.Stdout.Fd())
 	if !term.IsTerminal(fd) || !term.IsTerminal(int(os.Stdin.Fd())) {
 		return errors.New("gi top needs a terminal: use gi ps (or gi ps --trace D) for output that is not interactive")
@@ -96,7 +100,7 @@ func runTop(a *app, target string, tf targetFlags) error {
 	// One reading of the binary's probe sites for the grouping and the
 	// trace.
 	sites := trace.NewSites(t.Binary)
-	tt := measure.NewLive(t.Process(), sites, topReattach)
+	tt := measure.NewLive(t.Process(), sites, topReattach, why)
 	defer tt.Close()
 
 	input := make(chan []byte, 16)
@@ -132,7 +136,7 @@ func runTop(a *app, target string, tf targetFlags) error {
 		tt.Ensure(names)
 	}
 	refresh()
-	draw := func() { drawTop(out, snap, groups, v, tt) }
+	draw := func() { drawTop(out, snap, groups, v, tt, why) }
 	draw()
 	var dec keyDecoder
 	escTimer := time.NewTimer(time.Hour)
@@ -195,13 +199,17 @@ func runTop(a *app, target string, tf targetFlags) error {
 }
 
 // drawTop writes one frame of the view to the terminal.
-func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*measure.Group, v *topView, tt *measure.Live) {
+func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*measure.Group, v *topView, tt *measure.Live, why bool) {
 	width, height, err := term.GetSize(int(os.Stdout.Fd()))
 	if err != nil || width < 40 || height < 10 {
 		width, height = 120, 40
 	}
-	lines := renderTop(topScreen{snap: snap, groups: groups, hist: tt.Histogram, traceErr: tt.Err(), traceWarnings: tt.Warnings(),
-		width: width, height: height - 1, now: time.Now()}, v)
+	sc := topScreen{snap: snap, groups: groups, hist: tt.Histogram, traceErr: tt.Err(), traceWarnings: tt.Warnings(),
+		width: width, height: height - 1, now: time.Now()}
+	if why {
+		sc.mostly = tt.Mostly
+	}
+	lines := renderTop(sc, v)
 	var b strings.Builder
 	b.WriteString(clearHome)
 	for _, l := range lines {

@@ -326,3 +326,42 @@ func TestTopFollowsNewFunctions(t *testing.T) {
 	checkReleased(t, after, links)
 	targets.CheckNotStopped(t, p.Pid)
 }
+
+// TestTopWhyInTmux runs gi top --why against lockserver, whose workers
+// wait for the shared mutex about five times as long as they hold it:
+// main.handle's row must say it is mostly sync.Mutex.Lock (as gi ps
+// --trace --why does, TestPsTraceWhy), and quitting must detach the
+// scheduler's probes with the rest.
+func TestTopWhyInTmux(t *testing.T) {
+	requirePrivilege(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is missing (make deps installs it)")
+	}
+	gi := buildGi(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-pause", "0")
+	s := newTmux(t, "gitopwhy"+strconv.Itoa(os.Getpid()), 220, 50)
+	s.keys(gi+" top --why "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	mostly := regexp.MustCompile(`(?m)^[ >]\s*\d+\s+.*\s(\S+) (\d+)%\s+main\.handle `)
+	sc := s.waitFor("main.handle mostly waiting for the mutex", func(sc string) bool {
+		m := mostly.FindStringSubmatch(sc)
+		return m != nil && m[1] == "sync.Mutex.Lock"
+	})
+	if !strings.Contains(sc, "MOSTLY") {
+		t.Errorf("no MOSTLY column:\n%s", sc)
+	}
+	// Each worker holds the lock 1 ms and waits for the five others.
+	if m := mostly.FindStringSubmatch(sc); m != nil {
+		if share, _ := strconv.Atoi(m[2]); share < 60 || share > 95 {
+			t.Errorf("main.handle mostly sync.Mutex.Lock %d%%, want about 5/6:\n%s", share, sc)
+		}
+	}
+	giPid := findProcess(t, "top --why "+strconv.Itoa(p.Pid))
+	progs, links := bpfObjectsOf(t, giPid)
+	s.keys("q")
+	s.waitFor("gi exiting", contains("GI-EXIT=0"))
+	checkReleased(t, progs, links)
+	targets.CheckNotStopped(t, p.Pid)
+	if _, err := p.Do("calls", time.Minute); err != nil {
+		t.Errorf("target broken after gi top --why: %v", err)
+	}
+}

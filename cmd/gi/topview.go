@@ -274,11 +274,15 @@ type topScreen struct {
 	snap          *inspect.Snapshot
 	groups        []*measure.Group
 	hist          func(function string) *trace.Histogram
+	mostly        func(function string) *measure.Part // nil without --why
 	traceErr      string
 	traceWarnings []string // the kernel features the trace works without
 	width, height int
 	now           time.Time
 }
+
+// mostlyWidth is the MOSTLY column's width: "sync.RWMutex.RLock 100%".
+const mostlyWidth = 24
 
 // selectedMark starts the selected row (besides reverse video), so that it
 // is visible in a plain capture of the screen too.
@@ -321,7 +325,12 @@ func renderTop(sc topScreen, v *topView) []string {
 	if v.message != "" {
 		head = append(head, v.message)
 	}
-	head = append(head, fmt.Sprintf("  %6s  %-22s %8s %8s %9s %9s  %-40s  %s", "COUNT", "STATE", "MAXWAIT", "CALLS", "P50", "P99", "FUNCTION", "WAITING ON"))
+	// MOSTLY (--why) after P99: the other columns keep their places.
+	mostlyHead := ""
+	if sc.mostly != nil {
+		mostlyHead = fmt.Sprintf("  %-*s", mostlyWidth, "MOSTLY")
+	}
+	head = append(head, fmt.Sprintf("  %6s  %-22s %8s %8s %9s %9s%s  %-40s  %s", "COUNT", "STATE", "MAXWAIT", "CALLS", "P50", "P99", mostlyHead, "FUNCTION", "WAITING ON"))
 
 	// Room for rows: the height less the header and the two indicator lines.
 	room := max(height-len(head)-2, 1)
@@ -358,8 +367,16 @@ func renderTop(sc topScreen, v *topView) []string {
 		if i == v.selected {
 			mark = selectedMark
 		}
-		line := fmt.Sprintf("%s %6d  %-22s %8s %8s %9s %9s  %-40s  %s", mark, len(r.g.Goroutines), clipWidth(r.g.State, 22),
-			formatWait(r.g.MaxWait, r.g.MaxWait > 0), calls, p50s, p99s, clipWidth(groupLocation(r.g), 40), r.g.WaitingOn)
+		mostly := ""
+		if sc.mostly != nil {
+			text := ""
+			if p := sc.mostly(r.g.Function); p != nil && r.g.Function != "" {
+				text = p.String()
+			}
+			mostly = fmt.Sprintf("  %-*s", mostlyWidth, clipWidth(text, mostlyWidth))
+		}
+		line := fmt.Sprintf("%s %6d  %-22s %8s %8s %9s %9s%s  %-40s  %s", mark, len(r.g.Goroutines), clipWidth(r.g.State, 22),
+			formatWait(r.g.MaxWait, r.g.MaxWait > 0), calls, p50s, p99s, mostly, clipWidth(groupLocation(r.g), 40), r.g.WaitingOn)
 		line = clipWidth(line, width)
 		if i == v.selected {
 			line = reverseOn + line + styleOff

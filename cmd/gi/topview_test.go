@@ -260,3 +260,54 @@ func TestTopGroupByObjectKey(t *testing.T) {
 		t.Error("a second 'o' does not group by function again")
 	}
 }
+
+// TestTopMostlyColumn checks gi top --why's MOSTLY column: the dominant
+// part of each row's function, blank where none of its calls was split,
+// and the other columns where they were (the sorts read them there).
+func TestTopMostlyColumn(t *testing.T) {
+	snap, groups, hist := topFixture(3)
+	mostly := map[string]*measure.Part{
+		"main.f0": {Part: "sync.Mutex.Lock", Share: 0.8333},
+		"main.f2": {Part: "on CPU", Share: 1},
+	}
+	sc := topScreen{snap: snap, groups: groups, hist: hist, width: 200, height: 40, now: time.Unix(0, 0),
+		mostly: func(f string) *measure.Part { return mostly[f] }}
+	plain := sc
+	plain.mostly = nil
+	v := &topView{sortBy: 'c'}
+	withWhy, without := renderTop(sc, v), renderTop(plain, v)
+	header := func(lines []string) string {
+		for _, l := range lines {
+			if strings.HasPrefix(strings.TrimSpace(l), "COUNT") {
+				return l
+			}
+		}
+		t.Fatalf("no header:\n%s", strings.Join(lines, "\n"))
+		return ""
+	}
+	h, hp := header(withWhy), header(without)
+	if !strings.Contains(h, "MOSTLY") || strings.Contains(hp, "MOSTLY") {
+		t.Errorf("MOSTLY in the header with --why %q, without %q", h, hp)
+	}
+	if strings.Index(h, "P99") != strings.Index(hp, "P99") || strings.Index(h, "MOSTLY") < strings.Index(h, "P99") {
+		t.Errorf("MOSTLY moved the columns before it, or is not after P99:\n%s\n%s", h, hp)
+	}
+	want := map[string]string{"main.f0": "sync.Mutex.Lock 83%", "main.f1": "", "main.f2": "on CPU 100%"}
+	col := strings.Index(h, "MOSTLY")
+	rows := 0
+	for _, l := range withWhy {
+		m := rowFunction.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		rows++
+		l = strings.TrimPrefix(l, reverseOn) // the selected row
+		fn := "main.f" + m[1]
+		if got := strings.TrimSpace(l[col : col+mostlyWidth]); got != want[fn] {
+			t.Errorf("%s: MOSTLY %q, want %q:\n%s", fn, got, want[fn], l)
+		}
+	}
+	if rows != 3 {
+		t.Errorf("%d rows, want 3:\n%s", rows, strings.Join(withWhy, "\n"))
+	}
+}
