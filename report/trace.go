@@ -102,10 +102,14 @@ type TraceSummary struct {
 
 // TraceSampling is a trace's trace.Sampling in the JSON summary.
 type TraceSampling struct {
-	Budget      float64           `json:"budget"`
-	Windows     int               `json:"windows"`
-	TracedShare float64           `json:"traced_share"`
-	Cut         uint64            `json:"cut"`
+	Budget      float64 `json:"budget"`
+	Windows     int     `json:"windows"`
+	TracedShare float64 `json:"traced_share"`
+	Cut         uint64  `json:"cut"`
+	// WhyWindowed: --why's probes on the scheduler were attached in the
+	// windows only; Unsplit calls were then left without a split.
+	WhyWindowed bool              `json:"why_windowed,omitempty"`
+	Unsplit     uint64            `json:"unsplit,omitempty"`
 	Functions   []SampledFunction `json:"functions"`
 }
 
@@ -122,7 +126,8 @@ func NewTraceSampling(s *trace.Sampling) *TraceSampling {
 	if s == nil {
 		return nil
 	}
-	out := &TraceSampling{Budget: s.Budget, Windows: s.Windows, TracedShare: s.TracedShare(), Cut: s.Cut, Functions: []SampledFunction{}}
+	out := &TraceSampling{Budget: s.Budget, Windows: s.Windows, TracedShare: s.TracedShare(), Cut: s.Cut,
+		WhyWindowed: s.SchedWindowed, Unsplit: s.Unsplit, Functions: []SampledFunction{}}
 	for _, f := range s.Functions {
 		out.Functions = append(out.Functions, SampledFunction{Function: f.Func.Name, Calls: f.Calls,
 			EstimatedCalls: s.EstimatedCalls(f), RatePerSecond: f.Rate.PerSecond})

@@ -76,6 +76,9 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	if s.Opts.Why {
 		b.Describe = newWaitNamer(s, sym).describe
 	}
+	if s.schedWindowed {
+		b.WhyWindows()
+	}
 	sampledCalls := map[*Function]uint64{}
 	b.OnCall = func(k GoroutineKey, c *Call) {
 		if c.Func.Sampled {
@@ -93,6 +96,11 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	handle := func(ev *Event) {
 		if hs.Event != nil {
 			hs.Event(ev)
+		}
+		if s.schedWindowed {
+			// The scheduler's probes' windows as of now: an event
+			// read is no later than what the sampler says.
+			b.SchedCoverage(s.sampler.schedCoverage())
 		}
 		k := GoroutineKey{PID: ev.PID, Goid: ev.Goid}
 		switch ev.Kind {
@@ -210,7 +218,7 @@ loop:
 	}
 	if s.sampler != nil {
 		r := s.sampler.snapshot()
-		r.Cut = cut
+		r.Cut, r.Unsplit = cut, b.Unsplit
 		for i := range r.Functions {
 			r.Functions[i].Calls = sampledCalls[r.Functions[i].Func]
 		}

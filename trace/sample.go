@@ -80,6 +80,12 @@ type Sampling struct {
 	// Cut counts the calls cut: still open when their window's probes
 	// went.
 	Cut uint64
+	// SchedWindowed says that --why's probes on the scheduler were
+	// attached only in the windows, and Unsplit counts the calls they
+	// missed whole, left without a split (calls they saw in part have
+	// their time outside unknown, and are partial).
+	SchedWindowed bool
+	Unsplit       uint64
 	// Warnings say where the budget could not be kept.
 	Warnings []string
 }
@@ -111,13 +117,21 @@ func (s Sampling) EstimatedCalls(f SampledFunction) float64 {
 }
 
 // countCalls attaches a counting probe at the entry of every traced
-// function for countWindow and returns their call rates.
+// function, and at the scheduler's probes (Options.Why), for countWindow
+// and returns their call rates, the scheduler's probes' as those of a
+// Function of their own (s.schedFunc): their hits per second, and their
+// cost.
 func (s *Session) countCalls() ([]CallRate, error) {
 	var idx []int
 	for i, p := range s.probes {
 		if p.fn != nil && p.kind == bpf.KindEntry {
 			idx = append(idx, i)
 		}
+	}
+	nfuncs := len(idx)
+	idx = append(idx, s.schedIdx...)
+	if len(s.schedIdx) > 0 {
+		s.schedFunc = &Function{Name: "the scheduler's probes (--why)"}
 	}
 	if s.objs.GiCount == nil {
 		return nil, errors.New("the counting program is not loaded")
@@ -151,19 +165,39 @@ func (s *Session) countCalls() ([]CallRate, error) {
 	if err != nil {
 		return nil, err
 	}
-	rates := make([]CallRate, 0, len(idx))
-	for i, pi := range idx {
-		fn := s.probes[pi].fn
-		n := float64(after[i] - before[i])
+	// What the calls counted would have cost traced whole, of the CPU
+	// time the process spent: a function whose counting probe already
+	// took its caller's every cycle is counted at the rate the probe
+	// allowed, and found costly all the same.
+	rate := func(fn *Function, n float64, cost time.Duration) CallRate {
 		r := CallRate{Func: fn, PerSecond: n / wall.Seconds()}
-		// What the calls counted would have cost traced whole, of the
-		// CPU time the process spent: a function whose counting probe
-		// already took its caller's every cycle is counted at the rate
-		// the probe allowed, and found costly all the same.
 		if cpu > 0 {
-			r.Cost = n * s.callCost(fn).Seconds() / cpu.Seconds()
+			r.Cost = n * cost.Seconds() / cpu.Seconds()
 		} else {
-			r.Cost = r.PerSecond * s.callCost(fn).Seconds() // one CPU's worth
+			r.Cost = r.PerSecond * cost.Seconds() // one CPU's worth
+		}
+		return r
+	}
+	rates := make([]CallRate, 0, nfuncs+1)
+	for i, pi := range idx[:nfuncs] {
+		fn := s.probes[pi].fn
+		rates = append(rates, rate(fn, float64(after[i]-before[i]), s.callCost(fn)))
+	}
+	if len(s.schedIdx) > 0 {
+		// The scheduler's probes cost their hits, each a trap at a
+		// function's entry and a program run.
+		var hits float64
+		var spent time.Duration
+		for i, pi := range idx[nfuncs:] {
+			n := after[nfuncs+i] - before[nfuncs+i]
+			hits += float64(n)
+			spent += time.Duration(n) * (s.meter.costs.of(s.probes[pi].class) + programEstimate)
+		}
+		r := rate(s.schedFunc, hits, 0)
+		if cpu > 0 {
+			r.Cost = spent.Seconds() / cpu.Seconds()
+		} else {
+			r.Cost = spent.Seconds() / wall.Seconds()
 		}
 		rates = append(rates, r)
 	}
@@ -242,6 +276,15 @@ type sampler struct {
 	// (CLOCK_MONOTONIC ns) it closed: calls of sampled functions begun
 	// by then and still open are cut.
 	ends chan uint64
+	// sched are the scheduler's probes when they are attached in the
+	// windows (Options.Why); covFrom and covUntil (under covMu) are when
+	// the last window had them all attached, and when their detaching
+	// began (0 while attached). Run reads them before each event it
+	// passes on: the time is read under the lock, so an event later than
+	// covUntil is read after it is set, whatever the channels' order.
+	sched             []int
+	covMu             sync.Mutex
+	covFrom, covUntil uint64
 
 	mu      sync.Mutex
 	report  Sampling
@@ -249,8 +292,10 @@ type sampler struct {
 	id      uint32
 	// period and window are the next window's period and length.
 	period, window time.Duration
-	// last is the overhead at the last window's end.
-	last Overhead
+	// last is the overhead at the last window's end, or at the opening
+	// of a run's first window (fresh: none opened yet in this run).
+	last  Overhead
+	fresh bool
 }
 
 func newSampler(s *Session, sampled []CallRate, budget float64, groups []probeGroup) *sampler {
@@ -273,6 +318,7 @@ func (sm *sampler) run(ctx context.Context) {
 	// A report per run.
 	sm.started = start
 	sm.report.Windows, sm.report.Traced, sm.report.Elapsed = 0, 0, 0
+	sm.fresh = true
 	sm.mu.Unlock()
 	defer func() {
 		sm.mu.Lock()
@@ -305,11 +351,14 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	if err := s.objs.Window.Put(uint32(0), bpf.SampleWindow{State: bpf.WindowOpen, Id: sm.id}); err != nil {
 		return fmt.Errorf("open window: %w", err)
 	}
-	if sm.id == 1 {
+	if sm.fresh {
+		// The first window of a run: what the probes cost before it,
+		// between runs, is not this period's.
 		var err error
 		if sm.last, err = s.Overhead(); err != nil {
 			return err
 		}
+		sm.fresh = false
 	}
 	opened, err := sm.countSampled()
 	if err != nil {
@@ -317,6 +366,19 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	}
 	start := time.Now()
 	var links []link.Link
+	// The scheduler's probes before the functions': a call is split
+	// when they saw it whole.
+	if len(sm.sched) > 0 {
+		l, err := s.linksFor(s.exe, s.objs.GiSched, sm.sched, s.UprobeMulti)
+		links = append(links, l...)
+		if err != nil {
+			closeLinks(links)
+			return err
+		}
+		sm.covMu.Lock()
+		sm.covFrom, sm.covUntil = uint64(monotonicNow()), 0
+		sm.covMu.Unlock()
+	}
 	// The RET probes first: a return whose entry the window did not see
 	// is dropped, but an entry whose RET is not yet probed would leave
 	// its call open.
@@ -354,6 +416,11 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		time.Sleep(time.Millisecond)
 	}
 	length := time.Since(start)
+	if len(sm.sched) > 0 {
+		sm.covMu.Lock()
+		sm.covUntil = uint64(monotonicNow())
+		sm.covMu.Unlock()
+	}
 	err = closeLinks(links)
 	closed := uint64(monotonicNow())
 	sm.ends <- closed
@@ -367,6 +434,15 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	sm.adapt(after.Sub(sm.last), length)
 	sm.last = after
 	return nil
+}
+
+// schedCoverage returns when the scheduler's probes were last attached
+// whole, and when they began to be detached (0 while attached); 0, 0
+// before the first window.
+func (sm *sampler) schedCoverage() (from, until uint64) {
+	sm.covMu.Lock()
+	defer sm.covMu.Unlock()
+	return sm.covFrom, sm.covUntil
 }
 
 // countSampled reads the sampled_count counters, summed over CPUs.
@@ -405,6 +481,13 @@ func (sm *sampler) adapt(o Overhead, length time.Duration) {
 		share = worst
 	}
 	duty := min(1, float64(length)/float64(o.Interval))
+	if o.Interval < sm.period {
+		// A run's first window has no period before it: taken as one
+		// that cost nothing else, lest its duty (near 1) hold the next
+		// window long.
+		share *= float64(o.Interval) / float64(sm.period)
+		duty = float64(length) / float64(sm.period)
+	}
 	next := duty * 4
 	if share > 0 {
 		next = duty * min(4, max(0.25, target/share))
@@ -479,9 +562,25 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead not enforced: counting calls: %v", err))
 		return groups
 	}
-	s.Rates = rates
+	// The scheduler's probes compete for the budget as one more
+	// function, and are attached in windows if partition samples them.
 	sampled := partition(rates, s.Opts.MaxOverhead)
-	if len(sampled) == 0 {
+	for i, r := range rates {
+		if r.Func == s.schedFunc {
+			s.SchedRate = &rates[i]
+			s.schedWindowed = r.Func.Sampled
+			rates = append(rates[:i:i], rates[i+1:]...)
+			break
+		}
+	}
+	s.Rates = rates
+	for i, r := range sampled {
+		if r.Func == s.schedFunc {
+			sampled = append(sampled[:i:i], sampled[i+1:]...)
+			break
+		}
+	}
+	if len(sampled) == 0 && !s.schedWindowed {
 		return groups
 	}
 	if s.CookieByIP {
@@ -507,11 +606,18 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 		}
 	}
 	s.sampler = newSampler(s, sampled, s.Opts.MaxOverhead, windowed)
+	s.sampler.report.SchedWindowed = s.schedWindowed
 	names := make([]string, 0, len(sampled))
 	for _, r := range sampled {
 		names = append(names, fmt.Sprintf("%s (%.0f calls/s, %.0f%% if traced whole)", r.Func.Name, r.PerSecond, 100*r.Cost))
 	}
-	s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, traced in sampling windows: %s", 100*s.Opts.MaxOverhead, joinNames(names)))
+	if len(names) > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, traced in sampling windows: %s", 100*s.Opts.MaxOverhead, joinNames(names)))
+	}
+	if s.schedWindowed {
+		s.sampler.sched = s.schedIdx // attached in the windows
+		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, --why's probes on the scheduler (%.0f hits/s, %.0f%% if kept) are attached in sampling windows: only the calls they saw whole are split", 100*s.Opts.MaxOverhead, s.SchedRate.PerSecond, 100*s.SchedRate.Cost))
+	}
 	return whole
 }
 

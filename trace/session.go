@@ -141,6 +141,16 @@ type Session struct {
 	// Rates are the call rates counted before the trace (MaxOverhead).
 	Rates   []CallRate
 	sampler *sampler // nil: nothing sampled
+	// SchedRate is the scheduler's probes' rate (Options.Why, counted
+	// with the functions' under MaxOverhead): hits per second, and their
+	// cost; nil when not counted.
+	SchedRate *CallRate
+	// schedIdx are the scheduler's probes (Options.Why); schedWindowed
+	// says the sampler attaches them in its windows (MaxOverhead), and
+	// schedFunc stands for them among the call rates.
+	schedIdx      []int
+	schedWindowed bool
+	schedFunc     *Function
 	// memlock is why gi could not raise RLIMIT_MEMLOCK on a kernel that
 	// charges BPF memory to it; nil if it did or need not.
 	memlock error
@@ -377,13 +387,14 @@ func (s *Session) open() error {
 	if s.exe, err = link.OpenExecutable(s.Opts.Path); err != nil {
 		return fmt.Errorf("open %s for uprobes: %w", s.Opts.Path, err)
 	}
+	s.schedIdx = schedIdx
 	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty && !s.Opts.Growable {
 		s.startMeter()
 		groups = s.planSampling(groups)
 	}
 	// The scheduler probes go first: the goroutines they report are those
 	// the entry probes mark.
-	if len(schedIdx) > 0 && !s.Opts.Empty {
+	if len(schedIdx) > 0 && !s.Opts.Empty && !s.schedWindowed {
 		if err := s.attach(s.exe, objs.GiSched, schedIdx, multi); err != nil {
 			return err
 		}

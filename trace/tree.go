@@ -110,6 +110,11 @@ type Builder struct {
 	// before the probes were attached); Overflow counts entries dropped
 	// because a goroutine had too many open calls.
 	Unmatched, Overflow uint64
+	// Unsplit counts the calls left without a split (WhyWindows): the
+	// scheduler's probes were off for all their time.
+	Unsplit uint64
+
+	coverage whyCoverage
 }
 
 // NewBuilder returns an empty Builder.
@@ -142,7 +147,7 @@ func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, c
 	}
 	if b.Why {
 		if len(st.stack) == 0 {
-			st.why = whyState{state: stateRunning, since: now}
+			st.why = b.startState(now)
 		} else {
 			b.running(st, now)
 		}
@@ -158,7 +163,7 @@ func (b *Builder) Entry(k GoroutineKey, g uint64, fn *Function, now, frameKey, c
 				b.Overflow++
 				return nil
 			}
-			st.why = whyState{state: stateRunning, since: now}
+			st.why = b.startState(now)
 		}
 	}
 	if len(st.stack) >= maxOpenFrames {
@@ -289,6 +294,10 @@ func (b *Builder) pop(st *goroutineState) {
 	c := st.stack[len(st.stack)-1]
 	st.stack[len(st.stack)-1] = nil
 	st.stack = st.stack[:len(st.stack)-1]
+	if t := c.Time; t != nil && b.coverage.windowed && t.Unknown >= c.Duration() {
+		c.Time = nil
+		b.Unsplit++
+	}
 	if b.OnCall != nil {
 		b.OnCall(st.key, c)
 	}

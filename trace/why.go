@@ -300,6 +300,12 @@ func (b *Builder) Sched(k GoroutineKey, ev SchedEvent) {
 		return
 	}
 	w := &st.why
+	if !b.covered(ev.Time) {
+		// A probe still attached while the window closes: the events
+		// around it may be gone already.
+		b.uncover(st)
+		return
+	}
 	// The state the event moves the goroutine out of; in any other, an
 	// event was lost and the interval is unknown.
 	expect := func(ok bool) {
@@ -418,11 +424,89 @@ func (b *Builder) MarkPartial() {
 // running accounts the interval up to now of a goroutine that must be
 // running then (it enters or returns from a call).
 func (b *Builder) running(st *goroutineState, now uint64) {
-	if st.why.state != stateRunning {
+	if !b.covered(now) {
+		b.uncover(st)
+	} else if st.why.state != stateRunning {
 		st.why.state = stateUnknown
 	}
 	b.account(st, now, BlockedTime{})
-	st.why.state = stateRunning
+	if b.covered(now) {
+		st.why.state = stateRunning
+	}
+}
+
+// uncover makes the state of a goroutine unknown from the closing of the
+// window its last event was in (its state until then is known), or from
+// that event.
+func (b *Builder) uncover(st *goroutineState) {
+	c, w := &b.coverage, &st.why
+	if w.state != stateUnknown && c.on && c.until != 0 && w.since >= c.from && w.since < c.until {
+		b.account(st, c.until, BlockedTime{})
+	}
+	w.state, w.note, w.syscallExit = stateUnknown, Note{}, false
+}
+
+// startState is the state of a goroutine entering its first open call at
+// now: running, unless the scheduler's probes were off then.
+func (b *Builder) startState(now uint64) whyState {
+	if !b.covered(now) {
+		return whyState{state: stateUnknown, since: now}
+	}
+	return whyState{state: stateRunning, since: now}
+}
+
+// whyCoverage is when the scheduler's probes were attached, with
+// Builder.WhyWindows: from the last window's opening on, until its closing
+// (0 while it is open).
+type whyCoverage struct {
+	windowed    bool
+	on          bool
+	from, until uint64
+}
+
+// covered reports whether the scheduler's probes saw time t whole.
+func (b *Builder) covered(t uint64) bool {
+	c := &b.coverage
+	return !c.windowed || (c.on && t >= c.from && (c.until == 0 || t <= c.until))
+}
+
+// WhyWindows says that the scheduler's probes are attached only in
+// sampling windows (SchedWindowOpened, SchedWindowClosed): outside them
+// a goroutine's state is unknown, and a call whose whole time is unknown
+// is not split (Call.Time nil, counted in Unsplit).
+func (b *Builder) WhyWindows() {
+	b.coverage = whyCoverage{windowed: true}
+}
+
+// SchedCoverage says when the scheduler's probes were last attached
+// whole (from, 0 before the first window) and when their detaching began
+// (until, 0 while attached), as the sampler last set them: a new from is
+// a new window (SchedWindowOpened), a new until its closing
+// (SchedWindowClosed).
+func (b *Builder) SchedCoverage(from, until uint64) {
+	if from != 0 && from != b.coverage.from {
+		b.SchedWindowOpened(from)
+	}
+	if until != b.coverage.until {
+		b.SchedWindowClosed(until)
+	}
+}
+
+// SchedWindowOpened says that the scheduler's probes are all attached
+// from time t on. The events of the window before must have been passed
+// in already: every goroutine's state is unknown until its next event,
+// the probes having missed what it did between the windows.
+func (b *Builder) SchedWindowOpened(t uint64) {
+	for _, st := range b.gs {
+		b.uncover(st)
+	}
+	b.coverage.on, b.coverage.from, b.coverage.until = true, t, 0
+}
+
+// SchedWindowClosed says that the scheduler's probes were detached after
+// time t: later events make a goroutine's state unknown.
+func (b *Builder) SchedWindowClosed(t uint64) {
+	b.coverage.until = t
 }
 
 // loadWaitReasons reads the runtime's wait-reason strings, by which a

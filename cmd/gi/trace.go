@@ -343,6 +343,10 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		if sm.Cut > 0 {
 			fmt.Fprintf(stderr, "gi: %d sampled calls were still open when their window closed and are not shown\n", sm.Cut)
 		}
+		if sm.SchedWindowed {
+			fmt.Fprintf(stderr, "gi: --why: the scheduler's probes were attached in %d windows covering %.1f%% of the trace; %d calls they missed whole are not split, those they saw in part have the rest unknown\n",
+				sm.Windows, 100*sm.TracedShare(), sm.Unsplit)
+		}
 		for _, w := range sm.Warnings {
 			fmt.Fprintf(stderr, "gi: warning: %s\n", w)
 		}

@@ -903,3 +903,46 @@ func TestTraceWhyCLI(t *testing.T) {
 		t.Errorf("parts %v (the mutex first, by share), in:\n%s", rows, out)
 	}
 }
+
+// TestTraceWhyBudgetCLI runs gi trace --why under the default budget on a
+// process whose goroutines switch millions of times a second: the
+// start-up warning says the scheduler's probes go in sampling windows,
+// the exit line how many windows and calls unsplit, and the JSON
+// summary says so too, in the schema.
+func TestTraceWhyBudgetCLI(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "hotcold", targets.BuildOptions{}), "-switch", "-light", "100ms", "-lightsleep", "20ms")
+	out, stderr, code := runGi(t, "trace", "--why", "--json", "--duration", "2s", strconv.Itoa(p.Pid), "main.light")
+	if code != 0 {
+		t.Fatalf("gi trace exited %d: %s", code, stderr)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+	for _, want := range []string{"--why's probes on the scheduler", "are attached in sampling windows", "gi: --why: the scheduler's probes were attached in "} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	schema := compileSchema(t, "traceSummary")
+	var sum struct {
+		Summary report.TraceSummary `json:"summary"`
+	}
+	calls := 0
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, `{"summary"`) {
+			calls++
+			continue
+		}
+		validate(t, schema, "gi trace --why --json summary", l)
+		if err := json.Unmarshal([]byte(l), &sum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sm := sum.Summary.Sampling
+	if sm == nil || !sm.WhyWindowed || sm.Windows == 0 || len(sm.Functions) != 0 {
+		t.Fatalf("summary's sampling %+v: want the scheduler's probes in windows, no function sampled", sm)
+	}
+	// main.light, ten calls a second, traced whole: every call shown.
+	if calls < 12 || sm.Unsplit > uint64(calls) {
+		t.Errorf("%d calls of main.light in 2 s, %d unsplit", calls, sm.Unsplit)
+	}
+}

@@ -6,7 +6,12 @@
 //	-work N     calls main.work in a loop, each call spinning N rounds of
 //	            arithmetic (a CPU-bound loop of calls of known length)
 //	-light D    calls main.light every D (a service-like function called a
-//	            few times a second)
+//	            few times a second); with -lightsleep S each call sleeps S
+//	-switch     two goroutines pass a value back and forth over unbuffered
+//	            channels, a goroutine switch per pass (what gi trace
+//	            --why's probes on the scheduler cost); its rate line
+//	            counts passes, against the process's CPU time (the pair
+//	            is not locked to a thread)
 //
 // Every -every (250 ms) it prints one line per loop: "rate <loop>
 // <calls per second over the interval> <calls per second of the loop
@@ -30,18 +35,28 @@ import (
 )
 
 var (
-	hotCalls, workCalls, lightCalls atomic.Uint64
+	hotCalls, workCalls, lightCalls, passes atomic.Uint64
 	// hotCPU and workCPU are the loop threads' CPU time, in ns, at their
-	// last count.
-	hotCPU, workCPU atomic.Int64
-	sink            atomic.Uint64
+	// last count; switchCPU the process's.
+	hotCPU, workCPU, switchCPU atomic.Int64
+	sink                       atomic.Uint64
 )
 
 // threadCPU is the calling thread's CPU time in ns.
 func threadCPU() int64 {
-	var ts syscall.Timespec
 	// CLOCK_THREAD_CPUTIME_ID is 3 on Linux.
-	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 3, uintptr(unsafe.Pointer(&ts)), 0)
+	return clockNS(3)
+}
+
+// processCPU is the process's CPU time in ns.
+func processCPU() int64 {
+	// CLOCK_PROCESS_CPUTIME_ID is 2 on Linux.
+	return clockNS(2)
+}
+
+func clockNS(clock uintptr) int64 {
+	var ts syscall.Timespec
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clock, uintptr(unsafe.Pointer(&ts)), 0)
 	return ts.Nano()
 }
 
@@ -60,12 +75,26 @@ func work(rounds int) uint64 {
 }
 
 //go:noinline
-func light(n uint64) uint64 { return n + 1 }
+func light(n uint64, sleep time.Duration) uint64 {
+	if sleep > 0 {
+		time.Sleep(sleep)
+	}
+	return n + 1
+}
+
+// returner answers each pass on ping with one on pong.
+func returner(ping <-chan uint64, pong chan<- uint64) {
+	for v := range ping {
+		pong <- v + 1
+	}
+}
 
 func main() {
 	hotOn := flag.Bool("hot", false, "run the hot loop")
 	rounds := flag.Int("work", 0, "run the work loop, each call spinning this many rounds")
 	lightEvery := flag.Duration("light", 0, "call main.light this often")
+	lightSleep := flag.Duration("lightsleep", 0, "each call of main.light sleeps this long")
+	switchOn := flag.Bool("switch", false, "run the ping-pong of two goroutines")
 	every := flag.Duration("every", 250*time.Millisecond, "how often to print the rates")
 	flag.Parse()
 
@@ -95,11 +124,26 @@ func main() {
 			}
 		}()
 	}
+	if *switchOn {
+		ping, pong := make(chan uint64), make(chan uint64)
+		go returner(ping, pong)
+		go func() {
+			var v uint64
+			for {
+				for i := 0; i < 1024; i++ {
+					ping <- v
+					v = <-pong
+				}
+				switchCPU.Store(processCPU())
+				passes.Add(1024)
+			}
+		}()
+	}
 	if *lightEvery > 0 {
 		go func() {
 			for {
 				time.Sleep(*lightEvery)
-				light(lightCalls.Load())
+				light(lightCalls.Load(), *lightSleep)
 				fmt.Printf("light %d\n", lightCalls.Add(1))
 			}
 		}()
@@ -111,7 +155,7 @@ func main() {
 		cpu   *atomic.Int64
 		on    bool
 	}
-	loops := []loop{{"hot", &hotCalls, &hotCPU, *hotOn}, {"work", &workCalls, &workCPU, *rounds > 0}}
+	loops := []loop{{"hot", &hotCalls, &hotCPU, *hotOn}, {"work", &workCalls, &workCPU, *rounds > 0}, {"switch", &passes, &switchCPU, *switchOn}}
 	last := make([]uint64, len(loops))
 	lastCPU := make([]int64, len(loops))
 	prev := time.Now()
