@@ -14,6 +14,9 @@ type Funcs struct {
 	Probes      int           `json:"probes"`
 	Functions   []Func        `json:"functions"`
 	Untraceable []Untraceable `json:"untraceable"`
+	// RatesError says why the call rates of a process's functions were
+	// not counted (without privileges, say).
+	RatesError string `json:"rates_error,omitempty"`
 }
 
 // Func is one traceable function of a Funcs document.
@@ -29,6 +32,11 @@ type Func struct {
 	EntryOnly bool   `json:"entry_only"`
 	File      string `json:"file"`
 	Line      int    `json:"line"`
+	// CallsPerSecond and TracedCost are its call rate, counted for a
+	// short window in a process, and the share of the process's CPU time
+	// tracing it whole would take; absent when not counted.
+	CallsPerSecond *float64 `json:"calls_per_second,omitempty"`
+	TracedCost     *float64 `json:"traced_cost,omitempty"`
 }
 
 // Untraceable is a matched function that cannot be traced, and why.
@@ -53,4 +61,18 @@ func NewFuncs(path, goVersion string, sel *trace.Selection) *Funcs {
 		doc.Untraceable = append(doc.Untraceable, Untraceable{Name: u.Name, Reason: u.Reason})
 	}
 	return doc
+}
+
+// AddRates sets the functions' call rates from rates (by name; nil when
+// not counted), or says why they were not counted (err).
+func (d *Funcs) AddRates(rates map[string]trace.CallRate, err string) {
+	d.RatesError = err
+	if rates == nil {
+		return
+	}
+	for i := range d.Functions {
+		r := rates[d.Functions[i].Name]
+		perSecond, cost := r.PerSecond, r.Cost
+		d.Functions[i].CallsPerSecond, d.Functions[i].TracedCost = &perSecond, &cost
+	}
 }

@@ -204,6 +204,23 @@ func (s *Session) countCalls() ([]CallRate, error) {
 	return rates, nil
 }
 
+// CountCalls counts the calls of the functions opts selects in process
+// opts.PID for a short window (an entry probe that only counts, 50 ms)
+// and attaches nothing else: the call rates gi funcs shows, before
+// anything is traced. It returns the selection too.
+func CountCalls(opts Options) ([]CallRate, *Selection, error) {
+	if opts.PID <= 0 && opts.Process == nil {
+		return nil, nil, errors.New("counting calls needs a process")
+	}
+	opts.countOnly = true
+	s, err := Open(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	return s.Rates, s.Selection, nil
+}
+
 // callCost estimates what one call of fn traced whole costs the process:
 // the traps at its entry and at one RET, and two program runs.
 func (s *Session) callCost(fn *Function) time.Duration {

@@ -47,6 +47,9 @@ type Options struct {
 	Empty bool
 	// MaxProbes, if set, keeps only the first functions whose probes fit.
 	MaxProbes int
+	// countOnly loads the counting program only, counts the calls
+	// (Session.Rates) and attaches nothing after (CountCalls).
+	countOnly bool
 	// EntryOnly attaches the entry probes only: calls are seen but never
 	// complete. It exists to measure the event transport without the cost
 	// of return probes (the kernel single-steps RET).
@@ -290,7 +293,9 @@ func (s *Session) open() error {
 		}
 	}
 	programs := []string{"gi_empty"}
-	if !s.Opts.Empty {
+	if s.Opts.countOnly {
+		programs = []string{"gi_count"}
+	} else if !s.Opts.Empty {
 		programs = nil // only those with probes: each costs the verifier tens of ms
 		for _, g := range groups {
 			if len(g.idx) > 0 || s.Opts.Growable {
@@ -388,6 +393,14 @@ func (s *Session) open() error {
 		return fmt.Errorf("open %s for uprobes: %w", s.Opts.Path, err)
 	}
 	s.schedIdx = schedIdx
+	if s.Opts.countOnly {
+		if !multi && len(sel.Functions) > maxCountedPerfProbes {
+			return fmt.Errorf("counting the calls of %d functions without uprobe_multi links (kernel 6.6+) takes a perf event each, whose detach waits 0.1-0.2 s: at most %d", len(sel.Functions), maxCountedPerfProbes)
+		}
+		s.startMeter()
+		s.Rates, err = s.countCalls()
+		return err
+	}
 	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty && !s.Opts.Growable {
 		s.startMeter()
 		groups = s.planSampling(groups)

@@ -14,11 +14,17 @@ import (
 
 func newFuncsCommand() *cobra.Command {
 	var exclude []string
-	var asJSON bool
+	var asJSON, rates bool
 	cmd := &cobra.Command{
 		Use:   "funcs <pid|name|binary> [PATTERN...]",
-		Short: "List the functions patterns match, their probe counts, and why any cannot be traced",
-		Example: `  gi funcs 4242                           # the functions of package main in pid 4242
+		Short: "List the functions patterns match, their probe counts, call rates, and why any cannot be traced",
+		Long: `funcs lists the functions the patterns match, where their probes go, and why
+any cannot be traced. In a process it also counts each one's calls for 50 ms
+(an entry probe that only counts, then detached) and shows its calls per
+second and what tracing it whole would cost the process (CALLS/S, IF
+TRACED: the share of the process's CPU time), so a hot pattern shows before
+it costs anything; --rates=false skips that.`,
+		Example: `  gi funcs 4242                           # the functions of package main in pid 4242, with call rates
   gi funcs ./server 'net/http.*'          # in a binary, before running it
   gi funcs --json 4242 'main.(*Server).*'
   kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi funcs 1 'main.*'`,
@@ -28,15 +34,16 @@ func newFuncsCommand() *cobra.Command {
 			if len(patterns) == 0 {
 				patterns = []string{"main.*"}
 			}
-			return runFuncs(cmd.OutOrStdout(), args[0], patterns, exclude, asJSON)
+			return runFuncs(cmd.OutOrStdout(), args[0], patterns, exclude, asJSON, rates)
 		},
 	}
+	cmd.Flags().BoolVar(&rates, "rates", true, "in a process, count each function's calls for 50 ms (needs the privileges gi trace needs)")
 	cmd.Flags().StringArrayVar(&exclude, "exclude", nil, "drop functions matching `PATTERN` (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	return cmd
 }
 
-func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON bool) error {
+func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON, countRates bool) error {
 	include, err := parsePatterns(patterns, "")
 	if err != nil {
 		return err
@@ -61,11 +68,31 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON 
 	if err != nil {
 		return err
 	}
+	// The call rates, by name: counted in the process where asked.
+	var rates map[string]trace.CallRate
+	rateErr := ""
+	if pid != 0 && countRates && len(sel.Functions) > 0 {
+		counted, _, err := trace.CountCalls(trace.Options{PID: pid, Include: include, Exclude: exclude})
+		if err != nil {
+			rateErr = err.Error()
+		} else {
+			rates = map[string]trace.CallRate{}
+			for _, r := range counted {
+				rates[r.Func.Name] = r
+			}
+		}
+	}
 	if asJSON {
-		return report.Write(out, report.NewFuncs(path, bin.GoVersion, sel))
+		doc := report.NewFuncs(path, bin.GoVersion, sel)
+		doc.AddRates(rates, rateErr)
+		return report.Write(out, doc)
 	}
 	tbl := newTable(out)
-	tbl.Header("FUNCTION", "ENTRY", "RETURNS", "LOCATION", "NOTE")
+	header := []any{"FUNCTION", "ENTRY", "RETURNS", "LOCATION"}
+	if rates != nil {
+		header = append(header, "CALLS/S", "IF TRACED")
+	}
+	tbl.Header(append(header, "NOTE")...)
 	probes, entryOnly := 0, 0
 	for _, f := range sel.Functions {
 		probes += 1 + len(f.Returns)
@@ -74,10 +101,19 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON 
 			entryOnly++
 			note = "entry only: no RET"
 		}
-		tbl.Append([]string{f.Name, fmt.Sprintf("%#x", f.EntrySite), strconv.Itoa(len(f.Returns)), fmt.Sprintf("%s:%d", shortFile(f.File), f.Line), note})
+		row := []string{f.Name, fmt.Sprintf("%#x", f.EntrySite), strconv.Itoa(len(f.Returns)), fmt.Sprintf("%s:%d", shortFile(f.File), f.Line)}
+		if rates != nil {
+			r := rates[f.Name]
+			row = append(row, fmt.Sprintf("%.0f", r.PerSecond), formatShare(r.Cost))
+		}
+		tbl.Append(append(row, note))
 	}
 	for _, u := range sel.Untraceable {
-		tbl.Append([]string{u.Name, "-", "-", "", "cannot trace: " + u.Reason})
+		row := []string{u.Name, "-", "-", ""}
+		if rates != nil {
+			row = append(row, "", "")
+		}
+		tbl.Append(append(row, "cannot trace: "+u.Reason))
 	}
 	if err := tbl.Render(); err != nil {
 		return err
@@ -87,5 +123,20 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON 
 		only = fmt.Sprintf("; %d at entry only (no RET)", entryOnly)
 	}
 	fmt.Fprintf(out, "\n%d traceable functions (%d probes), %d not traceable%s\n", len(sel.Functions), probes, len(sel.Untraceable), only)
+	if rates != nil {
+		fmt.Fprintln(out, "CALLS/S: calls counted for 50 ms; IF TRACED: what tracing each whole would take of the process's CPU time (gi trace --max-overhead samples the costliest)")
+	}
+	if rateErr != "" {
+		fmt.Fprintf(out, "call rates not counted: %s\n", rateErr)
+	}
 	return nil
+}
+
+// formatShare renders a share as a percentage with two significant
+// digits: 0.078%, 4.2%, 170%.
+func formatShare(v float64) string {
+	if p := 100 * v; p >= 10 {
+		return fmt.Sprintf("%.0f%%", p)
+	}
+	return fmt.Sprintf("%.2g%%", 100*v)
 }

@@ -946,3 +946,52 @@ func TestTraceWhyBudgetCLI(t *testing.T) {
 		t.Errorf("%d calls of main.light in 2 s, %d unsplit", calls, sm.Unsplit)
 	}
 }
+
+// TestFuncsRatesCLI: gi funcs on a process counts each function's calls
+// for 50 ms: hotcold's main.hot, called from a loop as fast as it goes,
+// counts tens of thousands a second (as fast as the counting probe lets
+// it) and would cost the process most of a thread traced whole; main.light, five calls a second, next to
+// nothing. The JSON says the same, in the schema; --rates=false counts
+// nothing; the target runs on.
+func TestFuncsRatesCLI(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "hotcold", targets.BuildOptions{}), "-hot", "-light", "200ms")
+	pid := strconv.Itoa(p.Pid)
+	out, stderr, code := runGi(t, "funcs", "--json", pid, "main.hot", "main.light")
+	if code != 0 {
+		t.Fatalf("gi funcs --json: %s", stderr)
+	}
+	validate(t, compileSchema(t, "funcs"), "gi funcs --json", out)
+	var doc report.Funcs
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	rates := map[string][2]float64{}
+	for _, f := range doc.Functions {
+		if f.CallsPerSecond == nil || f.TracedCost == nil {
+			t.Fatalf("%s: no call rate (rates_error %q)", f.Name, doc.RatesError)
+		}
+		rates[f.Name] = [2]float64{*f.CallsPerSecond, *f.TracedCost}
+	}
+	// The counting probe on main.hot, a leaf the kernel single-steps,
+	// lets through tens of thousands of calls a second: counted at that
+	// rate, and costly all the same.
+	if r := rates["main.hot"]; r[0] < 1e4 || r[1] < 0.05 {
+		t.Errorf("main.hot: %.0f calls/s, %.3f of the CPU if traced whole; want tens of thousands at least, most of a thread", r[0], r[1])
+	}
+	if r := rates["main.light"]; r[0] > 40 || r[1] > 0.01 {
+		t.Errorf("main.light: %.0f calls/s, %.3f if traced whole; it is called five times a second", r[0], r[1])
+	}
+	table, stderr, code := runGi(t, "funcs", pid, "main.hot", "main.light")
+	if code != 0 || !strings.Contains(table, "CALLS/S") || !strings.Contains(table, "IF TRACED") {
+		t.Errorf("gi funcs table (exit %d, %s):\n%s", code, stderr, table)
+	}
+	plain, _, code := runGi(t, "funcs", "--rates=false", pid, "main.hot")
+	if code != 0 || strings.Contains(plain, "CALLS/S") {
+		t.Errorf("gi funcs --rates=false (exit %d):\n%s", code, plain)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+	if _, err := p.WaitLineAfter(len(p.Lines()), "rate hot ", 10*time.Second); err != nil {
+		t.Errorf("the target stopped reporting after gi funcs: %v", err)
+	}
+}
