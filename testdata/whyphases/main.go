@@ -3,9 +3,11 @@
 // in this order:
 //
 //	cpu    burning CPU for -cpu, on a thread locked to it: cpu= is that
-//	       thread's CPU time over the burn, which leaves out the time the
-//	       goroutine was preempted (runnable in Go's terms, or its thread
-//	       waiting for a CPU), and cpuwall= the burn's wall clock
+//	       thread's CPU time over the burn, and cpuwall= the burn's wall
+//	       clock. The goroutine's time on a thread in Go's view lies
+//	       between the two: the first leaves out the kernel's
+//	       preemptions of the thread too, the second has what Go's own
+//	       preemptions left runnable
 //	mutex  blocked in sync.Mutex.Lock on main.cacheMu, which goroutine
 //	       "holder" (main.holdLock) holds, until it unlocks it
 //	sleep  in time.Sleep(-sleep)
