@@ -3,6 +3,7 @@ package export
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -181,4 +182,70 @@ func writeAndParse(t *testing.T, pr *Profile) *profile.Profile {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestExportsMarkSampled checks that the calls of a function traced in
+// sampling windows are marked in every export: a "sampled" arg on its
+// Perfetto slices and a global "gi: sampled" event naming it, the
+// gi_sampled label on its pprof samples and a comment, and gi.sampled on
+// its OTLP spans (TestOTLPSpans' span builder).
+func TestExportsMarkSampled(t *testing.T) {
+	root, fns := tree()
+	hot := fns[3] // main.c
+	hot.Sampled = true
+	sm := &trace.Sampling{Budget: 0.05, Windows: 4, Traced: 1, Elapsed: 10, Functions: []trace.SampledFunction{{Func: hot, Calls: 1}}}
+	h := trace.Header{Goid: 9, PID: 4}
+
+	var buf bytes.Buffer
+	pf := NewPerfetto(&buf, trace.Clock{})
+	var walk func(c *trace.Call)
+	walk = func(c *trace.Call) {
+		for _, ch := range c.Children {
+			walk(ch)
+		}
+		pf.Call(h, c)
+	}
+	walk(root)
+	pf.Sampling(sm, 200)
+	if err := pf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var events []map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &events); err != nil {
+		t.Fatal(err)
+	}
+	marked, global := 0, false
+	for _, e := range events {
+		args, _ := e["args"].(map[string]any)
+		switch {
+		case e["name"] == "gi: sampled":
+			fs, _ := args["functions"].([]any)
+			global = e["s"] == "g" && len(fs) == 1 && fs[0] == "main.c" && args["windows"].(float64) == 4 && args["traced_share"].(float64) == 0.1
+		case args["sampled"] == true:
+			if e["name"] != "main.c" {
+				t.Errorf("%v marked sampled", e["name"])
+			}
+			marked++
+		}
+	}
+	if marked != 1 || !global {
+		t.Errorf("perfetto: %d slices marked sampled, global event %v:\n%s", marked, global, buf.String())
+	}
+
+	pr := NewProfile()
+	pr.Root(h, root)
+	pr.Sampling(sm)
+	p := writeAndParse(t, pr)
+	labelled := 0
+	for _, s := range p.Sample {
+		inner := s.Location[0].Line[0].Function.Name
+		if got := s.Label["gi_sampled"]; (inner == "main.c") != (len(got) == 1 && got[0] == "true") {
+			t.Errorf("sample of %s: gi_sampled %v", inner, got)
+		} else if inner == "main.c" {
+			labelled++
+		}
+	}
+	if labelled != 1 || len(p.Comments) != 1 || !strings.Contains(p.Comments[0], "main.c traced in 4 sampling windows covering 10.0% of the trace") {
+		t.Errorf("pprof: %d samples labelled, comments %q", labelled, p.Comments)
+	}
 }

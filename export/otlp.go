@@ -235,6 +235,11 @@ func (o *OTLP) span(h trace.Header, c *trace.Call) *tracepb.Span {
 	case c.Running:
 		attrs = append(attrs, boolAttr("gi.call.running", true))
 	}
+	if c.Func.Sampled {
+		// Traced in sampling windows (--max-overhead): one of the calls
+		// seen, not every call.
+		attrs = append(attrs, boolAttr("gi.sampled", true))
+	}
 	if t := c.Time; t != nil {
 		attrs, s.Events = o.timeSplit(attrs, t)
 	}

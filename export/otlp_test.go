@@ -123,6 +123,7 @@ func TestOTLPSpans(t *testing.T) {
 	// main.c (20 to 45) waited 15 ns on a mutex goroutine 8 released.
 	for _, c := range all {
 		if c.Func.Name == "main.c" {
+			c.Func.Sampled = true // traced in sampling windows: gi.sampled
 			c.Time = &trace.TimeSplit{OnCPU: 10, Blocked: []trace.BlockedTime{{Reason: "sync.Mutex.Lock", NS: 15, Count: 1, WokenBy: 8}},
 				Intervals: []trace.Interval{{Start: 25, End: 40, Reason: "sync.Mutex.Lock", Object: trace.WaitObject{Kind: "mutex", Name: "main.mu"}, WokenBy: 8, WokenByFunction: "main.refresh"}}}
 		}
@@ -195,6 +196,15 @@ func TestOTLPSpans(t *testing.T) {
 	}
 	if len(byName["main.a"].Events) != 0 {
 		t.Errorf("main.a has events: %v", byName["main.a"].Events)
+	}
+	for name, span := range byName {
+		sampled := false
+		for _, kv := range span.Attributes {
+			sampled = sampled || (kv.Key == "gi.sampled" && kv.Value.GetBoolValue())
+		}
+		if sampled != (name == "main.c") {
+			t.Errorf("%s: gi.sampled %v", name, sampled)
+		}
 	}
 }
 

@@ -44,6 +44,7 @@ type traceEvent struct {
 	TID  uint64         `json:"tid"`
 	ID   uint64         `json:"id,omitempty"` // flow events
 	BP   string         `json:"bp,omitempty"` // flow events: "e", bound to the enclosing slice
+	S    string         `json:"s,omitempty"`  // instant events: "g", global
 	Args map[string]any `json:"args,omitempty"`
 }
 
@@ -82,6 +83,9 @@ func (p *Perfetto) Call(h trace.Header, c *trace.Call) {
 		args["unwound"] = true
 	case c.Running:
 		args["running"] = true
+	}
+	if c.Func.Sampled {
+		args["sampled"] = true // traced in sampling windows: not every call
 	}
 	start := p.clock.Wall(c.Start).UnixNano()
 	p.emit(traceEvent{Name: c.Func.Name, Cat: "call", Ph: "X", TS: float64(start) / 1e3, Dur: float64(c.Duration()) / 1e3,
@@ -130,6 +134,26 @@ func (p *Perfetto) Running(h trace.Header, open []*trace.Call) {
 	for _, c := range open {
 		p.Call(h, c)
 	}
+}
+
+// Sampling records, at the trace's end, what sampling did (nil: nothing
+// was sampled): a global instant event "gi: sampled" whose args name the
+// functions traced in windows, the windows, the share of the trace they
+// covered and the budget, so that a reader of the file knows those
+// functions' slices are some of their calls, not all.
+func (p *Perfetto) Sampling(sm *trace.Sampling, end uint64) {
+	if sm == nil {
+		return
+	}
+	var funcs []string
+	for _, f := range sm.Functions {
+		funcs = append(funcs, f.Func.Name)
+	}
+	args := map[string]any{"functions": funcs, "windows": sm.Windows, "traced_share": sm.TracedShare(), "budget": sm.Budget, "cut": sm.Cut}
+	if sm.SchedWindowed {
+		args["why_windowed"], args["unsplit"] = true, sm.Unsplit
+	}
+	p.emit(traceEvent{Name: "gi: sampled", Cat: "gi", Ph: "i", S: "g", TS: float64(p.clock.Wall(end).UnixNano()) / 1e3, Args: args})
 }
 
 // Flush pushes what is buffered to the file (the file stays a valid

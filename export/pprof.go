@@ -60,6 +60,16 @@ func (pr *Profile) Root(h trace.Header, root *trace.Call) {
 }
 
 func (pr *Profile) add(stack []*trace.Function, labels map[string][]string, nanos int64) {
+	if stack[0].Sampled {
+		// The self time of a function traced in sampling windows: some of
+		// its calls, not all.
+		marked := make(map[string][]string, len(labels)+1)
+		for k, v := range labels {
+			marked[k] = v
+		}
+		marked["gi_sampled"] = []string{"true"}
+		labels = marked
+	}
 	var key strings.Builder
 	for _, f := range stack {
 		fmt.Fprintf(&key, "%p;", f)
@@ -90,6 +100,23 @@ func (pr *Profile) location(f *trace.Function) *profile.Location {
 	pr.p.Location = append(pr.p.Location, l)
 	pr.locs[f] = l
 	return l
+}
+
+// Sampling notes, in the profile's comments, what sampling did (nil:
+// nothing was sampled): the functions traced in windows, whose samples
+// carry the label gi_sampled=true and count the calls the windows saw,
+// not scaled.
+func (pr *Profile) Sampling(sm *trace.Sampling) {
+	if sm == nil {
+		return
+	}
+	for _, f := range sm.Functions {
+		pr.p.Comments = append(pr.p.Comments, fmt.Sprintf("gi: %s traced in %d sampling windows covering %.1f%% of the trace (--max-overhead %.3g%%): its samples (gi_sampled=true) are the calls the windows saw, about %.0f in all",
+			f.Func.Name, sm.Windows, 100*sm.TracedShare(), 100*sm.Budget, sm.EstimatedCalls(f)))
+	}
+	if sm.SchedWindowed {
+		pr.p.Comments = append(pr.p.Comments, fmt.Sprintf("gi: --why's scheduler probes attached in %d sampling windows", sm.Windows))
+	}
 }
 
 // Write writes the profile (gzipped protobuf) to w.

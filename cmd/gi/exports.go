@@ -129,7 +129,7 @@ func openExports(o traceOptions, files *exportFiles, clock trace.Clock, sym *tra
 				Host: host, Symbols: sym, Clock: clock})
 		}
 		if err != nil {
-			e.close(io.Discard)
+			e.close(io.Discard, nil)
 			return nil, fmt.Errorf("--otlp: %w", err)
 		}
 		e.otlpURL = o.otlp
@@ -187,10 +187,12 @@ func (e *traceExports) wrap(hs trace.Handlers) trace.Handlers {
 	return hs
 }
 
-// close finishes the files and says what was written.
-func (e *traceExports) close(stderr io.Writer) error {
+// close finishes the files and says what was written; sampling (nil
+// when nothing was) marks them as sampled where they are.
+func (e *traceExports) close(stderr io.Writer, sampling *trace.Sampling) error {
 	var first error
 	if e.perfetto != nil {
+		e.perfetto.Sampling(sampling, uint64(trace.MonotonicNow()))
 		err := e.perfetto.Close()
 		if cerr := e.perfettoFile.Close(); err == nil {
 			err = cerr
@@ -203,6 +205,7 @@ func (e *traceExports) close(stderr io.Writer) error {
 		e.perfetto = nil
 	}
 	if e.profile != nil {
+		e.profile.Sampling(sampling)
 		f, err := os.Create(e.pprofPath)
 		if err == nil {
 			err = e.profile.Write(f)

@@ -313,7 +313,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	bw.Flush()
 	overhead, overheadErr := s.Overhead()
 	closeErr := s.Close()
-	if err := exports.close(stderr); err != nil && closeErr == nil {
+	if err := exports.close(stderr, res.Sampling); err != nil && closeErr == nil {
 		closeErr = err
 	}
 	if jw != nil {
