@@ -3,6 +3,7 @@ package trace_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"syscall"
 	"testing"
@@ -321,4 +322,97 @@ func whileTraced(b *testing.B, opts trace.Options, fn func()) trace.RunResult {
 	fn()
 	cancel()
 	return <-done
+}
+
+// BenchmarkBudget measures what --max-overhead achieves: a target's pace
+// traced against its untraced pace measured just before, in work per
+// second of its own CPU time (what probes take from it), under budgets of
+// 1%, 5% and 20% and none, on hotcold (main.hot called hundreds of
+// millions of times a second from one goroutine, main.light five times a
+// second) and on the demo service under its own clients' load (requests
+// per second of its CPU time, 'main.*' traced). It prints, per budget,
+// the slowdown, the share of the target's CPU time gi measured its probes
+// taking, and the functions sampled.
+func BenchmarkBudget(b *testing.B) {
+	requirePrivilege(b)
+	// intervals is how many of the target's 250 ms rate lines a phase
+	// spans: the demo's CPU time per request varies with its random keys
+	// and sleeps, and takes longer phases to average.
+	workloads := []struct {
+		name, target string
+		args         []string
+		loop         string
+		patterns     []string
+		intervals    int
+	}{
+		{"hot", "hotcold", []string{"-hot", "-light", "200ms"}, "hot", []string{"main.hot", "main.light"}, 6},
+		{"demo", "demo", []string{"-report", "250ms"}, "requests", []string{"main.*"}, 16},
+	}
+	budgets := []struct {
+		name  string
+		value float64
+	}{{"1pct", 0.01}, {"5pct", 0.05}, {"20pct", 0.2}, {"none", 0}}
+	for _, w := range workloads {
+		p := targets.Start(b, targets.Build(b, w.target, targets.BuildOptions{}), w.args...)
+		var include []trace.Pattern
+		for _, s := range w.patterns {
+			include = append(include, mustPattern(b, s))
+		}
+		// Warmed up first: a service's first seconds (connections,
+		// caches, the heap growing) cost more CPU per request.
+		loopPace(b, p, w.loop, 1, w.intervals)
+		for _, bu := range budgets {
+			var paces, probes []float64
+			var sampled []string
+			for i := 0; i < b.N; i++ {
+				untraced := loopPace(b, p, w.loop, 1, w.intervals)
+				s, err := trace.Open(trace.Options{PID: p.Pid, Include: include, MaxOverhead: bu.value})
+				if err != nil {
+					b.Fatal(err)
+				}
+				// The probes' cost over the run: the counting window
+				// before it (every call of a hot function counted) is not
+				// the budget's.
+				before, err := s.Overhead()
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan trace.RunResult, 1)
+				go func() { done <- s.Run(ctx, trace.RunOptions{}, trace.Handlers{}) }()
+				traced := loopPace(b, p, w.loop, 1, w.intervals+2)
+				cancel()
+				res := <-done
+				after, err := s.Overhead()
+				s.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+				paces = append(paces, traced/untraced)
+				probes = append(probes, after.Sub(before).Share())
+				sampled = sampled[:0]
+				if sm := res.Sampling; sm != nil {
+					for _, f := range sm.Functions {
+						sampled = append(sampled, f.Func.Name)
+					}
+				}
+			}
+			// Medians: one phase the machine disturbs does not move them.
+			pace, probe := median(paces), median(probes)
+			b.ReportMetric(100*(1-pace), w.name+"-"+bu.name+"-slowdown-%")
+			b.ReportMetric(100*probe, w.name+"-"+bu.name+"-probes-%")
+			fmt.Printf("--max-overhead %s on %s: %.1f%% slower (median pace %.4g of untraced, %.3gx; each run %.4g), probes %.2f%% of its CPU time as gi measured them; sampled %v\n",
+				bu.name, w.name, 100*(1-pace), pace, 1/pace, paces, 100*probe, sampled)
+		}
+	}
+}
+
+// median returns the median of v (v is sorted in place).
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	if n := len(v); n%2 == 1 {
+		return v[n/2]
+	} else {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
 }

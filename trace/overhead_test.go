@@ -19,7 +19,7 @@ import (
 // thread's CPU time between the first awaited line and the last: the pace
 // probes slow and nothing else does (other processes taking the CPU do
 // not).
-func loopPace(t *testing.T, p *targets.Process, loop string, skip, n int) float64 {
+func loopPace(t testing.TB, p *targets.Process, loop string, skip, n int) float64 {
 	t.Helper()
 	seen := len(p.Lines())
 	from := max(skip, 1)

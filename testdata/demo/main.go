@@ -4,6 +4,12 @@
 // It has the commonest goroutine leak in Go services: a request that gives
 // up on a backend call after a deadline leaves the goroutine making the
 // call blocked forever on sending its late answer (prefetch).
+//
+// With -report D it prints, every D, "rate requests <requests per second
+// over the interval> <requests per second of the process's CPU time over
+// the interval> <requests so far> <the process's CPU time so far, in ns>":
+// what tracing costs a service whose requests mostly wait shows in the
+// second figure (gi trace's overhead benchmark).
 package main
 
 import (
@@ -17,13 +23,43 @@ import (
 	"os"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 var (
 	addr    = flag.String("addr", "127.0.0.1:0", "listen address")
 	clients = flag.Int("clients", 8, "client goroutines calling /work")
+	report  = flag.Duration("report", 0, "print the request rates this often (0: never)")
 )
+
+// requests counts the answers the clients received.
+var requests atomic.Uint64
+
+// processCPU is the process's CPU time in ns.
+func processCPU() int64 {
+	var ts syscall.Timespec
+	// CLOCK_PROCESS_CPUTIME_ID is 2 on Linux.
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 2, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
+}
+
+// reportRates prints the request rates every d.
+func reportRates(d time.Duration) {
+	var last uint64
+	lastCPU, prev := processCPU(), time.Now()
+	for range time.Tick(d) {
+		now, cpu, n := time.Now(), processCPU(), requests.Load()
+		perCPU := 0.0
+		if cpu > lastCPU {
+			perCPU = float64(n-last) / (float64(cpu-lastCPU) / 1e9)
+		}
+		fmt.Printf("rate requests %.0f %.0f %d %d\n", float64(n-last)/now.Sub(prev).Seconds(), perCPU, n, cpu)
+		last, lastCPU, prev = n, cpu, now
+	}
+}
 
 var (
 	cacheMu sync.Mutex
@@ -84,6 +120,7 @@ func client(url string) {
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
+			requests.Add(1)
 		}
 		time.Sleep(time.Duration(rand.Intn(20)) * time.Millisecond)
 	}
@@ -102,6 +139,10 @@ func main() {
 	for i := 0; i < *clients; i++ {
 		go client("http://" + ln.Addr().String() + "/work")
 	}
-	fmt.Println("READY", ln.Addr())
+	fmt.Println("ADDR", ln.Addr())
+	fmt.Println("READY")
+	if *report > 0 {
+		go reportRates(*report)
+	}
 	select {}
 }
