@@ -145,7 +145,7 @@ func (p *Perfetto) Sampling(sm *trace.Sampling, end uint64) {
 	if sm == nil {
 		return
 	}
-	var funcs []string
+	funcs := []string{}
 	for _, f := range sm.Functions {
 		funcs = append(funcs, f.Func.Name)
 	}

@@ -224,6 +224,9 @@ loop:
 		}
 		res.Sampling = &r
 	}
+	if s.schedWindowed {
+		b.SchedCoverage(s.sampler.schedCoverage())
+	}
 	running := b.Flush(uint64(monotonicNow()))
 	res.Running = len(running)
 	if hs.Running != nil {

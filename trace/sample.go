@@ -395,6 +395,8 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		sm.covMu.Lock()
 		sm.covFrom, sm.covUntil = uint64(monotonicNow()), 0
 		sm.covMu.Unlock()
+		// On every path out, the coverage ends before the probes go.
+		defer sm.endCoverage()
 	}
 	// The RET probes first: a return whose entry the window did not see
 	// is dropped, but an entry whose RET is not yet probed would leave
@@ -407,6 +409,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		l, err := s.linksFor(s.exe, sm.progs[i], g.idx, s.UprobeMulti)
 		links = append(links, l...)
 		if err != nil {
+			sm.endCoverage()
 			closeLinks(links)
 			return err
 		}
@@ -418,6 +421,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	// Closing: only calls inside the window's open calls, until those
 	// returned or the deadline.
 	if err := s.objs.Window.Put(uint32(0), bpf.SampleWindow{State: bpf.WindowClosing, Id: sm.id}); err != nil {
+		sm.endCoverage()
 		closeLinks(links)
 		return fmt.Errorf("close window: %w", err)
 	}
@@ -434,9 +438,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	}
 	length := time.Since(start)
 	if len(sm.sched) > 0 {
-		sm.covMu.Lock()
-		sm.covUntil = uint64(monotonicNow())
-		sm.covMu.Unlock()
+		sm.endCoverage()
 	}
 	err = closeLinks(links)
 	closed := uint64(monotonicNow())
@@ -451,6 +453,16 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	sm.adapt(after.Sub(sm.last), length)
 	sm.last = after
 	return nil
+}
+
+// endCoverage ends the scheduler's probes' coverage now, before they are
+// detached, if it is open; the time is read under the lock (see covMu).
+func (sm *sampler) endCoverage() {
+	sm.covMu.Lock()
+	defer sm.covMu.Unlock()
+	if sm.covFrom != 0 && sm.covUntil == 0 {
+		sm.covUntil = uint64(monotonicNow())
+	}
 }
 
 // schedCoverage returns when the scheduler's probes were last attached
@@ -499,9 +511,11 @@ func (sm *sampler) adapt(o Overhead, length time.Duration) {
 	}
 	duty := min(1, float64(length)/float64(o.Interval))
 	if o.Interval < sm.period {
-		// A run's first window has no period before it: taken as one
-		// that cost nothing else, lest its duty (near 1) hold the next
-		// window long.
+		// A period shorter than the period aimed at: a run's first
+		// window, which has no period before it (its duty near 1 would
+		// hold the next window long), or a window shorter than the one
+		// before. Taken as a whole period that cost nothing else: the
+		// ratio of duty to share is the same, only the clamps differ.
 		share *= float64(o.Interval) / float64(sm.period)
 		duty = float64(length) / float64(sm.period)
 	}
@@ -539,7 +553,7 @@ func (sm *sampler) warn(w string) {
 
 // Sampling returns what sampling did so far (nil when nothing is
 // sampled): the windows, the time they covered and the time elapsed; its
-// functions' Calls are counted by Run, and left 0 here.
+// functions' Calls, Cut and Unsplit are counted by Run, and left 0 here.
 func (s *Session) Sampling() *Sampling {
 	if s.sampler == nil {
 		return nil

@@ -267,10 +267,11 @@ func (b *Builder) Flush(now uint64) []RunningStack {
 			continue
 		}
 		if b.Why {
-			b.account(st, now, BlockedTime{})
+			b.flushState(st, now)
 		}
 		for _, c := range st.stack {
 			c.End, c.Running = now, true
+			b.dropUnseen(c)
 		}
 		out = append(out, RunningStack{Goroutine: k, Calls: append([]*Call(nil), st.stack...)})
 	}
@@ -284,6 +285,15 @@ func (b *Builder) Flush(now uint64) []RunningStack {
 	return out
 }
 
+// dropUnseen leaves a call without a split (counted in Unsplit) when the
+// scheduler's probes, attached in windows, saw none of its time.
+func (b *Builder) dropUnseen(c *Call) {
+	if t := c.Time; t != nil && b.coverage.windowed && c.Duration() > 0 && t.Unknown >= c.Duration() {
+		c.Time = nil
+		b.Unsplit++
+	}
+}
+
 func (b *Builder) unwindTop(st *goroutineState, now uint64) {
 	c := st.stack[len(st.stack)-1]
 	c.End, c.Unwound = now, true
@@ -294,10 +304,7 @@ func (b *Builder) pop(st *goroutineState) {
 	c := st.stack[len(st.stack)-1]
 	st.stack[len(st.stack)-1] = nil
 	st.stack = st.stack[:len(st.stack)-1]
-	if t := c.Time; t != nil && b.coverage.windowed && t.Unknown >= c.Duration() {
-		c.Time = nil
-		b.Unsplit++
-	}
+	b.dropUnseen(c)
 	if b.OnCall != nil {
 		b.OnCall(st.key, c)
 	}

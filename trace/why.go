@@ -73,11 +73,13 @@ type TimeSplit struct {
 	// Blocked are its waits, grouped by reason, object and who ended
 	// them, in the order they first began.
 	Blocked []BlockedTime
-	// Unknown is time gi cannot attribute: scheduler events were lost.
+	// Unknown is time gi cannot attribute: scheduler events were lost,
+	// or the scheduler's probes were not attached (sampling windows).
 	Unknown uint64
 	// Partial says part of the call's history may be missing: events
-	// contradicted each other (the time between is Unknown), or the ring
-	// buffer lost events while the call ran.
+	// contradicted each other (the time between is Unknown), the ring
+	// buffer lost events while the call ran, or the scheduler's probes
+	// were attached for part of it only (sampling windows).
 	Partial bool
 	// Intervals are the waits and runnable spells that happened while
 	// this call was the goroutine's innermost traced call, in order (its
@@ -217,7 +219,7 @@ func (t *TimeSplit) String() string {
 		parts = append(parts, s)
 	}
 	if t.Unknown > 0 || t.Partial {
-		parts = append(parts, "unknown "+formatNS(t.Unknown)+" (partial: events lost)")
+		parts = append(parts, "unknown "+formatNS(t.Unknown)+" (partial)")
 	}
 	return strings.Join(parts, " · ")
 }
@@ -435,6 +437,15 @@ func (b *Builder) running(st *goroutineState, now uint64) {
 	}
 }
 
+// flushState brings a goroutine's split up to now, the end of the trace,
+// in its state then, or unknown if the scheduler's probes were off.
+func (b *Builder) flushState(st *goroutineState, now uint64) {
+	if !b.covered(now) {
+		b.uncover(st)
+	}
+	b.account(st, now, BlockedTime{})
+}
+
 // uncover makes the state of a goroutine unknown from the closing of the
 // window its last event was in (its state until then is known), or from
 // that event.
@@ -493,9 +504,10 @@ func (b *Builder) SchedCoverage(from, until uint64) {
 }
 
 // SchedWindowOpened says that the scheduler's probes are all attached
-// from time t on. The events of the window before must have been passed
-// in already: every goroutine's state is unknown until its next event,
-// the probes having missed what it did between the windows.
+// from time t on: every goroutine's state is unknown until its next
+// event, the probes having missed what it did between the windows. An
+// event of the window before passed in later (read late from another
+// CPU's part of the ring) is taken as unseen: safe, if a loss.
 func (b *Builder) SchedWindowOpened(t uint64) {
 	for _, st := range b.gs {
 		b.uncover(st)

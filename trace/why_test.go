@@ -319,7 +319,7 @@ func TestWhyMarkPartial(t *testing.T) {
 	if len(done) != 2 || !done[0].Time.Partial || done[1].Time.Partial {
 		t.Fatalf("partial: %v, %v; want the first call only", done[0].Time.Partial, done[1].Time.Partial)
 	}
-	if s := done[0].Time.String(); s != "cpu 10ns · runnable 0ns · unknown 0ns (partial: events lost)" {
+	if s := done[0].Time.String(); s != "cpu 10ns · runnable 0ns · unknown 0ns (partial)" {
 		t.Errorf("line %q", s)
 	}
 }

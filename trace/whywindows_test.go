@@ -33,7 +33,7 @@ func TestWhyWindows(t *testing.T) {
 	// returns inside it: unknown until its first event (23 ms), then a
 	// wait, runnable, 1 ms CPU.
 	b.Entry(g(2), 0x2000, f, 15*ms, 100, 0)
-	b.SchedWindowOpened(20 * ms)
+	b.SchedCoverage(20*ms, 0)
 	// Goroutine 3: a call wholly in the window.
 	b.Entry(g(3), 0x3000, f, 21*ms, 100, 0)
 	b.Sched(g(3), trace.SchedEvent{Kind: bpf.KindPark, Time: 22 * ms, Reason: "sleep"})
@@ -48,10 +48,10 @@ func TestWhyWindows(t *testing.T) {
 	// and parks in the next one: none of that gap is CPU.
 	b.Entry(g(4), 0x4000, f, 35*ms, 100, 0)
 	b.Entry(g(5), 0x5000, f, 36*ms, 100, 0)
-	b.SchedWindowClosed(40 * ms)
+	b.SchedCoverage(20*ms, 40*ms)
 	// A late event of a probe detached after the window's end.
 	b.Sched(g(4), trace.SchedEvent{Kind: bpf.KindYield, Time: 41 * ms})
-	b.SchedWindowOpened(60 * ms)
+	b.SchedCoverage(60*ms, 0)
 	b.Sched(g(4), trace.SchedEvent{Kind: bpf.KindPark, Time: 65 * ms, Reason: "sleep"})
 	b.Sched(g(4), trace.SchedEvent{Kind: bpf.KindRun, Time: 70 * ms})
 	b.Return(g(4), f, 72*ms, 100, 0)
@@ -80,6 +80,22 @@ func TestWhyWindows(t *testing.T) {
 		4: {OnCPU: 7 * ms, Unknown: 25 * ms, Partial: true, Blocked: []trace.BlockedTime{{Reason: "sleep", NS: 5 * ms, Count: 1}}},
 		5: {OnCPU: 5 * ms, Unknown: 26 * ms, Partial: true, Blocked: []trace.BlockedTime{{Reason: "sleep", NS: 4 * ms, Count: 1}}},
 	}
+	// Goroutine 6 enters in the third window and is still running when
+	// the trace ends (Flush at 100 ms), after that window closed at 80
+	// ms: on CPU until then, unknown after. Goroutine 7 enters after the
+	// window: nothing seen, no split.
+	b.Entry(g(6), 0x6000, f, 61*ms, 100, 0)
+	b.SchedCoverage(60*ms, 80*ms)
+	b.Entry(g(7), 0x7000, f, 90*ms, 100, 0)
+	running := b.Flush(100 * ms)
+	if len(running) != 2 || running[0].Goroutine.Goid != 6 || running[1].Goroutine.Goid != 7 {
+		t.Fatalf("running at the end: %+v", running)
+	}
+	byG[6], byG[7] = running[0].Calls[0], running[1].Calls[0]
+	if c := byG[7]; c.Time != nil || b.Unsplit != 2 {
+		t.Errorf("a call running outside the windows at the end: split %v, %d unsplit; want none, 2", c.Time, b.Unsplit)
+	}
+	want[6] = trace.TimeSplit{OnCPU: 19 * ms, Unknown: 20 * ms, Partial: true}
 	for goid, w := range want {
 		c := byG[goid]
 		if c.Time == nil {
