@@ -53,6 +53,15 @@ func TestProfileSelfTimes(t *testing.T) {
 	}
 }
 
+// writeCalls writes the calls of root's tree to pf, innermost first, as
+// they complete.
+func writeCalls(pf *Perfetto, h trace.Header, root *trace.Call) {
+	for _, ch := range root.Children {
+		writeCalls(pf, h, ch)
+	}
+	pf.Call(h, root)
+}
+
 func joinPath(p []string) string {
 	out := ""
 	for i, s := range p {
@@ -79,14 +88,7 @@ func TestPerfettoStreams(t *testing.T) {
 	pf = NewPerfetto(&buf, trace.Clock{})
 	root, _ := tree()
 	h := trace.Header{Goid: 9, PID: 4}
-	var walk func(c *trace.Call)
-	walk = func(c *trace.Call) {
-		for _, ch := range c.Children {
-			walk(ch)
-		}
-		pf.Call(h, c)
-	}
-	walk(root)
+	writeCalls(pf, h, root)
 	if err := pf.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -198,14 +200,7 @@ func TestExportsMarkSampled(t *testing.T) {
 
 	var buf bytes.Buffer
 	pf := NewPerfetto(&buf, trace.Clock{})
-	var walk func(c *trace.Call)
-	walk = func(c *trace.Call) {
-		for _, ch := range c.Children {
-			walk(ch)
-		}
-		pf.Call(h, c)
-	}
-	walk(root)
+	writeCalls(pf, h, root)
 	pf.Sampling(sm, 200)
 	if err := pf.Close(); err != nil {
 		t.Fatal(err)
