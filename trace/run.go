@@ -228,6 +228,10 @@ loop:
 		b.SchedCoverage(s.sampler.schedCoverage())
 	}
 	running := b.Flush(uint64(monotonicNow()))
+	if res.Sampling != nil {
+		// With the calls running at the end that Flush left unsplit.
+		res.Sampling.Unsplit = b.Unsplit
+	}
 	res.Running = len(running)
 	if hs.Running != nil {
 		for _, r := range running {
