@@ -23,12 +23,14 @@ type Live struct {
 	reattach time.Duration
 	why      bool
 
-	mu       sync.Mutex
-	stats    map[string]*trace.Histogram
-	parts    *trace.Stats               // with why: the calls' splits
-	funcs    map[string]*trace.Function // with why: parts' keys by name
-	names    map[string]bool            // functions traced or being attached
-	pending  []string                   // names the running trace adds at its next tick
+	mu sync.Mutex
+	// stats holds the calls' latencies (and, with why, their splits),
+	// keyed by one Function per name (funcs): a trace opened again has
+	// new Functions.
+	stats    *trace.Stats
+	funcs    map[string]*trace.Function
+	names    map[string]bool // functions traced or being attached
+	pending  []string        // names the running trace adds at its next tick
 	err      string
 	warnings []string
 	attached time.Time // when the last attach or add began
@@ -47,10 +49,7 @@ const liveTick = 100 * time.Millisecond
 // that attaches more functions, when the set grows, at most once per
 // reattach, and splits the calls' time if why is set.
 func NewLive(p *proc.Process, sites *trace.Sites, reattach time.Duration, why bool) *Live {
-	l := &Live{process: p, sites: sites, reattach: reattach, why: why, stats: map[string]*trace.Histogram{}, names: map[string]bool{}}
-	if why {
-		l.parts, l.funcs = trace.NewStats(), map[string]*trace.Function{}
-	}
+	l := &Live{process: p, sites: sites, reattach: reattach, why: why, stats: trace.NewStats(), funcs: map[string]*trace.Function{}, names: map[string]bool{}}
 	l.idle = sync.NewCond(&l.mu)
 	return l
 }
@@ -60,22 +59,22 @@ func NewLive(p *proc.Process, sites *trace.Sites, reattach time.Duration, why bo
 func (l *Live) Histogram(name string) *trace.Histogram {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if h := l.stats[name]; h != nil {
+	if h := l.stats.Of(l.funcs[name]); h != nil {
 		c := *h
 		return &c
 	}
 	return nil
 }
 
+// Why reports whether the calls' time is split (Mostly).
+func (l *Live) Why() bool { return l.why }
+
 // Mostly returns the part that dominates the time of function name's
 // calls so far (with why), nil if none of them was split.
 func (l *Live) Mostly(name string) *Part {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if fn := l.funcs[name]; fn != nil {
-		return dominant(l.parts.Parts(fn))
-	}
-	return nil
+	return dominant(l.stats.Parts(l.funcs[name]))
 }
 
 // Warnings returns the current trace's warnings: the kernel features it
@@ -192,23 +191,14 @@ func (l *Live) addPending(s *trace.Session) {
 func (l *Live) record(_ trace.Header, c *trace.Call) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := l.stats[c.Func.Name]
-	if h == nil {
-		h = &trace.Histogram{}
-		l.stats[c.Func.Name] = h
+	fn := l.funcs[c.Func.Name]
+	if fn == nil {
+		fn = c.Func
+		l.funcs[c.Func.Name] = fn
 	}
-	h.Record(time.Duration(c.Duration()))
-	if l.why && c.Time != nil {
-		// One key per name: a trace opened again has new Functions.
-		fn := l.funcs[c.Func.Name]
-		if fn == nil {
-			fn = c.Func
-			l.funcs[c.Func.Name] = fn
-		}
-		keyed := *c
-		keyed.Func = fn
-		l.parts.Add(&keyed)
-	}
+	keyed := *c
+	keyed.Func = fn
+	l.stats.Add(&keyed)
 }
 
 // stopLocked detaches the running trace, if any, and waits for it. l.mu is

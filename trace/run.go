@@ -216,21 +216,18 @@ loop:
 	if err := s.DrainAll(handle); err != nil && res.Err == nil {
 		res.Err = err
 	}
+	if s.schedWindowed {
+		b.SchedCoverage(s.sampler.schedCoverage())
+	}
+	running := b.Flush(uint64(monotonicNow()))
 	if s.sampler != nil {
 		r := s.sampler.snapshot()
+		// Unsplit with the calls running at the end that Flush left so.
 		r.Cut, r.Unsplit = cut, b.Unsplit
 		for i := range r.Functions {
 			r.Functions[i].Calls = sampledCalls[r.Functions[i].Func]
 		}
 		res.Sampling = &r
-	}
-	if s.schedWindowed {
-		b.SchedCoverage(s.sampler.schedCoverage())
-	}
-	running := b.Flush(uint64(monotonicNow()))
-	if res.Sampling != nil {
-		// With the calls running at the end that Flush left unsplit.
-		res.Sampling.Unsplit = b.Unsplit
 	}
 	res.Running = len(running)
 	if hs.Running != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -165,41 +166,36 @@ func (s *Session) countCalls() ([]CallRate, error) {
 	if err != nil {
 		return nil, err
 	}
-	// What the calls counted would have cost traced whole, of the CPU
+	// n hits that would have cost spent traced whole, against the CPU
 	// time the process spent: a function whose counting probe already
 	// took its caller's every cycle is counted at the rate the probe
 	// allowed, and found costly all the same.
-	rate := func(fn *Function, n float64, cost time.Duration) CallRate {
-		r := CallRate{Func: fn, PerSecond: n / wall.Seconds()}
+	rate := func(fn *Function, n uint64, spent time.Duration) CallRate {
+		r := CallRate{Func: fn, PerSecond: float64(n) / wall.Seconds()}
 		if cpu > 0 {
-			r.Cost = n * cost.Seconds() / cpu.Seconds()
+			r.Cost = spent.Seconds() / cpu.Seconds()
 		} else {
-			r.Cost = r.PerSecond * cost.Seconds() // one CPU's worth
+			r.Cost = spent.Seconds() / wall.Seconds() // one CPU's worth
 		}
 		return r
 	}
 	rates := make([]CallRate, 0, nfuncs+1)
 	for i, pi := range idx[:nfuncs] {
 		fn := s.probes[pi].fn
-		rates = append(rates, rate(fn, float64(after[i]-before[i]), s.callCost(fn)))
+		n := after[i] - before[i]
+		rates = append(rates, rate(fn, n, time.Duration(n)*s.callCost(fn)))
 	}
 	if len(s.schedIdx) > 0 {
 		// The scheduler's probes cost their hits, each a trap at a
 		// function's entry and a program run.
-		var hits float64
+		var hits uint64
 		var spent time.Duration
 		for i, pi := range idx[nfuncs:] {
 			n := after[nfuncs+i] - before[nfuncs+i]
-			hits += float64(n)
+			hits += n
 			spent += time.Duration(n) * (s.meter.costs.of(s.probes[pi].class) + programEstimate)
 		}
-		r := rate(s.schedFunc, hits, 0)
-		if cpu > 0 {
-			r.Cost = spent.Seconds() / cpu.Seconds()
-		} else {
-			r.Cost = spent.Seconds() / wall.Seconds()
-		}
-		rates = append(rates, r)
+		rates = append(rates, rate(s.schedFunc, hits, spent))
 	}
 	return rates, nil
 }
@@ -207,18 +203,18 @@ func (s *Session) countCalls() ([]CallRate, error) {
 // CountCalls counts the calls of the functions opts selects in process
 // opts.PID for a short window (an entry probe that only counts, 50 ms)
 // and attaches nothing else: the call rates gi funcs shows, before
-// anything is traced. It returns the selection too.
-func CountCalls(opts Options) ([]CallRate, *Selection, error) {
+// anything is traced.
+func CountCalls(opts Options) ([]CallRate, error) {
 	if opts.PID <= 0 && opts.Process == nil {
-		return nil, nil, errors.New("counting calls needs a process")
+		return nil, errors.New("counting calls needs a process")
 	}
 	opts.countOnly = true
 	s, err := Open(opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer s.Close()
-	return s.Rates, s.Selection, nil
+	return s.Rates, nil
 }
 
 // callCost estimates what one call of fn traced whole costs the process:
@@ -395,8 +391,12 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		sm.covMu.Lock()
 		sm.covFrom, sm.covUntil = uint64(monotonicNow()), 0
 		sm.covMu.Unlock()
-		// On every path out, the coverage ends before the probes go.
-		defer sm.endCoverage()
+	}
+	// detach ends the scheduler's probes' coverage before any probe of
+	// the window goes, then detaches them all: on every path out.
+	detach := func() error {
+		sm.endCoverage()
+		return closeLinks(links)
 	}
 	// The RET probes first: a return whose entry the window did not see
 	// is dropped, but an entry whose RET is not yet probed would leave
@@ -409,8 +409,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		l, err := s.linksFor(s.exe, sm.progs[i], g.idx, s.UprobeMulti)
 		links = append(links, l...)
 		if err != nil {
-			sm.endCoverage()
-			closeLinks(links)
+			detach()
 			return err
 		}
 	}
@@ -421,8 +420,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	// Closing: only calls inside the window's open calls, until those
 	// returned or the deadline.
 	if err := s.objs.Window.Put(uint32(0), bpf.SampleWindow{State: bpf.WindowClosing, Id: sm.id}); err != nil {
-		sm.endCoverage()
-		closeLinks(links)
+		detach()
 		return fmt.Errorf("close window: %w", err)
 	}
 	deadline := time.Now().Add(max(minWindow, sm.window/2))
@@ -437,10 +435,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		time.Sleep(time.Millisecond)
 	}
 	length := time.Since(start)
-	if len(sm.sched) > 0 {
-		sm.endCoverage()
-	}
-	err = closeLinks(links)
+	err = detach()
 	closed := uint64(monotonicNow())
 	sm.ends <- closed
 	after, oerr := s.Overhead()
@@ -456,7 +451,8 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 }
 
 // endCoverage ends the scheduler's probes' coverage now, before they are
-// detached, if it is open; the time is read under the lock (see covMu).
+// detached, if it is open (none is without them); the time is read under
+// the lock (see covMu).
 func (sm *sampler) endCoverage() {
 	sm.covMu.Lock()
 	defer sm.covMu.Unlock()
@@ -596,21 +592,13 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 	// The scheduler's probes compete for the budget as one more
 	// function, and are attached in windows if partition samples them.
 	sampled := partition(rates, s.Opts.MaxOverhead)
-	for i, r := range rates {
-		if r.Func == s.schedFunc {
-			s.SchedRate = &rates[i]
-			s.schedWindowed = r.Func.Sampled
-			rates = append(rates[:i:i], rates[i+1:]...)
-			break
-		}
+	isSched := func(r CallRate) bool { return r.Func == s.schedFunc }
+	if i := slices.IndexFunc(rates, isSched); i >= 0 {
+		r := rates[i]
+		s.SchedRate, s.schedWindowed = &r, r.Func.Sampled
 	}
-	s.Rates = rates
-	for i, r := range sampled {
-		if r.Func == s.schedFunc {
-			sampled = append(sampled[:i:i], sampled[i+1:]...)
-			break
-		}
-	}
+	s.Rates = slices.DeleteFunc(rates, isSched)
+	sampled = slices.DeleteFunc(sampled, isSched)
 	if len(sampled) == 0 && !s.schedWindowed {
 		return groups
 	}

@@ -426,13 +426,14 @@ func (b *Builder) MarkPartial() {
 // running accounts the interval up to now of a goroutine that must be
 // running then (it enters or returns from a call).
 func (b *Builder) running(st *goroutineState, now uint64) {
-	if !b.covered(now) {
+	seen := b.covered(now)
+	if !seen {
 		b.uncover(st)
 	} else if st.why.state != stateRunning {
 		st.why.state = stateUnknown
 	}
 	b.account(st, now, BlockedTime{})
-	if b.covered(now) {
+	if seen {
 		st.why.state = stateRunning
 	}
 }
@@ -451,7 +452,7 @@ func (b *Builder) flushState(st *goroutineState, now uint64) {
 // that event.
 func (b *Builder) uncover(st *goroutineState) {
 	c, w := &b.coverage, &st.why
-	if w.state != stateUnknown && c.on && c.until != 0 && w.since >= c.from && w.since < c.until {
+	if w.state != stateUnknown && c.from != 0 && c.until != 0 && w.since >= c.from && w.since < c.until {
 		b.account(st, c.until, BlockedTime{})
 	}
 	w.state, w.note, w.syscallExit = stateUnknown, Note{}, false
@@ -467,58 +468,43 @@ func (b *Builder) startState(now uint64) whyState {
 }
 
 // whyCoverage is when the scheduler's probes were attached, with
-// Builder.WhyWindows: from the last window's opening on, until its closing
-// (0 while it is open).
+// Builder.WhyWindows: from the last window's opening on (0: no window
+// yet), until its closing (0 while it is open).
 type whyCoverage struct {
 	windowed    bool
-	on          bool
 	from, until uint64
 }
 
 // covered reports whether the scheduler's probes saw time t whole.
 func (b *Builder) covered(t uint64) bool {
 	c := &b.coverage
-	return !c.windowed || (c.on && t >= c.from && (c.until == 0 || t <= c.until))
+	return !c.windowed || (c.from != 0 && t >= c.from && (c.until == 0 || t <= c.until))
 }
 
 // WhyWindows says that the scheduler's probes are attached only in
-// sampling windows (SchedWindowOpened, SchedWindowClosed): outside them
-// a goroutine's state is unknown, and a call whose whole time is unknown
-// is not split (Call.Time nil, counted in Unsplit).
+// sampling windows (SchedCoverage): outside them a goroutine's state is
+// unknown, and a call whose whole time is unknown is not split (Call.Time
+// nil, counted in Unsplit).
 func (b *Builder) WhyWindows() {
 	b.coverage = whyCoverage{windowed: true}
 }
 
 // SchedCoverage says when the scheduler's probes were last attached
 // whole (from, 0 before the first window) and when their detaching began
-// (until, 0 while attached), as the sampler last set them: a new from is
-// a new window (SchedWindowOpened), a new until its closing
-// (SchedWindowClosed).
+// (until, 0 while attached), as the sampler last set them. A new from is a
+// new window: every goroutine's state is unknown until its next event,
+// the probes having missed what it did between the windows (an event of
+// the window before passed in later, read late from another CPU's part
+// of the ring, is taken as unseen: safe, if a loss). After until, events
+// make a goroutine's state unknown.
 func (b *Builder) SchedCoverage(from, until uint64) {
 	if from != 0 && from != b.coverage.from {
-		b.SchedWindowOpened(from)
+		for _, st := range b.gs {
+			b.uncover(st) // up to the window before's closing
+		}
+		b.coverage.from = from
 	}
-	if until != b.coverage.until {
-		b.SchedWindowClosed(until)
-	}
-}
-
-// SchedWindowOpened says that the scheduler's probes are all attached
-// from time t on: every goroutine's state is unknown until its next
-// event, the probes having missed what it did between the windows. An
-// event of the window before passed in later (read late from another
-// CPU's part of the ring) is taken as unseen: safe, if a loss.
-func (b *Builder) SchedWindowOpened(t uint64) {
-	for _, st := range b.gs {
-		b.uncover(st)
-	}
-	b.coverage.on, b.coverage.from, b.coverage.until = true, t, 0
-}
-
-// SchedWindowClosed says that the scheduler's probes were detached after
-// time t: later events make a goroutine's state unknown.
-func (b *Builder) SchedWindowClosed(t uint64) {
-	b.coverage.until = t
+	b.coverage.until = until
 }
 
 // loadWaitReasons reads the runtime's wait-reason strings, by which a

@@ -64,7 +64,10 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON,
 		return err
 	}
 	defer bin.Close()
-	sel, err := trace.Select(bin, include, exclude)
+	// One reading of the binary's probe sites for the listing and the
+	// counting.
+	sites := trace.NewSites(bin)
+	sel, err := sites.Select(include, exclude)
 	if err != nil {
 		return err
 	}
@@ -72,7 +75,7 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON,
 	var rates map[string]trace.CallRate
 	rateErr := ""
 	if pid != 0 && countRates && len(sel.Functions) > 0 {
-		counted, _, err := trace.CountCalls(trace.Options{PID: pid, Include: include, Exclude: exclude})
+		counted, err := trace.CountCalls(trace.Options{PID: pid, Include: include, Exclude: exclude, Sites: sites})
 		if err != nil {
 			rateErr = err.Error()
 		} else {

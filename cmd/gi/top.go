@@ -136,7 +136,7 @@ func runTop(a *app, target string, tf targetFlags, why bool) error {
 		tt.Ensure(names)
 	}
 	refresh()
-	draw := func() { drawTop(out, snap, groups, v, tt, why) }
+	draw := func() { drawTop(out, snap, groups, v, tt) }
 	draw()
 	var dec keyDecoder
 	escTimer := time.NewTimer(time.Hour)
@@ -199,14 +199,14 @@ func runTop(a *app, target string, tf targetFlags, why bool) error {
 }
 
 // drawTop writes one frame of the view to the terminal.
-func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*measure.Group, v *topView, tt *measure.Live, why bool) {
+func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*measure.Group, v *topView, tt *measure.Live) {
 	width, height, err := term.GetSize(int(os.Stdout.Fd()))
 	if err != nil || width < 40 || height < 10 {
 		width, height = 120, 40
 	}
 	sc := topScreen{snap: snap, groups: groups, hist: tt.Histogram, traceErr: tt.Err(), traceWarnings: tt.Warnings(),
 		width: width, height: height - 1, now: time.Now()}
-	if why {
+	if tt.Why() {
 		sc.mostly = tt.Mostly
 	}
 	lines := renderTop(sc, v)
