@@ -2,6 +2,7 @@ package measure
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,12 +17,12 @@ import (
 // keys never waits for probes); later ones are added to the running trace
 // (trace.Session.Add), which reads the binary once and never detaches.
 // With why, it also splits the calls' time (trace.Options.Why) and keeps,
-// per function, where it went.
+// per function, where it went. Under a budget (LiveOptions.MaxOverhead)
+// the costliest functions are traced in sampling windows.
 type Live struct {
-	process  *proc.Process
-	sites    *trace.Sites
-	reattach time.Duration
-	why      bool
+	process *proc.Process
+	sites   *trace.Sites
+	o       LiveOptions
 
 	mu sync.Mutex
 	// stats holds the calls' latencies (and, with why, their splits),
@@ -33,6 +34,10 @@ type Live struct {
 	pending  []string        // names the running trace adds at its next tick
 	err      string
 	warnings []string
+	// sampled are the functions traced in sampling windows, and share
+	// the share of the trace's time the windows covered.
+	sampled  map[string]bool
+	share    float64
 	attached time.Time // when the last attach or add began
 	opening  bool      // a trace is being opened
 	closed   bool
@@ -44,12 +49,22 @@ type Live struct {
 // liveTick is how often the running trace takes the pending functions.
 const liveTick = 100 * time.Millisecond
 
+// LiveOptions shape a Live trace.
+type LiveOptions struct {
+	// Reattach is how often, at most, more functions are attached when
+	// the set grows.
+	Reattach time.Duration
+	// Why splits the calls' time (trace.Options.Why).
+	Why bool
+	// MaxOverhead bounds the probes' cost (trace.Options.MaxOverhead);
+	// 0 for no bound.
+	MaxOverhead float64
+}
+
 // NewLive returns a Live for process p (the caller's to close), whose
-// executable's probe sites are sites (shared with the caller's Program),
-// that attaches more functions, when the set grows, at most once per
-// reattach, and splits the calls' time if why is set.
-func NewLive(p *proc.Process, sites *trace.Sites, reattach time.Duration, why bool) *Live {
-	l := &Live{process: p, sites: sites, reattach: reattach, why: why, stats: trace.NewStats(), funcs: map[string]*trace.Function{}, names: map[string]bool{}}
+// executable's probe sites are sites (shared with the caller's Program).
+func NewLive(p *proc.Process, sites *trace.Sites, o LiveOptions) *Live {
+	l := &Live{process: p, sites: sites, o: o, stats: trace.NewStats(), funcs: map[string]*trace.Function{}, names: map[string]bool{}, sampled: map[string]bool{}}
 	l.idle = sync.NewCond(&l.mu)
 	return l
 }
@@ -67,7 +82,19 @@ func (l *Live) Histogram(name string) *trace.Histogram {
 }
 
 // Why reports whether the calls' time is split (Mostly).
-func (l *Live) Why() bool { return l.why }
+func (l *Live) Why() bool { return l.o.Why }
+
+// Sampled returns, for a function traced in sampling windows, the share
+// of the trace's time they covered (its calls seen, divided by it,
+// estimate its calls); 0 for a function traced whole.
+func (l *Live) Sampled(name string) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.sampled[name] {
+		return 0
+	}
+	return l.share
+}
 
 // Mostly returns the part that dominates the time of function name's
 // calls so far (with why), nil if none of them was split.
@@ -98,7 +125,7 @@ func (l *Live) Err() string {
 func (l *Live) Ensure(names []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.opening || len(l.pending) > 0 || (!l.attached.IsZero() && time.Since(l.attached) < l.reattach) {
+	if l.closed || l.opening || len(l.pending) > 0 || (!l.attached.IsZero() && time.Since(l.attached) < l.o.Reattach) {
 		return
 	}
 	var fresh []string
@@ -126,7 +153,7 @@ func (l *Live) Ensure(names []string) {
 
 // open starts a trace on names.
 func (l *Live) open(names []string) {
-	s, err := trace.Open(trace.Options{Process: l.process, Include: exactNames(names), Growable: true, Sites: l.sites, Why: l.why})
+	s, err := trace.Open(trace.Options{Process: l.process, Include: exactNames(names), Growable: true, Sites: l.sites, Why: l.o.Why, MaxOverhead: l.o.MaxOverhead})
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -140,7 +167,7 @@ func (l *Live) open(names []string) {
 		return
 	}
 	l.err = ""
-	l.warnings = s.Warnings
+	l.noteSampling(s)
 	if l.closed {
 		s.Close()
 		return
@@ -151,7 +178,13 @@ func (l *Live) open(names []string) {
 	go func() {
 		defer close(done)
 		defer s.Close()
-		res := s.Run(ctx, trace.RunOptions{Interval: liveTick}, trace.Handlers{Call: l.record, Tick: func() { l.addPending(s) }})
+		tick := func() {
+			l.addPending(s)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.noteSampling(s)
+		}
+		res := s.Run(ctx, trace.RunOptions{Interval: liveTick}, trace.Handlers{Call: l.record, Tick: tick})
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.pending = nil
@@ -163,6 +196,17 @@ func (l *Live) open(names []string) {
 			l.cancel, l.done = nil, nil
 		}
 	}()
+}
+
+// noteSampling takes the warnings of s and what it samples; l.mu is held.
+func (l *Live) noteSampling(s *trace.Session) {
+	l.warnings = slices.Clone(s.Warnings)
+	if sm := s.Sampling(); sm != nil {
+		l.share = sm.TracedShare()
+		for _, f := range sm.Functions {
+			l.sampled[f.Func.Name] = true
+		}
+	}
 }
 
 // addPending adds the pending functions to the running trace s. It runs

@@ -21,16 +21,21 @@ type Latency struct {
 	File     string `json:"file"`
 	Line     int    `json:"line"`
 	// Calls of Function that began and ended in the window, and their
-	// p50, p99 and max.
-	Calls uint64 `json:"calls"`
-	P50NS int64  `json:"p50_ns"`
-	P99NS int64  `json:"p99_ns"`
-	MaxNS int64  `json:"max_ns"`
+	// p50, p99 and max. For a function traced in sampling windows
+	// (Sampled), the calls seen in them, and their estimated number in
+	// the window (CallsEstimated).
+	Calls          uint64 `json:"calls"`
+	Sampled        bool   `json:"sampled,omitempty"`
+	CallsEstimated uint64 `json:"calls_estimated,omitempty"`
+	P50NS          int64  `json:"p50_ns"`
+	P99NS          int64  `json:"p99_ns"`
+	MaxNS          int64  `json:"max_ns"`
 	// InCallNS is how long the goroutine has been in its current call of
 	// Function when that call's entry was seen in the window; else 0.
 	InCallNS int64 `json:"in_call_ns"`
 	// Stuck marks a goroutine that sat in the same call of Function for
-	// the whole window (never said of a function that does not return).
+	// the whole window (never said of a function that does not return,
+	// nor of one traced in sampling windows).
 	Stuck bool `json:"stuck"`
 	// TracedNS is how much of the window Function was traced: all of it
 	// for the functions of the first snapshot's goroutines, the rest of it
@@ -38,7 +43,7 @@ type Latency struct {
 	// when it was never traced.
 	TracedNS int64 `json:"traced_ns"`
 	// Why says why the goroutine has no latency: WhyAppeared, WhyNoCall,
-	// WhyNoReturn, or WhyUntraceable and the reason.
+	// WhyNoSampledCall, WhyNoReturn, or WhyUntraceable and the reason.
 	Why string `json:"why,omitempty"`
 	// Dominant is the part of the calls' time that dominates (gi ps
 	// --trace --why): on CPU, runnable or a wait reason, with its share.
@@ -78,6 +83,9 @@ const (
 	// WhyNoCall: the function was traced, but no call of it completed in
 	// the window and the goroutine's own call began before it was traced.
 	WhyNoCall = "no call completed in the window"
+	// WhyNoSampledCall: the function was traced in sampling windows
+	// (Options.MaxOverhead), and none of its calls completed in them.
+	WhyNoSampledCall = "no call completed in the sampling windows"
 	// WhyNoReturn: the function has no RET (a worker loop, a select{}):
 	// traced at entry only, its calls never complete.
 	WhyNoReturn = "never returns (no RET)"
@@ -103,6 +111,14 @@ type Window struct {
 	Events      uint64   `json:"events"`
 	Lost        uint64   `json:"lost"`
 	Untraceable []string `json:"untraceable,omitempty"`
+	// Sampled are the functions traced in sampling windows to keep the
+	// overhead budget (Options.MaxOverhead), and SampledShare the share
+	// of the window those covered.
+	Sampled      []string `json:"sampled,omitempty"`
+	SampledShare float64  `json:"sampled_share,omitempty"`
+	// Warnings are what the trace said after it was attached (the
+	// functions added and sampled, a budget not kept).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Result is a snapshot taken at the end of a trace window, with the
@@ -131,6 +147,10 @@ type Options struct {
 	// Why splits the calls' time (trace.Options.Why): each latency says
 	// which part dominates (Latency.Dominant).
 	Why bool
+	// MaxOverhead bounds the probes' cost (trace.Options.MaxOverhead):
+	// the costliest functions, those traced from the outset and those
+	// added, are traced in sampling windows; 0 for no bound.
+	MaxOverhead float64
 	// Attached, if set, is called once the probes are in place, with the
 	// kernel features the trace works without (trace.Session.Warnings).
 	Attached func(functions, probes, goroutines int, warnings []string)
@@ -176,7 +196,7 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 	if len(names) == 0 {
 		return nil, errors.New("the goroutines are in no traceable function")
 	}
-	s, err := trace.Open(trace.Options{Process: t.Process(), Include: exactNames(names), Growable: true, Sites: sites, Why: o.Why})
+	s, err := trace.Open(trace.Options{Process: t.Process(), Include: exactNames(names), Growable: true, Sites: sites, Why: o.Why, MaxOverhead: o.MaxOverhead})
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +204,7 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 	if o.Attached != nil {
 		o.Attached(len(s.Selection.Functions), s.Probes, len(gs), s.Warnings)
 	}
+	warned := len(s.Warnings)
 	res := &Result{ByGoid: map[uint64]*Latency{}, Duration: o.Duration}
 
 	w := newWindow(o.Duration)
@@ -201,6 +222,15 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 	res.Window.Added = f.added
 	for _, u := range s.Selection.Untraceable {
 		res.Window.Untraceable = append(res.Window.Untraceable, u.Name+": "+u.Reason)
+	}
+	res.Window.Warnings = s.Warnings[warned:]
+	var sampledShare float64
+	if sm := run.Sampling; sm != nil {
+		sampledShare = sm.TracedShare()
+		res.Window.SampledShare = math.Round(sampledShare*1e4) / 1e4
+		for _, f := range sm.Functions {
+			res.Window.Sampled = append(res.Window.Sampled, f.Func.Name)
+		}
 	}
 	if run.Err != nil {
 		return nil, run.Err
@@ -222,6 +252,11 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 		traced[fn.Name] = tracedFunction{fn, f.since[fn.Name]}
 	}
 	res.ByGoid = w.relate(prog, o.Depth, first, o.rows(res.Snapshot), traced, run.Open, uint32(t.PID), end, run.Lost > 0)
+	for _, l := range res.ByGoid {
+		if l.Sampled && sampledShare > 0 {
+			l.CallsEstimated = uint64(math.Round(float64(l.Calls) / sampledShare))
+		}
+	}
 	return res, nil
 }
 
@@ -397,6 +432,7 @@ func (w *window) relate(prog Program, depth int, first *inspect.Snapshot, rows [
 		if end > tf.since {
 			l.TracedNS = int64(end - tf.since)
 		}
+		l.Sampled = fn.Sampled
 		if h := w.stats.Of(fn); h != nil {
 			l.Calls = h.Count()
 			l.P50NS, l.P99NS, l.MaxNS = int64(h.Quantile(0.5)), int64(h.Quantile(0.99)), int64(h.Max())
@@ -405,15 +441,18 @@ func (w *window) relate(prog Program, depth int, first *inspect.Snapshot, rows [
 		k := trace.GoroutineKey{PID: pid, Goid: g.ID}
 		if oc, ok := innermost[k][fn]; ok && end > oc.Start {
 			l.InCallNS = int64(end - oc.Start)
-		} else if prev := before[g.ID]; !lost && prev != nil && tf.since <= w.monoStart && !fn.EntryOnly && !w.touched[k][fn] && inFunction(prev, fn.Name) {
+		} else if prev := before[g.ID]; !lost && prev != nil && tf.since <= w.monoStart && !fn.EntryOnly && !fn.Sampled && !w.touched[k][fn] && inFunction(prev, fn.Name) {
 			// A function that never returns (a worker loop) is always in
-			// the same call: that is not being stuck.
+			// the same call: that is not being stuck; nor is a goroutine
+			// whose calls went between the sampling windows.
 			l.Stuck = true
 		}
 		switch {
 		case l.Calls > 0 || l.InCallNS > 0 || l.Stuck:
 		case fn.EntryOnly:
 			l.Why = WhyNoReturn
+		case fn.Sampled:
+			l.Why = WhyNoSampledCall
 		default:
 			l.Why = WhyNoCall
 		}
@@ -450,7 +489,7 @@ func (r *Result) GroupLatency(representative *inspect.Goroutine, members []*insp
 		}
 	}
 	l.Stuck = stuck == len(members)
-	if (l.Why == WhyNoCall || l.Why == WhyNoReturn) && (l.InCallNS > 0 || stuck > 0) {
+	if (l.Why == WhyNoCall || l.Why == WhyNoSampledCall || l.Why == WhyNoReturn) && (l.InCallNS > 0 || stuck > 0) {
 		l.Why = "" // a member's call says something
 	}
 	return l, stuck, true

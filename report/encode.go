@@ -306,6 +306,12 @@ func (w *indented) latency(l *measure.Latency) {
 	w.str("file", l.File)
 	w.int("line", int64(l.Line))
 	w.uint("calls", l.Calls)
+	if l.Sampled {
+		w.bool("sampled", true)
+	}
+	if l.CallsEstimated != 0 {
+		w.uint("calls_estimated", l.CallsEstimated)
+	}
 	w.int("p50_ns", l.P50NS)
 	w.int("p99_ns", l.P99NS)
 	w.int("max_ns", l.MaxNS)

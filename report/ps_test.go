@@ -104,7 +104,9 @@ func TestWritePsStreams(t *testing.T) {
 			snap.Goroutines = append(snap.Goroutines, g(i))
 		}
 		doc := NewPs(snap, snap.Goroutines, false, &measure.Result{ByGoid: map[uint64]*measure.Latency{1: {Function: "main.f", Calls: 2, Stuck: true, InCallNS: 7, TracedNS: 8, Dominant: &measure.Part{Part: "sync.Mutex.Lock", Share: 0.8333, MeanNS: 5, P99NS: 9}},
-			2: {Function: "main.g", Why: measure.WhyAppeared}}})
+			2: {Function: "main.g", Why: measure.WhyAppeared},
+			3: {Function: "main.h", Calls: 4, Sampled: true, CallsEstimated: 40, P50NS: 3}},
+			Window: measure.Window{Sampled: []string{"main.h"}, SampledShare: 0.1, Warnings: []string{"over the budget"}}})
 		var want, got bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetIndent("", "  ")

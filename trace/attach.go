@@ -81,8 +81,11 @@ func (s *Session) attachGroups(groups []probeGroup) error {
 // of interest (gi ps --trace, gi top) without reloading anything. The
 // session must be opened with Options.Growable and capture no arguments.
 // Add must not run beside Run's reading (call it from a Tick handler, or
-// between runs). It returns the functions added and those that matched
-// but cannot be traced; a pattern that matches nothing new adds nothing.
+// between runs). Under Options.MaxOverhead it first counts the new
+// functions' calls (for 50 ms), and traces in sampling windows the
+// costliest of those that would take the trace over the budget. It returns
+// the functions added and those that matched but cannot be traced; a
+// pattern that matches nothing new adds nothing.
 func (s *Session) Add(include []Pattern) ([]*Function, []Untraceable, error) {
 	if !s.Opts.Growable || s.closed {
 		return nil, nil, errors.New("trace: functions are added only to an open session made growable")
@@ -119,6 +122,9 @@ func (s *Session) Add(include []Pattern) ([]*Function, []Untraceable, error) {
 				return nil, nil, fmt.Errorf("probe table by address (room for %d probes): %w", s.objs.Cookies.MaxEntries(), err)
 			}
 		}
+	}
+	if s.Opts.MaxOverhead > 0 {
+		groups = s.sampleAdded(groups, first, len(sel.Functions))
 	}
 	if err := s.attachGroups(groups); err != nil {
 		return nil, nil, err

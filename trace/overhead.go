@@ -60,15 +60,20 @@ type ThreadCost struct {
 }
 
 // minThreadCPU is the CPU time below which a thread's share is not
-// judged: a thread that barely ran.
-const minThreadCPU = 5 * time.Millisecond
+// judged: a thread that barely ran; nor is that of a thread that ran less
+// than busyThread of the interval, whose work waits more than it runs.
+const (
+	minThreadCPU = 5 * time.Millisecond
+	busyThread   = 0.25
+)
 
-// WorstThread returns the thread whose CPU time the probes took the
+// WorstThread returns the busy thread whose CPU time the probes took the
 // largest share of, with the share: the slowdown of the code the probes
-// slow most. ok is false when no thread ran long enough to judge.
+// slow most. ok is false when no thread ran long enough to judge: at
+// least minThreadCPU and busyThread of the interval.
 func (o Overhead) WorstThread() (t ThreadCost, share float64, ok bool) {
 	for _, th := range o.Threads {
-		if th.CPU < minThreadCPU {
+		if th.CPU < minThreadCPU || float64(th.CPU) < busyThread*float64(o.Interval) {
 			continue
 		}
 		if s := min(1, float64(th.Probes)/float64(th.CPU)); !ok || s > share {
@@ -95,6 +100,21 @@ func (o Overhead) Share() float64 {
 		return 0
 	}
 	return min(1, float64(o.Probes)/float64(o.TargetCPU))
+}
+
+// BudgetShare is the share Options.MaxOverhead bounds: the probes' time
+// against the process's CPU time counted as one CPU at least (the
+// interval). For a process busier than one CPU it is Share, the
+// throughput a CPU-bound process loses; a process mostly waiting (a
+// service between requests) loses little throughput or latency to probes
+// that take a few percent of its small CPU time, and the budget bounds
+// their share of a CPU instead.
+func (o Overhead) BudgetShare() float64 {
+	cpu := max(o.TargetCPU, o.Interval)
+	if cpu <= 0 {
+		return 0
+	}
+	return min(1, float64(o.Probes)/float64(cpu))
 }
 
 // Sub returns o less an earlier measurement of the same session: the

@@ -116,16 +116,74 @@ func goexitHits(o trace.Overhead) uint64 {
 // measured by the target in the same run); every sampled call reported is
 // whole; every call of the light one is traced.
 func TestSamplingKeepsBudget(t *testing.T) {
+	samplingKeepsBudget(t, false)
+}
+
+// TestSamplingGrowable does the same with the hot function added to a
+// running trace of the light one (Session.Add, as gi ps --trace and gi top
+// do when they find goroutines in new functions): its calls are counted
+// when it is added and, over the budget beside the light one, it is traced
+// in windows from then on.
+func TestSamplingGrowable(t *testing.T) {
+	samplingKeepsBudget(t, true)
+}
+
+func samplingKeepsBudget(t *testing.T, grow bool) {
 	requirePrivilege(t)
 	bin := targets.Build(t, "hotcold", targets.BuildOptions{})
 	p := targets.Start(t, bin, "-hot", "-light", "200ms", "-every", "250ms")
 
-	s, err := trace.Open(trace.Options{PID: p.Cmd.Process.Pid, MaxOverhead: 0.05,
-		Include: []trace.Pattern{trace.ExactName("main.hot"), trace.ExactName("main.light")}})
+	hot, light := trace.ExactName("main.hot"), trace.ExactName("main.light")
+	opts := trace.Options{PID: p.Cmd.Process.Pid, MaxOverhead: 0.05, Include: []trace.Pattern{hot, light}}
+	if grow {
+		opts.Include, opts.Growable = []trace.Pattern{light}, true
+	}
+	s, err := trace.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// Growing: the first run's first tick adds main.hot.
+	var tick func()
+	if grow {
+		if s.Sampling() != nil || len(s.Rates) != 1 || s.Rates[0].Func.Sampled {
+			t.Fatalf("main.light alone is sampled (%+v), or not counted: %+v", s.Sampling(), s.Rates)
+		}
+		added := false
+		windowed := make(chan struct{})
+		// The ticks run on Run's goroutine, as Add must.
+		tick = func() {
+			if !added {
+				added = true
+				fns, _, err := s.Add([]trace.Pattern{hot})
+				if err != nil || len(fns) != 1 {
+					t.Errorf("add main.hot: %v, %v", fns, err)
+				}
+			}
+			if sm := s.Sampling(); sm != nil && sm.Windows > 0 {
+				select {
+				case <-windowed:
+				default:
+					close(windowed)
+				}
+			}
+		}
+		done := make(chan trace.RunResult, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			done <- s.Run(ctx, trace.RunOptions{Interval: 50 * time.Millisecond}, trace.Handlers{Tick: tick})
+		}()
+		// Runs until main.hot is added and its first window closed.
+		select {
+		case <-windowed:
+		case <-time.After(10 * time.Second):
+		}
+		cancel()
+		if res := <-done; res.Sampling == nil || res.Sampling.Windows == 0 {
+			t.Fatalf("main.hot added, nothing sampled: %+v; warnings %v", res.Sampling, s.Warnings)
+		}
+		t.Logf("warnings: %v", s.Warnings)
+	}
 	rates := map[string]trace.CallRate{}
 	for _, r := range s.Rates {
 		rates[r.Func.Name] = r

@@ -144,8 +144,14 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		windowEnds <-chan uint64
 		cut        uint64
 	)
+	// The sampler runs from the start, or from the tick whose Session.Add
+	// first sampled a function.
 	stopSampling := func() {}
-	if sm := s.sampler; sm != nil {
+	startSampling := func() {
+		sm := s.sampler
+		if sm == nil || windowEnds != nil {
+			return
+		}
 		sctx, cancel := context.WithCancel(context.Background())
 		sampling := make(chan struct{})
 		go func() {
@@ -158,6 +164,7 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		}
 		windowEnds = sm.ends
 	}
+	startSampling()
 	// drain reads the ring buffer; events it lost meanwhile leave the
 	// splits of the calls open then partial.
 	lost := uint64(0)
@@ -196,6 +203,7 @@ loop:
 				break loop
 			}
 			hs.Tick()
+			startSampling()
 		case <-tick.C:
 			if err := drain(); err != nil {
 				res.Err = err

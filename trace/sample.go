@@ -64,7 +64,8 @@ type CallRate struct {
 	PerSecond float64
 	// Cost estimates the share of the process's CPU time tracing the
 	// function whole would take (the time its calls counted would have
-	// cost, against the process's CPU time in the window).
+	// cost, against the process's CPU time in the window, counted as one
+	// CPU at least: Overhead.BudgetShare).
 	Cost float64
 }
 
@@ -117,21 +118,27 @@ func (s Sampling) EstimatedCalls(f SampledFunction) float64 {
 	return float64(f.Calls) * float64(s.Elapsed) / float64(s.Traced)
 }
 
-// countCalls attaches a counting probe at the entry of every traced
-// function, and at the scheduler's probes (Options.Why), for countWindow
-// and returns their call rates, the scheduler's probes' as those of a
-// Function of their own (s.schedFunc): their hits per second, and their
-// cost.
-func (s *Session) countCalls() ([]CallRate, error) {
+// entryProbes returns the entry probes of functions among probes from
+// first on whose hits are counted (a growable session counts so many).
+func (s *Session) entryProbes(first int) []int {
 	var idx []int
-	for i, p := range s.probes {
-		if p.fn != nil && p.kind == bpf.KindEntry {
+	for i := first; i < len(s.probes) && i < int(s.objs.Hits.MaxEntries()); i++ {
+		if p := s.probes[i]; p.fn != nil && p.kind == bpf.KindEntry {
 			idx = append(idx, i)
 		}
 	}
+	return idx
+}
+
+// countCalls attaches a counting probe at the entry probes idx (one per
+// function, s.entryProbes), and at the scheduler's probes sched
+// (Options.Why), for countWindow and returns their call rates, the
+// scheduler's probes' as those of a Function of their own (s.schedFunc):
+// their hits per second, and their cost.
+func (s *Session) countCalls(idx, sched []int) ([]CallRate, error) {
 	nfuncs := len(idx)
-	idx = append(idx, s.schedIdx...)
-	if len(s.schedIdx) > 0 {
+	idx = append(slices.Clip(idx), sched...)
+	if len(sched) > 0 {
 		s.schedFunc = &Function{Name: "the scheduler's probes (--why)"}
 	}
 	if s.objs.GiCount == nil {
@@ -172,11 +179,7 @@ func (s *Session) countCalls() ([]CallRate, error) {
 	// allowed, and found costly all the same.
 	rate := func(fn *Function, n uint64, spent time.Duration) CallRate {
 		r := CallRate{Func: fn, PerSecond: float64(n) / wall.Seconds()}
-		if cpu > 0 {
-			r.Cost = spent.Seconds() / cpu.Seconds()
-		} else {
-			r.Cost = spent.Seconds() / wall.Seconds() // one CPU's worth
-		}
+		r.Cost = spent.Seconds() / max(cpu, wall).Seconds() // one CPU at least
 		return r
 	}
 	rates := make([]CallRate, 0, nfuncs+1)
@@ -185,7 +188,7 @@ func (s *Session) countCalls() ([]CallRate, error) {
 		n := after[i] - before[i]
 		rates = append(rates, rate(fn, n, time.Duration(n)*s.callCost(fn)))
 	}
-	if len(s.schedIdx) > 0 {
+	if len(sched) > 0 {
 		// The scheduler's probes cost their hits, each a trap at a
 		// function's entry and a program run.
 		var hits uint64
@@ -251,12 +254,13 @@ func (s *Session) readHits(idx []int) ([]uint64, error) {
 	return out, nil
 }
 
-// partition chooses the functions to sample: none while tracing every
-// function whole fits the budget's margin; else the costliest, until the
+// partition chooses the functions to sample among rates, beside functions
+// traced whole already that cost whole: none while tracing every function
+// whole fits the budget's margin; else the costliest of rates, until the
 // rest costs half the margin at most. It marks them Sampled.
-func partition(rates []CallRate, budget float64) []CallRate {
+func partition(rates []CallRate, budget, whole float64) []CallRate {
 	target := budget * budgetMargin
-	var total float64
+	total := whole
 	for _, r := range rates {
 		total += r.Cost
 	}
@@ -281,10 +285,8 @@ func partition(rates []CallRate, budget float64) []CallRate {
 type sampler struct {
 	s      *Session
 	budget float64
-	// groups are the sampled functions' probes by program, and progs
-	// the programs.
-	groups []probeGroup
-	progs  []*ebpf.Program
+	// progs are the programs of the probe groups.
+	progs []*ebpf.Program
 	// ends receives, after each window's probes are detached, the time
 	// (CLOCK_MONOTONIC ns) it closed: calls of sampled functions begun
 	// by then and still open are cut.
@@ -299,7 +301,10 @@ type sampler struct {
 	covMu             sync.Mutex
 	covFrom, covUntil uint64
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// groups are the sampled functions' probes by program (a growable
+	// session adds to them: Session.Add).
+	groups  []probeGroup
 	report  Sampling
 	started time.Time // when run began
 	id      uint32
@@ -312,15 +317,39 @@ type sampler struct {
 }
 
 func newSampler(s *Session, sampled []CallRate, budget float64, groups []probeGroup) *sampler {
-	sm := &sampler{s: s, budget: budget, groups: groups, ends: make(chan uint64, 16),
+	sm := &sampler{s: s, budget: budget, ends: make(chan uint64, 16),
 		period: basePeriod, window: minWindow}
 	sm.report.Budget = budget
+	objs := s.objs
+	sm.progs = []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit}
+	sm.groups = make([]probeGroup, len(sm.progs))
+	sm.add(sampled, groups)
+	return sm
+}
+
+// add has the sampler attach the probes of groups in its windows from the
+// next one on: those of the functions sampled.
+func (sm *sampler) add(sampled []CallRate, groups []probeGroup) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
 	for _, r := range sampled {
 		sm.report.Functions = append(sm.report.Functions, SampledFunction{Func: r.Func, Rate: r})
 	}
-	objs := s.objs
-	sm.progs = []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit}
-	return sm
+	for i, g := range groups {
+		sm.groups[i].name = g.name
+		sm.groups[i].idx = append(sm.groups[i].idx, g.idx...)
+	}
+}
+
+// probeGroups returns the sampled functions' probes by program, as of now.
+func (sm *sampler) probeGroups() []probeGroup {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	out := make([]probeGroup, len(sm.groups))
+	for i, g := range sm.groups {
+		out[i] = probeGroup{name: g.name, idx: slices.Clone(g.idx)}
+	}
+	return out
 }
 
 // run opens and closes windows until ctx is done, then closes the one
@@ -401,8 +430,9 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	// The RET probes first: a return whose entry the window did not see
 	// is dropped, but an entry whose RET is not yet probed would leave
 	// its call open.
+	groups := sm.probeGroups()
 	for _, i := range []int{returnGroup, entryReturnGroup, entryGroup, goexitGroup} {
-		g := sm.groups[i]
+		g := groups[i]
 		if len(g.idx) == 0 {
 			continue
 		}
@@ -501,7 +531,7 @@ func (sm *sampler) adapt(o Overhead, length time.Duration) {
 		return
 	}
 	target := sm.budget * budgetMargin
-	share := o.Share()
+	share := o.BudgetShare()
 	if _, worst, ok := o.WorstThread(); ok {
 		share = worst
 	}
@@ -581,17 +611,18 @@ const maxCountedPerfProbes = 64
 // probes, and prepares the sampler that attaches those in windows.
 func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 	if !s.UprobeMulti && len(s.Selection.Functions) > maxCountedPerfProbes {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead not enforced: without uprobe_multi links (kernel 6.6+), counting the calls of %d functions takes a perf event each, whose detach waits 0.1-0.2 s; trace at most %d functions", len(s.Selection.Functions), maxCountedPerfProbes))
+		s.Warnings = append(s.Warnings, notEnforcedPerf(len(s.Selection.Functions)))
 		return groups
 	}
-	rates, err := s.countCalls()
+	rates, err := s.countCalls(s.entryProbes(0), s.schedIdx)
 	if err != nil {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead not enforced: counting calls: %v", err))
 		return groups
 	}
 	// The scheduler's probes compete for the budget as one more
 	// function, and are attached in windows if partition samples them.
-	sampled := partition(rates, s.Opts.MaxOverhead)
+	sampled := partition(rates, s.Opts.MaxOverhead, 0)
+	s.wholeCost = wholeCost(rates)
 	isSched := func(r CallRate) bool { return r.Func == s.schedFunc }
 	if i := slices.IndexFunc(rates, isSched); i >= 0 {
 		r := rates[i]
@@ -599,15 +630,70 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 	}
 	s.Rates = slices.DeleteFunc(rates, isSched)
 	sampled = slices.DeleteFunc(sampled, isSched)
-	if len(sampled) == 0 && !s.schedWindowed {
+	whole := s.sampleGroups(groups, sampled)
+	if s.schedWindowed {
+		s.sampler.sched = s.schedIdx // attached in the windows
+		s.sampler.report.SchedWindowed = true
+		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, --why's probes on the scheduler (%.0f hits/s, %.0f%% if kept) are attached in sampling windows: only the calls they saw whole are split", 100*s.Opts.MaxOverhead, s.SchedRate.PerSecond, 100*s.SchedRate.Cost))
+	}
+	return whole
+}
+
+// sampleAdded does for the functions Session.Add brings, n of them whose
+// probes are those from first on, what planSampling does for the first:
+// it counts their calls and samples the costliest if, beside the
+// functions traced whole already, they would take the trace over the
+// budget.
+func (s *Session) sampleAdded(groups []probeGroup, first, n int) []probeGroup {
+	if !s.UprobeMulti && n > maxCountedPerfProbes {
+		s.Warnings = append(s.Warnings, notEnforcedPerf(n))
+		return groups
+	}
+	rates, err := s.countCalls(s.entryProbes(first), nil)
+	if err != nil {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead not enforced on the functions added: counting calls: %v", err))
+		return groups
+	}
+	sampled := partition(rates, s.Opts.MaxOverhead, s.wholeCost)
+	s.wholeCost += wholeCost(rates)
+	s.Rates = append(s.Rates, rates...)
+	return s.sampleGroups(groups, sampled)
+}
+
+// notEnforcedPerf is the warning that the budget is not kept on n
+// functions without uprobe_multi links.
+func notEnforcedPerf(n int) string {
+	return fmt.Sprintf("--max-overhead not enforced: without uprobe_multi links (kernel 6.6+), counting the calls of %d functions takes a perf event each, whose detach waits 0.1-0.2 s; trace at most %d functions", n, maxCountedPerfProbes)
+}
+
+// wholeCost is what the functions of rates partition did not sample cost
+// traced whole.
+func wholeCost(rates []CallRate) float64 {
+	var c float64
+	for _, r := range rates {
+		if !r.Func.Sampled {
+			c += r.Cost
+		}
+	}
+	return c
+}
+
+// sampleGroups returns groups without the probes of the sampled functions
+// (marked Sampled), and hands those to the sampler, made if there is none
+// yet (none is made without a function sampled, unless the scheduler's
+// probes are).
+func (s *Session) sampleGroups(groups []probeGroup, sampled []CallRate) []probeGroup {
+	if len(sampled) == 0 && (!s.schedWindowed || s.sampler != nil) {
 		return groups
 	}
 	if s.CookieByIP {
 		// The cookies found by address carry the sampled mark too.
 		if bias, err := s.probeBias(); err == nil {
-			for i, p := range s.probes {
-				if p.fn != nil && p.fn.Sampled {
-					_ = s.objs.Cookies.Put(p.site+bias, s.cookie(i))
+			for _, g := range groups {
+				for _, pi := range g.idx {
+					if p := s.probes[pi]; p.fn != nil && p.fn.Sampled {
+						_ = s.objs.Cookies.Put(p.site+bias, s.cookie(pi))
+					}
 				}
 			}
 		}
@@ -624,18 +710,17 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 			}
 		}
 	}
-	s.sampler = newSampler(s, sampled, s.Opts.MaxOverhead, windowed)
-	s.sampler.report.SchedWindowed = s.schedWindowed
+	if s.sampler == nil {
+		s.sampler = newSampler(s, sampled, s.Opts.MaxOverhead, windowed)
+	} else {
+		s.sampler.add(sampled, windowed)
+	}
 	names := make([]string, 0, len(sampled))
 	for _, r := range sampled {
 		names = append(names, fmt.Sprintf("%s (%.0f calls/s, %.0f%% if traced whole)", r.Func.Name, r.PerSecond, 100*r.Cost))
 	}
 	if len(names) > 0 {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, traced in sampling windows: %s", 100*s.Opts.MaxOverhead, joinNames(names)))
-	}
-	if s.schedWindowed {
-		s.sampler.sched = s.schedIdx // attached in the windows
-		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, --why's probes on the scheduler (%.0f hits/s, %.0f%% if kept) are attached in sampling windows: only the calls they saw whole are split", 100*s.Opts.MaxOverhead, s.SchedRate.PerSecond, 100*s.SchedRate.Cost))
 	}
 	return whole
 }

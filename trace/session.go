@@ -80,8 +80,9 @@ type Options struct {
 	Sites *Sites
 	// MaxOverhead, if positive, is the share of the process's CPU time
 	// the probes may take (0.05: 5%): functions whose tracing would cost
-	// more are traced in sampling windows (see Sampling). Not with
-	// Growable.
+	// more are traced in sampling windows (see Sampling); with Growable,
+	// the functions Session.Add brings are counted and chosen likewise,
+	// against what the budget leaves.
 	MaxOverhead float64
 	// Why splits each call's time into on CPU, runnable and each wait
 	// (Call.Time), from probes on the scheduler's functions that report
@@ -144,6 +145,9 @@ type Session struct {
 	// Rates are the call rates counted before the trace (MaxOverhead).
 	Rates   []CallRate
 	sampler *sampler // nil: nothing sampled
+	// wholeCost is the estimated cost of the functions counted and traced
+	// whole (MaxOverhead): a share of the process's CPU time.
+	wholeCost float64
 	// SchedRate is the scheduler's probes' rate (Options.Why, counted
 	// with the functions' under MaxOverhead): hits per second, and their
 	// cost; nil when not counted.
@@ -302,7 +306,7 @@ func (s *Session) open() error {
 				programs = append(programs, g.name)
 			}
 		}
-		if s.Opts.MaxOverhead > 0 && !s.Opts.Growable {
+		if s.Opts.MaxOverhead > 0 {
 			programs = append(programs, "gi_count")
 		}
 		if len(schedIdx) > 0 {
@@ -398,10 +402,10 @@ func (s *Session) open() error {
 			return fmt.Errorf("counting the calls of %d functions without uprobe_multi links (kernel 6.6+) takes a perf event each, whose detach waits 0.1-0.2 s: at most %d", len(sel.Functions), maxCountedPerfProbes)
 		}
 		s.startMeter()
-		s.Rates, err = s.countCalls()
+		s.Rates, err = s.countCalls(s.entryProbes(0), s.schedIdx)
 		return err
 	}
-	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty && !s.Opts.Growable {
+	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty {
 		s.startMeter()
 		groups = s.planSampling(groups)
 	}

@@ -45,6 +45,7 @@ type psOptions struct {
 	trace                               time.Duration
 	traceDepth                          int
 	why                                 bool
+	maxOverhead                         string
 	target                              targetFlags
 }
 
@@ -90,6 +91,7 @@ given with --binary.`,
 	f.DurationVar(&o.minWait, "min-wait", 0, "only goroutines that have waited at least `DURATION`")
 	f.DurationVar(&o.trace, "trace", 0, "trace the functions the goroutines are in for `D`, then list them with those functions' latencies")
 	f.BoolVar(&o.why, "why", false, "with --trace, say which part of the measured function's calls' time dominates (MOSTLY: on CPU, runnable or a wait reason, and its share; see gi trace --why for the cost)")
+	addBudgetFlag(f, &o.maxOverhead, " (with --trace)")
 	f.IntVar(&o.traceDepth, "trace-depth", 1, "with --trace, trace this many code frames of each goroutine: the one its row shows (the innermost of the program's own code that can be traced) and those above it")
 	f.BoolVar(&o.waits, "waits", true, "read what blocked goroutines wait on (--waits=false: the stop copies goroutines and stacks only)")
 	f.MarkHidden("waits")
@@ -121,6 +123,10 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	}
 	if o.why && o.trace == 0 {
 		return fmt.Errorf("--why splits the time of the calls --trace measures: give --trace D")
+	}
+	budget, err := parseBudget(o.maxOverhead)
+	if err != nil {
+		return err
 	}
 	var re *regexp.Regexp
 	if o.match != "" {
@@ -191,7 +197,6 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		return writeGrowth(out, pid, inspect.Compare(before, after), o.json, after.Pause)
 	}
 	var pid int
-	var err error
 	if !fromCore {
 		if pid, err = o.target.resolve(target); err != nil {
 			return err
@@ -287,7 +292,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.trace > 0 {
 		ctx, stop := a.traceContext()
 		rows := func(s *inspect.Snapshot) []*inspect.Goroutine { return filterGoroutines(s.Goroutines, o, re) }
-		res, err = measure.Run(ctx, t, a.tracer, snap, measure.Options{Duration: o.trace, Depth: o.traceDepth, Rows: rows, Why: o.why,
+		res, err = measure.Run(ctx, t, a.tracer, snap, measure.Options{Duration: o.trace, Depth: o.traceDepth, Rows: rows, Why: o.why, MaxOverhead: budget,
 			Attached: func(functions, probes, goroutines int, warnings []string) {
 				for _, w := range warnings {
 					fmt.Fprintf(errOut, "gi: warning: %s\n", w)
@@ -368,6 +373,13 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 		for _, u := range w.Untraceable {
 			fmt.Fprintf(out, "not traced: %s\n", u)
+		}
+		for _, m := range w.Warnings {
+			fmt.Fprintf(out, "warning: %s\n", m)
+		}
+		if len(w.Sampled) > 0 {
+			fmt.Fprintf(out, "sampled to keep the %s overhead budget, in windows covering %.0f%% of the trace (CALLS ~ estimated from them): %s\n",
+				o.maxOverhead, 100*w.SampledShare, strings.Join(w.Sampled, ", "))
 		}
 	}
 	return nil

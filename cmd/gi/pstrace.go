@@ -50,7 +50,7 @@ func (pl *psLatency) latencyColumns(l *measure.Latency) []string {
 	switch {
 	case l == nil:
 		return []string{"", "", "", "", ""}
-	case l.Why == measure.WhyNoCall || l.Why == measure.WhyNoReturn:
+	case l.Why == measure.WhyNoCall || l.Why == measure.WhyNoSampledCall || l.Why == measure.WhyNoReturn:
 		return []string{"0", "", "", "", l.Why}
 	case l.Why != "":
 		return []string{"-", "", "", "", l.Why}
@@ -65,7 +65,12 @@ func (pl *psLatency) latencyColumns(l *measure.Latency) []string {
 	if l.Calls == 0 {
 		return []string{"0", "", "", "", inCall}
 	}
-	return []string{fmt.Sprint(l.Calls), formatLatency(time.Duration(l.P50NS)), formatLatency(time.Duration(l.P99NS)), formatLatency(time.Duration(l.MaxNS)), inCall}
+	calls := fmt.Sprint(l.Calls)
+	if l.Sampled {
+		// Seen in the sampling windows; the estimate for the window.
+		calls = fmt.Sprintf("~%d", l.CallsEstimated)
+	}
+	return []string{calls, formatLatency(time.Duration(l.P50NS)), formatLatency(time.Duration(l.P99NS)), formatLatency(time.Duration(l.MaxNS)), inCall}
 }
 
 // groupColumns renders the same for a group: the function's statistics,

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -455,4 +456,90 @@ func TestPsTraceWhy(t *testing.T) {
 	if _, stderr, code := runGi(t, "ps", "--why", strconv.Itoa(p.Pid)); code == 0 || !strings.Contains(stderr, "--trace") {
 		t.Errorf("--why without --trace: exit %d, %s", code, stderr)
 	}
+}
+
+// TestPsTraceBudget: under a budget main.handle's calls do not fit
+// (lockserver's workers call it about 900 times a second, their probes
+// costing more than 0.4% of a CPU), gi ps --trace traces it in sampling
+// windows, says so, and reports per goroutine the calls it saw whole, their
+// estimated number and their latencies, against what the target counted
+// over the same window; no goroutine is called stuck for calls that went
+// between the windows.
+func TestPsTraceBudget(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-pause", "0")
+	out, stderr, code := runGi(t, "ps", "--json", "--trace", "2s", "--max-overhead", "1%", strconv.Itoa(p.Pid))
+	if code != 0 {
+		t.Fatalf("gi ps --trace --max-overhead 1%%: %s", stderr)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+	if !strings.Contains(stderr, "traced in sampling windows: main.handle (") {
+		t.Errorf("no warning naming main.handle sampled:\n%s", stderr)
+	}
+	validate(t, compileSchema(t, "ps"), "gi ps --trace --max-overhead --json", out)
+	var doc struct {
+		TraceWindow struct {
+			StartNS      int64    `json:"start_ns"`
+			EndNS        int64    `json:"end_ns"`
+			Sampled      []string `json:"sampled"`
+			SampledShare float64  `json:"sampled_share"`
+		} `json:"trace_window"`
+		Goroutines []struct {
+			Goid  uint64 `json:"goid"`
+			Trace *struct {
+				Function       string `json:"function"`
+				Calls          int64  `json:"calls"`
+				Sampled        bool   `json:"sampled"`
+				CallsEstimated int64  `json:"calls_estimated"`
+				P50NS          int64  `json:"p50_ns"`
+				Stuck          bool   `json:"stuck"`
+				Why            string `json:"why"`
+			} `json:"trace"`
+		} `json:"goroutines"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	w := doc.TraceWindow
+	if !slices.Contains(w.Sampled, "main.handle") || w.SampledShare <= 0 || w.SampledShare >= 1 {
+		t.Fatalf("trace window: sampled %v covering %.4f of it", w.Sampled, w.SampledShare)
+	}
+	truth, err := p.Do(fmt.Sprintf("stats %d %d", w.StartNS, w.EndNS), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := func(k string) int64 { v, _ := strconv.ParseInt(truth[k], 10, 64); return v }
+	seen := 0
+	for _, g := range doc.Goroutines {
+		tr := g.Trace
+		if tr == nil || tr.Function != "main.handle" {
+			continue
+		}
+		seen++
+		t.Logf("goroutine %d: %d calls seen, ~%d estimated, p50 %v; the target: %v", g.Goid, tr.Calls, tr.CallsEstimated, time.Duration(tr.P50NS), truth)
+		switch {
+		case !tr.Sampled || tr.Stuck:
+			t.Errorf("goroutine %d: sampled %v, stuck %v", g.Goid, tr.Sampled, tr.Stuck)
+		case tr.Calls == 0:
+			if tr.Why != "no call completed in the sampling windows" {
+				t.Errorf("goroutine %d: no call, why %q", g.Goid, tr.Why)
+			}
+		case tr.Calls > n("calls"):
+			t.Errorf("goroutine %d: %d calls seen, the target made %d", g.Goid, tr.Calls, n("calls"))
+		case tr.CallsEstimated < n("calls")/3 || tr.CallsEstimated > 3*n("calls"):
+			// The windows cover a few percent of the trace: the estimate
+			// is rough, never off by more than this.
+			t.Errorf("goroutine %d: ~%d calls estimated, the target made %d", g.Goid, tr.CallsEstimated, n("calls"))
+		case tr.Calls >= 10 && !within(tr.P50NS, n("p50_ns"), 200_000, 0.2):
+			t.Errorf("goroutine %d: p50 %v, the target measured %v", g.Goid, time.Duration(tr.P50NS), time.Duration(n("p50_ns")))
+		}
+	}
+	if seen < 3 {
+		t.Errorf("%d of 6 workers measured in main.handle:\n%s", seen, out)
+	}
+	table, stderr, code := runGi(t, "ps", "--trace", "1s", "--max-overhead", "1%", strconv.Itoa(p.Pid))
+	if code != 0 || !regexp.MustCompile(`(?m)\s~\d+\s`).MatchString(table) || !strings.Contains(table, "sampled to keep the 1% overhead budget") {
+		t.Errorf("gi ps --trace --max-overhead 1%% table (exit %d, %s):\n%s", code, stderr, table)
+	}
+	targets.CheckNotStopped(t, p.Pid)
 }

@@ -39,6 +39,7 @@ const (
 func newTopCommand(a *app) *cobra.Command {
 	var tf targetFlags
 	var why bool
+	var maxOverhead string
 	cmd := &cobra.Command{
 		Use:   "top <pid|name> | --ns-pid N --in PID",
 		Short: "A live view of a process's goroutines, grouped, with the latency of the functions they are in",
@@ -55,15 +56,20 @@ function's calls' time dominates (on CPU, runnable or a wait reason).`,
   kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi top 1`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runTop(a, firstArg(args), tf, why)
+			budget, err := parseBudget(maxOverhead)
+			if err != nil {
+				return err
+			}
+			return runTop(a, firstArg(args), tf, measure.LiveOptions{Reattach: topReattach, Why: why, MaxOverhead: budget})
 		},
 	}
 	addTargetFlags(cmd.Flags(), &tf)
+	addBudgetFlag(cmd.Flags(), &maxOverhead, " (the functions' CALLS so traced show ~ an estimate)")
 	cmd.Flags().BoolVar(&why, "why", false, "split the traced calls' time as gi trace --why does and show the part that dominates each function's calls (MOSTLY; probes on the scheduler: every goroutine switch of the process pays one)")
 	return cmd
 }
 
-func runTop(a *app, target string, tf targetFlags, why bool) error {
+func runTop(a *app, target string, tf targetFlags, lo measure.LiveOptions) error {
 	fd := int(os.Stdout.Fd())
 	if !term.IsTerminal(fd) || !term.IsTerminal(int(os.Stdin.Fd())) {
 		return errors.New("gi top needs a terminal: use gi ps (or gi ps --trace D) for output that is not interactive")
@@ -100,7 +106,7 @@ func runTop(a *app, target string, tf targetFlags, why bool) error {
 	// One reading of the binary's probe sites for the grouping and the
 	// trace.
 	sites := trace.NewSites(t.Binary)
-	tt := measure.NewLive(t.Process(), sites, topReattach, why)
+	tt := measure.NewLive(t.Process(), sites, lo)
 	defer tt.Close()
 
 	input := make(chan []byte, 16)
@@ -204,7 +210,7 @@ func drawTop(w io.Writer, snap *inspect.Snapshot, groups []*measure.Group, v *to
 	if err != nil || width < 40 || height < 10 {
 		width, height = 120, 40
 	}
-	sc := topScreen{snap: snap, groups: groups, hist: tt.Histogram, traceErr: tt.Err(), traceWarnings: tt.Warnings(),
+	sc := topScreen{snap: snap, groups: groups, hist: tt.Histogram, sampled: tt.Sampled, traceErr: tt.Err(), traceWarnings: tt.Warnings(),
 		width: width, height: height - 1, now: time.Now()}
 	if tt.Why() {
 		sc.mostly = tt.Mostly

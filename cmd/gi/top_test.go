@@ -365,3 +365,28 @@ func TestTopWhyInTmux(t *testing.T) {
 		t.Errorf("target broken after gi top --why: %v", err)
 	}
 }
+
+// TestTopBudgetInTmux: under a budget main.handle's calls do not fit
+// (see TestPsTraceBudget), gi top traces it in sampling windows, and its
+// CALLS column shows an estimate, ~N.
+func TestTopBudgetInTmux(t *testing.T) {
+	requirePrivilege(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is missing (make deps installs it)")
+	}
+	gi := buildGi(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-pause", "0")
+	s := newTmux(t, "gitopbudget"+strconv.Itoa(os.Getpid()), 220, 50)
+	s.keys(gi+" top --max-overhead 1% "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	estimated := regexp.MustCompile(`(?m)^[ >]\s*\d+\s+.*\s~(\d+)\s+\S+\s+\S+\s+main\.handle `)
+	sc := s.waitFor("main.handle's calls estimated", func(sc string) bool {
+		m := estimated.FindStringSubmatch(sc)
+		return m != nil && m[1] != "0"
+	})
+	if !strings.Contains(sc, "traced in sampling windows: main.handle") {
+		t.Errorf("no warning that main.handle is sampled:\n%s", sc)
+	}
+	s.keys("q")
+	s.waitFor("gi exiting", contains("GI-EXIT=0"))
+	targets.CheckNotStopped(t, p.Pid)
+}

@@ -271,10 +271,13 @@ func topRows(groups []*measure.Group, hist func(string) *trace.Histogram, v *top
 
 // topScreen is what renderTop needs besides the view.
 type topScreen struct {
-	snap          *inspect.Snapshot
-	groups        []*measure.Group
-	hist          func(function string) *trace.Histogram
-	mostly        func(function string) *measure.Part // nil without --why
+	snap   *inspect.Snapshot
+	groups []*measure.Group
+	hist   func(function string) *trace.Histogram
+	mostly func(function string) *measure.Part // nil without --why
+	// sampled returns, for a function traced in sampling windows, the
+	// share of the time they covered, else 0 (nil: none is).
+	sampled       func(function string) float64
 	traceErr      string
 	traceWarnings []string // the kernel features the trace works without
 	width, height int
@@ -361,6 +364,11 @@ func renderTop(sc topScreen, v *topView) []string {
 		calls, p50s, p99s := "", "", ""
 		if r.h != nil {
 			calls = strconv.FormatUint(r.h.Count(), 10)
+			if sc.sampled != nil {
+				if share := sc.sampled(r.g.Function); share > 0 {
+					calls = fmt.Sprintf("~%.0f", float64(r.h.Count())/share)
+				}
+			}
 			p50s, p99s = formatLatency(r.h.Quantile(0.5)), formatLatency(r.h.Quantile(0.99))
 		}
 		mark := " "

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/proc"
@@ -49,6 +50,12 @@ type traceOptions struct {
 // a careful engineer lets take a twentieth of the process's CPU time at
 // most (--max-overhead 1% for a stricter bound, none for none).
 const defaultMaxOverhead = "5%"
+
+// addBudgetFlag adds --max-overhead to f, set in *v; more tells when it
+// applies.
+func addBudgetFlag(f *pflag.FlagSet, v *string, more string) {
+	f.StringVar(v, "max-overhead", defaultMaxOverhead, "keep the share of the target's CPU time the probes take at or below `P` (5%, 1%): the costliest functions are traced in sampling windows, each call whole or not at all; none for no bound"+more)
+}
 
 // parseBudget reads --max-overhead: a percentage ("5%", "0.5%"), or
 // "none" or "0" for no budget (0).
@@ -106,7 +113,7 @@ running that binary.`,
 	f.DurationVar(&o.minDuration, "min-duration", 0, "print a root call's tree only if it took at least `D`")
 	f.UintSliceVar(&o.goids, "goid", nil, "only these goroutines (repeatable; filtered in the kernel)")
 	f.BoolVar(&o.json, "json", false, "print one JSON line per completed call, one per call still running at exit, and a final summary")
-	f.StringVar(&o.maxOverhead, "max-overhead", defaultMaxOverhead, "keep the share of the target's CPU time the probes take at or below `P` (5%, 1%): the costliest functions are traced in sampling windows, each call whole or not at all; none for no bound")
+	addBudgetFlag(f, &o.maxOverhead, "")
 	f.BoolVar(&o.why, "why", false, "split each call's time into on CPU, runnable (waiting for the scheduler) and each wait, with its reason and the goroutine that ended it (probes on the scheduler: every goroutine switch of the process pays one)")
 	f.StringVar(&o.perfetto, "perfetto", "", "also write the calls to `FILE` as trace-event JSON (Perfetto UI, chrome://tracing): a track per goroutine")
 	f.StringVar(&o.pprofFile, "pprof", "", "also write a pprof profile of the time in the traced functions by call path to `FILE` (go tool pprof)")
