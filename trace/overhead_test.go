@@ -279,3 +279,103 @@ func lastLight(t *testing.T, p *targets.Process) int {
 	}
 	return 0
 }
+
+// TestSamplingWindowsWork checks the window scheme on the kernel it runs
+// on; the kernel grid runs it on each guest, where kernels before 6.6
+// attach a perf event per probe, whose detach waits for grace periods, and
+// 5.10 finds the probes' cookies by address. Under a 5% budget the hot
+// function is traced in windows, its sampled calls are whole, every light
+// call is traced, and the probes' share gi measures over the run (of its
+// busiest thread, else of the process counted as one CPU at least) stays
+// within the budget, or the sampling report says it could not. The pace
+// is left to TestSamplingKeepsBudget: the grid's guests are emulated.
+// Every kernel also runs the older kernels' ways, forced.
+func TestSamplingWindowsWork(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "hotcold", targets.BuildOptions{})
+	for _, c := range []struct {
+		name string
+		opts trace.Options
+	}{
+		{"kernel's own", trace.Options{}},
+		{"perf events", trace.Options{PerfEvents: true}},
+		{"perf events, cookies by address", trace.Options{PerfEvents: true, CookieByIP: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) { samplingWindowsWork(t, bin, c.opts) })
+	}
+}
+
+func samplingWindowsWork(t *testing.T, bin string, opts trace.Options) {
+	p := targets.Start(t, bin, "-hot", "-light", "100ms", "-every", "250ms")
+	const budget = 0.05
+	opts.PID, opts.MaxOverhead = p.Cmd.Process.Pid, budget
+	opts.Include = []trace.Pattern{trace.ExactName("main.hot"), trace.ExactName("main.light")}
+	s, err := trace.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t.Logf("uprobe_multi %v, cookies by address %v; rates %v; warnings %v", s.UprobeMulti, s.CookieByIP, s.Rates, s.Warnings)
+	for _, r := range s.Rates {
+		if sampled := r.Func.Name == "main.hot"; r.Func.Sampled != sampled {
+			t.Fatalf("%s sampled %v (%.0f calls/s, %.2f%% if traced whole)", r.Func.Name, r.Func.Sampled, r.PerSecond, 100*r.Cost)
+		}
+	}
+	var mu sync.Mutex
+	calls := map[string][]*trace.Call{}
+	handlers := trace.Handlers{Call: func(h trace.Header, c *trace.Call) {
+		mu.Lock()
+		calls[c.Func.Name] = append(calls[c.Func.Name], c)
+		mu.Unlock()
+	}}
+	firstLight := lastLight(t, p)
+	before, err := s.Overhead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan trace.RunResult, 1)
+	go func() { done <- s.Run(ctx, trace.RunOptions{}, handlers) }()
+	// Thirty light calls: 3 s, several periods of windows.
+	if _, err := p.WaitLineAfter(len(p.Lines()), "light "+strconv.Itoa(firstLight+30), time.Minute); err != nil {
+		cancel()
+		<-done
+		t.Fatal(err)
+	}
+	cancel()
+	res := <-done
+	after, err := s.Overhead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := after.Sub(before)
+	share, of := o.BudgetShare(), "the process (one CPU at least)"
+	if _, worst, ok := o.WorstThread(); ok {
+		share, of = worst, "its busiest thread"
+	}
+	sm := res.Sampling
+	if sm == nil || len(sm.Functions) != 1 || sm.Functions[0].Func.Name != "main.hot" {
+		t.Fatalf("sampling report %+v", sm)
+	}
+	t.Logf("%d windows covering %v of %v, %d hot calls, %d cut; probes took %.2f%% of %s; %v; warnings %v",
+		sm.Windows, sm.Traced, sm.Elapsed, sm.Functions[0].Calls, sm.Cut, 100*share, of, o, sm.Warnings)
+	if sm.Windows < 2 || sm.Functions[0].Calls == 0 {
+		t.Errorf("%d windows, %d hot calls", sm.Windows, sm.Functions[0].Calls)
+	}
+	if share > budget && len(sm.Warnings) == 0 {
+		t.Errorf("the probes took %.2f%% of %s, over the %.0f%% budget, and the report does not say so", 100*share, of, 100*budget)
+	}
+	if res.Unmatched != 0 {
+		t.Errorf("%d returns without their entry", res.Unmatched)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range calls["main.hot"] {
+		if c.Unwound || c.Running || c.ReturnSite == 0 {
+			t.Fatalf("a sampled call is not whole: %+v", c)
+		}
+	}
+	if n, made := len(calls["main.light"]), lastLight(t, p)-firstLight; n < made || n > made+2 {
+		t.Errorf("%d calls of main.light traced, the target made %d meanwhile", n, made)
+	}
+}

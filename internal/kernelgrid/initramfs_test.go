@@ -46,6 +46,7 @@ var guestTargets = []struct {
 	{"leaky", targets.BuildOptions{Stripped: true}},
 	{"whyphases", targets.BuildOptions{}},
 	{"whyphases", targets.BuildOptions{PIE: true}},
+	{"hotcold", targets.BuildOptions{}},
 }
 
 // buildInitramfs cross-builds gi, its test binaries and the targets for

@@ -56,6 +56,9 @@ var checks = []struct{ name, column, command string }{
 	// The phases four times as long: emulation's milliseconds (a spin, a
 	// vCPU switch) must not weigh on them (see whyScale).
 	{"trace-why", colTrace, "GI_WHY_SCALE=4 /tests/trace.test -test.v -test.timeout 15m -test.run '^TestWhyMatchesTarget$/^local'"},
+	// --max-overhead's windows: attached and detached over and over, as
+	// the kernel links probes and as older kernels do.
+	{"trace-sampling", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^TestSamplingWindowsWork$'"},
 	{"trace-cli-tests", colTrace, "/tests/gi.test -test.v -test.timeout 15m -test.run '^TestTraceTreesCLI$'"},
 	{"trace-cli", colTrace, "/bin/sh /trace-cli.sh"},
 }
