@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/inspect"
@@ -33,6 +34,32 @@ type TraceCall struct {
 	Results []funcargs.Value `json:"results,omitempty"`
 	// Time is where the call's time went (gi trace --why).
 	Time *TraceTime `json:"time,omitempty"`
+	// Missed estimates, for a call traced whole, the nested calls of
+	// sampled functions unseen between the windows (trace.Call.Missed).
+	Missed []TraceMissed `json:"missed,omitempty"`
+}
+
+// TraceMissed is one trace.MissedCalls.
+type TraceMissed struct {
+	Function string  `json:"function"`
+	Seen     uint64  `json:"seen"`
+	Covered  float64 `json:"covered"`
+	Missed   uint64  `json:"missed"`
+	Floor    bool    `json:"floor,omitempty"`
+	Unknown  bool    `json:"unknown,omitempty"`
+}
+
+// newTraceMissed returns ms for a JSON call line; nil if there are none.
+func newTraceMissed(ms []trace.MissedCalls) []TraceMissed {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]TraceMissed, len(ms))
+	for i, m := range ms {
+		// Shares to four places, as the dominant part's.
+		out[i] = TraceMissed{Function: m.Func.Name, Seen: m.Seen, Covered: math.Round(m.Covered*1e4) / 1e4, Missed: m.Missed, Floor: m.Floor, Unknown: m.Unknown}
+	}
+	return out
 }
 
 // TraceTime is a call's trace.TimeSplit: its parts add up to its duration.
@@ -108,9 +135,14 @@ type TraceSampling struct {
 	Cut         uint64  `json:"cut"`
 	// WhyWindowed: --why's probes on the scheduler were attached in the
 	// windows only; Unsplit calls were then left without a split.
-	WhyWindowed bool              `json:"why_windowed,omitempty"`
-	Unsplit     uint64            `json:"unsplit,omitempty"`
-	Functions   []SampledFunction `json:"functions"`
+	WhyWindowed bool   `json:"why_windowed,omitempty"`
+	Unsplit     uint64 `json:"unsplit,omitempty"`
+	// Missed, MissedFloors and MissedUnknown are trace.Sampling's: the
+	// nested calls of sampled functions calls traced whole missed.
+	Missed        uint64            `json:"missed,omitempty"`
+	MissedFloors  uint64            `json:"missed_floors,omitempty"`
+	MissedUnknown uint64            `json:"missed_unknown,omitempty"`
+	Functions     []SampledFunction `json:"functions"`
 }
 
 // SampledFunction is one function traced in sampling windows.
@@ -127,7 +159,8 @@ func NewTraceSampling(s *trace.Sampling) *TraceSampling {
 		return nil
 	}
 	out := &TraceSampling{Budget: s.Budget, Windows: s.Windows, TracedShare: s.TracedShare(), Cut: s.Cut,
-		WhyWindowed: s.SchedWindowed, Unsplit: s.Unsplit, Functions: []SampledFunction{}}
+		WhyWindowed: s.SchedWindowed, Unsplit: s.Unsplit, Missed: s.Missed, MissedFloors: s.MissedFloors, MissedUnknown: s.MissedUnknown,
+		Functions: []SampledFunction{}}
 	for _, f := range s.Functions {
 		out.Functions = append(out.Functions, SampledFunction{Function: f.Func.Name, Calls: f.Calls,
 			EstimatedCalls: s.EstimatedCalls(f), RatePerSecond: f.Rate.PerSecond})
@@ -177,6 +210,7 @@ func (j *TraceWriter) Call(k trace.GoroutineKey, c *trace.Call) error {
 		Running: c.Running, Args: j.Symbols.Values(k.PID, c.Func.Args, c.Args),
 		Results: j.Symbols.Values(k.PID, c.Func.Results, c.Results),
 		Time:    NewTraceTime(c.Time),
+		Missed:  newTraceMissed(c.Missed),
 	})
 }
 

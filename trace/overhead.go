@@ -158,6 +158,26 @@ type meter struct {
 	costs ProbeCosts
 	// signalClass is the class of the float-register signal probe's site.
 	signalClass siteClass
+	// counted are the hits the counting probes took (Session.countCalls),
+	// by probe: a trap each and a counting program's run, not the
+	// tracing program's whose mean cost the other hits take.
+	counted map[int]uint64
+}
+
+// countProgram is what a run of the counting program is taken to cost: a
+// counter's increment, a fraction of a tracing program's run.
+const countProgram = 100 * time.Nanosecond
+
+// addCounted records hits the counting probes took, by probe.
+func (m *meter) addCounted(hits map[int]uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.counted == nil {
+		m.counted = map[int]uint64{}
+	}
+	for i, n := range hits {
+		m.counted[i] += n
+	}
 }
 
 // startMeter begins measuring the overhead of an attached session.
@@ -229,7 +249,8 @@ func (s *Session) Overhead() (Overhead, error) {
 		if hits[i] == 0 {
 			continue
 		}
-		t := time.Duration(hits[i]) * (o.Costs.of(p.class) + mean(p.costKind))
+		counted := min(hits[i], s.meter.counted[i])
+		t := time.Duration(hits[i]-counted)*(o.Costs.of(p.class)+mean(p.costKind)) + time.Duration(counted)*(o.Costs.of(p.class)+countProgram)
 		o.Hits += hits[i]
 		o.Probes += t
 		if j, ok := byFunc[p.fn]; ok {

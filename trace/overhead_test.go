@@ -212,14 +212,17 @@ func samplingKeepsBudget(t *testing.T, grow bool) {
 	windows := 0
 	firstLight := lastLight(t, p)
 	var sampledCalls uint64
+	var lightsBefore, lightsAfter int
 	for range 6 {
 		untraced := loopPace(t, p, "hot", 1, 6)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan trace.RunResult, 1)
 		go func() { done <- s.Run(ctx, trace.RunOptions{}, handlers) }()
 		traced := loopPace(t, p, "hot", 1, 8)
+		lightsBefore = lastLight(t, p)
 		cancel()
 		res := <-done
+		lightsAfter = lastLight(t, p)
 		ratios = append(ratios, traced/untraced)
 		sm := res.Sampling
 		if sm == nil || len(sm.Functions) != 1 || sm.Functions[0].Func.Name != "main.hot" {
@@ -257,9 +260,10 @@ func samplingKeepsBudget(t *testing.T, grow bool) {
 	if uint64(len(calls["main.hot"])) != sampledCalls {
 		t.Errorf("%d hot calls reported, the reports say %d", len(calls["main.hot"]), sampledCalls)
 	}
-	// Every light call made while the probes were attached was traced (the
-	// first and the last may fall either side of the edges).
-	if n, lightMade := len(calls["main.light"]), lastLight(t, p)-firstLight; n < lightMade || n > lightMade+2 {
+	// Every light call made while the probes were attached was traced: at
+	// least those the target reported before the last run was stopped, at
+	// most those it reported after, and one on each edge.
+	if n, lightMade := len(calls["main.light"]), lightsBefore-firstLight; n < lightMade || n > lightsAfter-firstLight+2 {
 		t.Errorf("%d calls of main.light traced, the target made %d meanwhile", n, lightMade)
 	}
 }
@@ -342,8 +346,12 @@ func samplingWindowsWork(t *testing.T, bin string, opts trace.Options) {
 		<-done
 		t.Fatal(err)
 	}
+	// Every light call the target reported before the stop was traced;
+	// at most those it reported after the run, and one on each edge.
+	lightsBefore := lastLight(t, p)
 	cancel()
 	res := <-done
+	lightsAfter := lastLight(t, p)
 	after, err := s.Overhead()
 	if err != nil {
 		t.Fatal(err)
@@ -362,6 +370,11 @@ func samplingWindowsWork(t *testing.T, bin string, opts trace.Options) {
 	if sm.Windows < 2 || sm.Functions[0].Calls == 0 {
 		t.Errorf("%d windows, %d hot calls", sm.Windows, sm.Functions[0].Calls)
 	}
+	if o.Probes <= 0 || o.Hits == 0 {
+		// The counting window's hits once made this negative: costed at
+		// the tracing program's mean before any had run (5.10 guest).
+		t.Errorf("the probes took %v over the run, %d hits", o.Probes, o.Hits)
+	}
 	if share > budget && len(sm.Warnings) == 0 {
 		t.Errorf("the probes took %.2f%% of %s, over the %.0f%% budget, and the report does not say so", 100*share, of, 100*budget)
 	}
@@ -375,7 +388,112 @@ func samplingWindowsWork(t *testing.T, bin string, opts trace.Options) {
 			t.Fatalf("a sampled call is not whole: %+v", c)
 		}
 	}
-	if n, made := len(calls["main.light"]), lastLight(t, p)-firstLight; n < made || n > made+2 {
-		t.Errorf("%d calls of main.light traced, the target made %d meanwhile", n, made)
+	if n := len(calls["main.light"]); n < lightsBefore-firstLight || n > lightsAfter-firstLight+2 {
+		t.Errorf("%d calls of main.light traced, the target made %d to %d meanwhile", n, lightsBefore-firstLight, lightsAfter-firstLight)
+	}
+}
+
+// TestSampledChildrenMissed: hotcold's light function, traced whole, makes
+// exactly 400 calls of main.work a call (about 75 µs each, 8,000 a second),
+// which a 5% budget samples. Each light call says how many of its 400 it
+// missed between the windows: none when a window covered it whole, an
+// estimate close to the rest when one covered part of it, unknown when
+// none did; and it saw no more than 400.
+func TestSampledChildrenMissed(t *testing.T) {
+	requirePrivilege(t)
+	const perCall = 400
+	bin := targets.Build(t, "hotcold", targets.BuildOptions{})
+	p := targets.Start(t, bin, "-light", "20ms", "-lightwork", strconv.Itoa(perCall), "-lightrounds", "50000", "-every", "250ms")
+	s, err := trace.Open(trace.Options{PID: p.Cmd.Process.Pid, MaxOverhead: 0.05,
+		Include: []trace.Pattern{trace.ExactName("main.light"), trace.ExactName("main.work")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t.Logf("rates %v; warnings %v", s.Rates, s.Warnings)
+	for _, r := range s.Rates {
+		if sampled := r.Func.Name == "main.work"; r.Func.Sampled != sampled {
+			t.Fatalf("%s sampled %v (%.0f calls/s, %.2f%% if traced whole)", r.Func.Name, r.Func.Sampled, r.PerSecond, 100*r.Cost)
+		}
+	}
+	var mu sync.Mutex
+	var lights []*trace.Call
+	handlers := trace.Handlers{Call: func(h trace.Header, c *trace.Call) {
+		if c.Func.Name == "main.light" {
+			mu.Lock()
+			lights = append(lights, c)
+			mu.Unlock()
+		}
+	}}
+	first := lastLight(t, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan trace.RunResult, 1)
+	go func() { done <- s.Run(ctx, trace.RunOptions{}, handlers) }()
+	// A hundred light calls, about 5 s: windows begin and end in many.
+	if _, err := p.WaitLineAfter(len(p.Lines()), "light "+strconv.Itoa(first+100), 2*time.Minute); err != nil {
+		cancel()
+		<-done
+		t.Fatal(err)
+	}
+	cancel()
+	res := <-done
+	mu.Lock()
+	defer mu.Unlock()
+	var whole, partial, unknown int
+	var errs []float64
+	for _, c := range lights {
+		var m *trace.MissedCalls
+		for i := range c.Missed {
+			if c.Missed[i].Func.Name == "main.work" {
+				m = &c.Missed[i]
+			}
+		}
+		seen := 0
+		for _, ch := range c.Children {
+			if ch.Func.Name == "main.work" {
+				seen++
+			}
+		}
+		if m == nil {
+			// Before any window saw main.work nested in main.light.
+			if seen != 0 {
+				t.Errorf("a light call saw %d work calls and says nothing missed", seen)
+			}
+			continue
+		}
+		if uint64(seen) != m.Seen || m.Seen > perCall || m.Floor {
+			t.Errorf("light call: %d work children, missed %+v", seen, *m)
+			continue
+		}
+		switch {
+		case m.Unknown:
+			unknown++
+		case m.Covered >= 0.999:
+			whole++
+			if m.Seen < perCall-1 || m.Missed > 1 {
+				t.Errorf("a light call covered whole saw %d of its %d work calls, missed %d", m.Seen, perCall, m.Missed)
+			}
+		case m.Covered >= 0.2:
+			partial++
+			e := math.Abs(float64(m.Seen+m.Missed)-perCall) / perCall
+			errs = append(errs, e)
+			t.Logf("light call %v long, %.0f%% covered: %d seen, ~%d missed: %.1f%% off", time.Duration(c.Duration()), 100*m.Covered, m.Seen, m.Missed, 100*e)
+			if e > 0.5 {
+				t.Errorf("a light call %.0f%% covered: %d seen, ~%d missed, of %d", 100*m.Covered, m.Seen, m.Missed, perCall)
+			}
+		}
+	}
+	sm := res.Sampling
+	t.Logf("%d light calls: %d covered whole, %d in part (20%% or more), %d not at all; %d windows; report: missed %d, floors %d, unknown %d",
+		len(lights), whole, partial, unknown, sm.Windows, sm.Missed, sm.MissedFloors, sm.MissedUnknown)
+	if partial < 3 || unknown == 0 {
+		t.Fatalf("%d light calls covered in part, %d not at all: the test needs both", partial, unknown)
+	}
+	sort.Float64s(errs)
+	if median := errs[len(errs)/2]; median > 0.15 {
+		t.Errorf("the estimates of the light calls covered in part were off by %.1f%% (median)", 100*median)
+	}
+	if sm.Missed == 0 || sm.MissedUnknown != uint64(unknown) {
+		t.Errorf("report: missed %d, unknown %d; the calls say %d unknown", sm.Missed, sm.MissedUnknown, unknown)
 	}
 }

@@ -80,9 +80,16 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		b.WhyWindows()
 	}
 	sampledCalls := map[*Function]uint64{}
+	var missed *missedBook // from the first call completed while sampling
 	b.OnCall = func(k GoroutineKey, c *Call) {
 		if c.Func.Sampled {
 			sampledCalls[c.Func]++
+		}
+		if sm := s.sampler; sm != nil {
+			if missed == nil {
+				missed = newMissedBook(sm.covered, s.callCost)
+			}
+			missed.completed(c)
 		}
 		if hs.Call != nil {
 			hs.Call(headers.Header(k), c)
@@ -232,6 +239,9 @@ loop:
 		r := s.sampler.snapshot()
 		// Unsplit with the calls running at the end that Flush left so.
 		r.Cut, r.Unsplit = cut, b.Unsplit
+		if missed != nil {
+			r.Missed, r.MissedFloors, r.MissedUnknown = missed.Missed, missed.Floors, missed.Unknown
+		}
 		for i := range r.Functions {
 			r.Functions[i].Calls = sampledCalls[r.Functions[i].Func]
 		}

@@ -82,6 +82,11 @@ type Sampling struct {
 	// Cut counts the calls cut: still open when their window's probes
 	// went.
 	Cut uint64
+	// Missed sums the estimates of the calls of sampled functions nested
+	// in calls traced whole that went unseen between the windows
+	// (Call.Missed); MissedFloors counts the calls whose estimate is a
+	// floor, MissedUnknown those no window covered.
+	Missed, MissedFloors, MissedUnknown uint64
 	// SchedWindowed says that --why's probes on the scheduler were
 	// attached only in the windows, and Unsplit counts the calls they
 	// missed whole, left without a split (calls they saw in part have
@@ -182,6 +187,11 @@ func (s *Session) countCalls(idx, sched []int) ([]CallRate, error) {
 		r.Cost = spent.Seconds() / max(cpu, wall).Seconds() // one CPU at least
 		return r
 	}
+	counted := make(map[int]uint64, len(idx))
+	for i, pi := range idx {
+		counted[pi] = after[i] - before[i]
+	}
+	s.meter.addCounted(counted)
 	rates := make([]CallRate, 0, nfuncs+1)
 	for i, pi := range idx[:nfuncs] {
 		fn := s.probes[pi].fn
@@ -304,7 +314,9 @@ type sampler struct {
 	mu sync.Mutex
 	// groups are the sampled functions' probes by program (a growable
 	// session adds to them: Session.Add).
-	groups  []probeGroup
+	groups []probeGroup
+	// spans are the windows' open times, oldest first (maxSpans kept).
+	spans   []span
 	report  Sampling
 	started time.Time // when run began
 	id      uint32
@@ -425,6 +437,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	// the window goes, then detaches them all: on every path out.
 	detach := func() error {
 		sm.endCoverage()
+		sm.closeSpan(uint64(monotonicNow()))
 		return closeLinks(links)
 	}
 	// The RET probes first: a return whose entry the window did not see
@@ -443,12 +456,15 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 			return err
 		}
 	}
+	sm.openSpan(uint64(monotonicNow()))
 	select {
 	case <-ctx.Done():
 	case <-time.After(sm.window):
 	}
 	// Closing: only calls inside the window's open calls, until those
-	// returned or the deadline.
+	// returned or the deadline; a call traced whole sees no more of the
+	// sampled calls nested in it.
+	sm.closeSpan(uint64(monotonicNow()))
 	if err := s.objs.Window.Put(uint32(0), bpf.SampleWindow{State: bpf.WindowClosing, Id: sm.id}); err != nil {
 		detach()
 		return fmt.Errorf("close window: %w", err)

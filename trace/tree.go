@@ -42,6 +42,11 @@ type Call struct {
 	Args, Results []byte
 	// Time is where the call's time went (Builder.Why): nil unless asked.
 	Time *TimeSplit
+	// Missed estimates, for a call traced whole, the calls of sampled
+	// functions nested in it that went unseen between the sampling
+	// windows, one per function known to be nested in calls of its
+	// function (Session.Run sets it; nil without sampling).
+	Missed []MissedCalls
 
 	// frameKey is the distance of the call's return-address slot from the
 	// top of the goroutine's stack: it identifies the frame even after the

@@ -347,6 +347,10 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 			fmt.Fprintf(stderr, "gi: sampled %s: %d calls traced whole in %d windows covering %.1f%% of the trace, about %.0f in all; %.0f calls/s before the trace\n",
 				f.Func.Name, f.Calls, sm.Windows, 100*sm.TracedShare(), sm.EstimatedCalls(f), f.Rate.PerSecond)
 		}
+		if sm.Missed > 0 || sm.MissedUnknown > 0 {
+			fmt.Fprintf(stderr, "gi: calls traced whole missed about %d nested calls of sampled functions between the windows (%d of the estimates floors); %d calls no window covered\n",
+				sm.Missed, sm.MissedFloors, sm.MissedUnknown)
+		}
 		if sm.Cut > 0 {
 			fmt.Fprintf(stderr, "gi: %d sampled calls were still open when their window closed and are not shown\n", sm.Cut)
 		}

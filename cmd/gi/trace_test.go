@@ -1012,3 +1012,59 @@ func TestFuncsRatesCLI(t *testing.T) {
 		t.Errorf("the target stopped reporting after gi funcs: %v", err)
 	}
 }
+
+// TestTraceMissedCLI: hotcold's light function makes 400 calls of
+// main.work a call, which --max-overhead 5% samples. The trees say under
+// each light call what it missed of them, the JSON call lines carry it
+// (valid by the schema), and the exit line and the summary sum it up.
+func TestTraceMissedCLI(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "hotcold", targets.BuildOptions{}), "-light", "20ms", "-lightwork", "400")
+	pid := strconv.Itoa(p.Pid)
+	out, stderr, code := runGi(t, "trace", "--json", "--args=false", "--duration", "3s", pid, "main.light", "main.work")
+	if code != 0 {
+		t.Fatalf("gi trace: %s", stderr)
+	}
+	if !strings.Contains(stderr, "traced in sampling windows: main.work (") || !strings.Contains(stderr, "gi: calls traced whole missed about ") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	schema := compileSchema(t, "traceCall")
+	var estimated, unknown int
+	var sum uint64
+	for _, l := range lines[:len(lines)-1] {
+		var c report.TraceCall
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Function != "main.light" || len(c.Missed) == 0 {
+			continue
+		}
+		validate(t, schema, "a light call line", l)
+		m := c.Missed[0]
+		switch {
+		case len(c.Missed) != 1 || m.Function != "main.work" || m.Seen+m.Missed > 800 || m.Floor:
+			t.Errorf("light call: missed %+v", c.Missed)
+		case m.Unknown:
+			unknown++
+		case m.Missed > 0:
+			estimated++
+		}
+		sum += m.Missed
+	}
+	var doc struct {
+		Summary report.TraceSummary `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &doc); err != nil {
+		t.Fatal(err)
+	}
+	sm := doc.Summary.Sampling
+	if sm == nil || sm.Missed != sum || sm.MissedUnknown != uint64(unknown) || estimated == 0 || unknown == 0 {
+		t.Errorf("summary %+v; the lines: %d estimates summing to %d, %d unknown", sm, estimated, sum, unknown)
+	}
+	trees, stderr, code := runGi(t, "trace", "--args=false", "--duration", "2s", pid, "main.light", "main.work")
+	if code != 0 || !regexp.MustCompile(`sampled out: ~\d+ calls of main\.work \(\d+ seen in the windows, which covered \d+% of the call\)`).MatchString(trees) ||
+		!strings.Contains(trees, "sampled out: the calls of main.work in it (no window covered this call)") {
+		t.Errorf("trees (exit %d, %s):\n%.3000s", code, stderr, trees)
+	}
+}

@@ -70,6 +70,23 @@ func (p *treePrinter) printCall(pid uint32, c *trace.Call) {
 	if c.Time != nil {
 		fmt.Fprintf(p.W, "%s  %10s  %s  %s\n", strings.Repeat(" ", len(treeTimeLayout)), "", indent, c.Time)
 	}
+	for _, m := range c.Missed {
+		fmt.Fprintf(p.W, "%s  %10s  %s  %s\n", strings.Repeat(" ", len(treeTimeLayout)), "", indent, formatMissed(m))
+	}
+}
+
+// formatMissed says what a call traced whole missed of a sampled function
+// nested in it: "sampled out: ~278 calls of main.work (100 seen in the
+// windows, which covered 30% of the call)".
+func formatMissed(m trace.MissedCalls) string {
+	switch {
+	case m.Unknown:
+		return fmt.Sprintf("sampled out: the calls of %s in it (no window covered this call)", m.Func.Name)
+	case m.Floor:
+		return fmt.Sprintf("sampled out: at least %d calls of %s (%d seen in the windows, which covered %.0f%% of the call; their probes took most of that time, so their pace outside was faster)",
+			m.Missed, m.Func.Name, m.Seen, 100*m.Covered)
+	}
+	return fmt.Sprintf("sampled out: ~%d calls of %s (%d seen in the windows, which covered %.0f%% of the call)", m.Missed, m.Func.Name, m.Seen, 100*m.Covered)
 }
 
 // formatArgs writes arguments as a call's parameter list: "id=42, key=\"a\"".

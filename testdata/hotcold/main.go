@@ -6,7 +6,10 @@
 //	-work N     calls main.work in a loop, each call spinning N rounds of
 //	            arithmetic (a CPU-bound loop of calls of known length)
 //	-light D    calls main.light every D (a service-like function called a
-//	            few times a second); with -lightsleep S each call sleeps S
+//	            few times a second); with -lightsleep S each call sleeps S,
+//	            with -lightwork N each call first calls main.work N times,
+//	            each spinning -lightrounds rounds (a handler calling a
+//	            helper: exactly N nested calls per call)
 //	-switch     two goroutines pass a value back and forth over unbuffered
 //	            channels, a goroutine switch per pass (what gi trace
 //	            --why's probes on the scheduler cost); its rate line
@@ -74,8 +77,14 @@ func work(rounds int) uint64 {
 	return x
 }
 
+// lightWork and lightRounds are -lightwork and -lightrounds.
+var lightWork, lightRounds int
+
 //go:noinline
 func light(n uint64, sleep time.Duration) uint64 {
+	for i := 0; i < lightWork; i++ {
+		sink.Store(work(lightRounds))
+	}
 	if sleep > 0 {
 		time.Sleep(sleep)
 	}
@@ -95,6 +104,8 @@ func main() {
 	lightEvery := flag.Duration("light", 0, "call main.light this often")
 	lightSleep := flag.Duration("lightsleep", 0, "each call of main.light sleeps this long")
 	switchOn := flag.Bool("switch", false, "run the ping-pong of two goroutines")
+	flag.IntVar(&lightWork, "lightwork", 0, "each call of main.light calls main.work this many times")
+	flag.IntVar(&lightRounds, "lightrounds", 50000, "rounds of each call of main.work made by main.light")
 	every := flag.Duration("every", 250*time.Millisecond, "how often to print the rates")
 	flag.Parse()
 
