@@ -235,8 +235,17 @@ const (
 const FloatRegisters = 16
 
 // CookiePlanShift is where a probe's cookie holds its plan's index plus
-// one (0: no plan).
-const CookiePlanShift = 33
+// one (0: no plan), in CookiePlanBits bits.
+const (
+	CookiePlanShift = 33
+	CookiePlanBits  = 28
+)
+
+// CookieGen is a probe's generation: the probe reports only while its
+// entry in the probe_gen map holds the same (0 or 1). gi replaces a
+// uprobe_multi link by one of the other generation without a hit reported
+// twice or lost.
+const CookieGen = 1 << 61
 
 // CookieSampled, set in a probe's cookie, marks a probe of a function
 // traced in sampling windows: its calls are reported by the window's

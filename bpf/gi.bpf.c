@@ -43,7 +43,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define GI_COOKIE_SAMPLED (1ULL << 63)
 // A probe on an instruction the kernel single-steps (the dearer traps).
 #define GI_COOKIE_STEPPED (1ULL << 62)
-#define GI_COOKIE_PLAN_MASK ((1ULL << 29) - 1) // bits 33 to 61
+// A probe's generation (see probe_gen).
+#define GI_COOKIE_GEN (1ULL << 61)
+#define GI_COOKIE_PLAN_MASK ((1ULL << 28) - 1) // bits 33 to 60
 
 // The registers of the probed thread, as the kernel's struct pt_regs lays
 // them out (uprobe programs receive a pointer to it).
@@ -378,6 +380,18 @@ static __always_inline void count_hit(__u64 cookie)
 	bump(&hits, (__u32)cookie);
 }
 
+// The generation whose cookies report, per probe (by index). gi takes a
+// function's probes out of a uprobe_multi link by attaching a link of the
+// others whose cookies carry the other generation (GI_COOKIE_GEN), then
+// flipping theirs here, then closing the old link: for a moment both links
+// fire at those probes, and exactly one reports each hit.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); // set by gi: the number of probes
+	__type(key, __u32);
+	__type(value, __u8);
+} probe_gen SEC(".maps");
+
 // account adds one run of a program of kind, begun at start, at a probe
 // with cookie, to cost and thread_cost.
 static __always_inline void account(__u32 kind, __u64 start, __u64 cookie)
@@ -540,6 +554,18 @@ static __always_inline int probe_cookie(struct gi_regs *regs, __u64 *cookie)
 		return 0;
 	*cookie = *c;
 	return 1;
+}
+
+// live_cookie reads the cookie of the probe that fired, and says whether
+// it is of the generation that reports (see probe_gen).
+static __always_inline int live_cookie(struct gi_regs *regs, __u64 *cookie)
+{
+	if (!probe_cookie(regs, cookie))
+		return 0;
+	__u32 idx = (__u32)*cookie;
+	__u8 *gen = bpf_map_lookup_elem(&probe_gen, &idx);
+	__u8 live = gen ? *gen : 0;
+	return ((*cookie & GI_COOKIE_GEN) != 0) == (live != 0);
 }
 
 // capture runs a plan's operations into the payload; false if a filter
@@ -968,7 +994,7 @@ lost:
 static __always_inline int report(struct gi_regs *regs, __u8 kind, __u32 cost_kind, int with_args, int gated)
 {
 	__u64 start = bpf_ktime_get_ns(), cookie;
-	if (!probe_cookie(regs, &cookie))
+	if (!live_cookie(regs, &cookie))
 		return 0;
 	count_hit(cookie);
 	emit(regs, kind, cookie, with_args, 0, gated);
@@ -996,7 +1022,7 @@ SEC("uprobe.multi")
 int gi_entry_return(struct gi_regs *regs)
 {
 	__u64 start = bpf_ktime_get_ns(), cookie;
-	if (!probe_cookie(regs, &cookie))
+	if (!live_cookie(regs, &cookie))
 		return 0;
 	count_hit(cookie);
 	// A sampled leaf's entry and return, at one instant, make a whole

@@ -134,6 +134,7 @@ const (
 	giMapHits               = "hits"
 	giMapLost               = "lost"
 	giMapPlans              = "plans"
+	giMapProbeGen           = "probe_gen"
 	giMapSampledCalls       = "sampled_calls"
 	giMapSampledCount       = "sampled_count"
 	giMapSampledOpen        = "sampled_open"
@@ -240,6 +241,7 @@ type giMapSpecs struct {
 	Hits          *ebpf.MapSpec `ebpf:"hits"`
 	Lost          *ebpf.MapSpec `ebpf:"lost"`
 	Plans         *ebpf.MapSpec `ebpf:"plans"`
+	ProbeGen      *ebpf.MapSpec `ebpf:"probe_gen"`
 	SampledCalls  *ebpf.MapSpec `ebpf:"sampled_calls"`
 	SampledCount  *ebpf.MapSpec `ebpf:"sampled_count"`
 	SampledOpen   *ebpf.MapSpec `ebpf:"sampled_open"`
@@ -308,6 +310,7 @@ type giMaps struct {
 	Hits          *ebpf.Map `ebpf:"hits"`
 	Lost          *ebpf.Map `ebpf:"lost"`
 	Plans         *ebpf.Map `ebpf:"plans"`
+	ProbeGen      *ebpf.Map `ebpf:"probe_gen"`
 	SampledCalls  *ebpf.Map `ebpf:"sampled_calls"`
 	SampledCount  *ebpf.Map `ebpf:"sampled_count"`
 	SampledOpen   *ebpf.Map `ebpf:"sampled_open"`
@@ -328,6 +331,7 @@ func (m *giMaps) Close() error {
 		m.Hits,
 		m.Lost,
 		m.Plans,
+		m.ProbeGen,
 		m.SampledCalls,
 		m.SampledCount,
 		m.SampledOpen,

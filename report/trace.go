@@ -139,10 +139,12 @@ type TraceSampling struct {
 	Unsplit     uint64 `json:"unsplit,omitempty"`
 	// Missed, MissedFloors and MissedUnknown are trace.Sampling's: the
 	// nested calls of sampled functions calls traced whole missed.
-	Missed        uint64            `json:"missed,omitempty"`
-	MissedFloors  uint64            `json:"missed_floors,omitempty"`
-	MissedUnknown uint64            `json:"missed_unknown,omitempty"`
-	Functions     []SampledFunction `json:"functions"`
+	Missed        uint64 `json:"missed,omitempty"`
+	MissedFloors  uint64 `json:"missed_floors,omitempty"`
+	MissedUnknown uint64 `json:"missed_unknown,omitempty"`
+	// StalledNS is trace.Sampling.Stalled.
+	StalledNS int64             `json:"stalled_ns,omitempty"`
+	Functions []SampledFunction `json:"functions"`
 }
 
 // SampledFunction is one function traced in sampling windows.
@@ -159,7 +161,7 @@ func NewTraceSampling(s *trace.Sampling) *TraceSampling {
 		return nil
 	}
 	out := &TraceSampling{Budget: s.Budget, Windows: s.Windows, TracedShare: s.TracedShare(), Cut: s.Cut,
-		WhyWindowed: s.SchedWindowed, Unsplit: s.Unsplit, Missed: s.Missed, MissedFloors: s.MissedFloors, MissedUnknown: s.MissedUnknown,
+		WhyWindowed: s.SchedWindowed, Unsplit: s.Unsplit, Missed: s.Missed, MissedFloors: s.MissedFloors, MissedUnknown: s.MissedUnknown, StalledNS: s.Stalled.Nanoseconds(),
 		Functions: []SampledFunction{}}
 	for _, f := range s.Functions {
 		out.Functions = append(out.Functions, SampledFunction{Function: f.Func.Name, Calls: f.Calls,

@@ -26,11 +26,16 @@ const (
 	goexitGroup
 )
 
+// newProbeGroups returns the groups, empty, in their order.
+func newProbeGroups() []probeGroup {
+	return []probeGroup{{name: "gi_entry"}, {name: "gi_entry_return"}, {name: "gi_return"}, {name: "gi_goexit"}}
+}
+
 // appendProbes adds the probes of fns to the table: an entry probe each
 // (reporting the return too for a leaf whose entry is its RET) and one on
 // every RET. It returns the new probes by the program that serves them.
 func (s *Session) appendProbes(fns []*Function) []probeGroup {
-	groups := []probeGroup{{name: "gi_entry"}, {name: "gi_entry_return"}, {name: "gi_return"}, {name: "gi_goexit"}}
+	groups := newProbeGroups()
 	ret := s.returnClass()
 	for _, fn := range fns {
 		both := s.entryIsReturn(fn)
@@ -56,23 +61,6 @@ func (s *Session) appendProbes(fns []*Function) []probeGroup {
 		}
 	}
 	return groups
-}
-
-// attachGroups attaches each group's program at its probes.
-func (s *Session) attachGroups(groups []probeGroup) error {
-	objs := s.objs
-	for i, prog := range []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit} {
-		if len(groups[i].idx) == 0 {
-			continue
-		}
-		if s.Opts.Empty {
-			prog = objs.GiEmpty
-		}
-		if err := s.attach(s.exe, prog, groups[i].idx, s.UprobeMulti); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Add extends the running session with the functions include matches
@@ -218,6 +206,9 @@ func (s *Session) cookie(i int) uint64 {
 	}
 	if s.probes[i].class == classStepped {
 		c |= bpf.CookieStepped
+	}
+	if s.probes[i].gen != 0 {
+		c |= bpf.CookieGen
 	}
 	return c
 }

@@ -162,6 +162,9 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 	if s.Opts.Growable {
 		specs.Hits.MaxEntries += growableHits
 	}
+	// A generation per probe whose hits are counted: those gi may move
+	// between links (Session.demote).
+	specs.ProbeGen.MaxEntries = specs.Hits.MaxEntries
 	l.multi = !s.Opts.PerfEvents
 	if l.multi {
 		if err := features.HaveBPFLinkUprobeMulti(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,8 +117,16 @@ func goexitHits(o trace.Overhead) uint64 {
 // measured by the target in the same run); every sampled call reported is
 // whole; every call of the light one is traced.
 func TestSamplingKeepsBudget(t *testing.T) {
-	samplingKeepsBudget(t, false)
+	samplingKeepsBudget(t, fixedSet)
 }
+
+// How the hot function comes to be sampled in samplingKeepsBudget.
+const (
+	fixedSet       = iota // counted before the trace
+	grown                 // added to a running trace (Session.Add)
+	loadChange            // idle when counted, hot later (Session.govern)
+	loadChangePerf        // the same with a perf event per probe
+)
 
 // TestSamplingGrowable does the same with the hot function added to a
 // running trace of the light one (Session.Add, as gi ps --trace and gi top
@@ -125,16 +134,33 @@ func TestSamplingKeepsBudget(t *testing.T) {
 // when it is added and, over the budget beside the light one, it is traced
 // in windows from then on.
 func TestSamplingGrowable(t *testing.T) {
-	samplingKeepsBudget(t, true)
+	samplingKeepsBudget(t, grown)
 }
 
-func samplingKeepsBudget(t *testing.T, grow bool) {
+// TestSamplingLoadChange does the same with a hot function idle while the
+// calls are counted before the trace, so traced whole, then hot: within
+// the next governPeriod its cost is measured over the budget and it is
+// moved to the sampling windows (Session.govern), its calls open then
+// cut, none reported twice or without its entry.
+func TestSamplingLoadChange(t *testing.T) {
+	t.Run("uprobe_multi", func(t *testing.T) { samplingKeepsBudget(t, loadChange) })
+	t.Run("perf events", func(t *testing.T) { samplingKeepsBudget(t, loadChangePerf) })
+}
+
+func samplingKeepsBudget(t *testing.T, mode int) {
 	requirePrivilege(t)
 	bin := targets.Build(t, "hotcold", targets.BuildOptions{})
-	p := targets.Start(t, bin, "-hot", "-light", "200ms", "-every", "250ms")
+	args := []string{"-hot", "-light", "200ms", "-every", "250ms"}
+	changes := mode == loadChange || mode == loadChangePerf
+	if changes {
+		args = append(args, "-hotwait")
+	}
+	p := targets.Start(t, bin, args...)
 
 	hot, light := trace.ExactName("main.hot"), trace.ExactName("main.light")
 	opts := trace.Options{PID: p.Cmd.Process.Pid, MaxOverhead: 0.05, Include: []trace.Pattern{hot, light}}
+	opts.PerfEvents = mode == loadChangePerf
+	grow := mode == grown
 	if grow {
 		opts.Include, opts.Growable = []trace.Pattern{light}, true
 	}
@@ -184,13 +210,16 @@ func samplingKeepsBudget(t *testing.T, grow bool) {
 		}
 		t.Logf("warnings: %v", s.Warnings)
 	}
+	if changes {
+		loadChanges(t, p, s)
+	}
 	rates := map[string]trace.CallRate{}
 	for _, r := range s.Rates {
 		rates[r.Func.Name] = r
 	}
 	t.Logf("counted: hot %.0f calls/s (%.0f%% if traced whole), light %.1f calls/s (%.3f%%)", rates["main.hot"].PerSecond,
 		100*rates["main.hot"].Cost, rates["main.light"].PerSecond, 100*rates["main.light"].Cost)
-	if r := rates["main.hot"]; r.Cost < 0.05 || !r.Func.Sampled {
+	if r := rates["main.hot"]; (!changes && r.Cost < 0.05) || !r.Func.Sampled {
 		t.Fatalf("main.hot counted at %.0f calls/s, costing %.2f%% traced whole, sampled %v", r.PerSecond, 100*r.Cost, r.Func != nil && r.Func.Sampled)
 	}
 	if r, ok := rates["main.light"]; !ok || r.Func.Sampled {
@@ -365,11 +394,14 @@ func samplingWindowsWork(t *testing.T, bin string, opts trace.Options) {
 	if sm == nil || len(sm.Functions) != 1 || sm.Functions[0].Func.Name != "main.hot" {
 		t.Fatalf("sampling report %+v", sm)
 	}
-	t.Logf("%d windows covering %v of %v, %d hot calls, %d cut; probes took %.2f%% of %s; %v; warnings %v",
-		sm.Windows, sm.Traced, sm.Elapsed, sm.Functions[0].Calls, sm.Cut, 100*share, of, o, sm.Warnings)
-	if sm.Windows < 2 || sm.Functions[0].Calls == 0 {
+	t.Logf("%d windows covering %v of %v, %d hot calls, %d cut; probes took %.2f%% of %s, perf events stalled %v; %v; warnings %v",
+		sm.Windows, sm.Traced, sm.Elapsed, sm.Functions[0].Calls, sm.Cut, 100*share, of, sm.Stalled, o, sm.Warnings)
+	// Perf events space the windows out (their attach and detach count
+	// against the budget): one at least.
+	if sm.Windows < 1 || sm.Functions[0].Calls == 0 {
 		t.Errorf("%d windows, %d hot calls", sm.Windows, sm.Functions[0].Calls)
 	}
+	share += float64(sm.Stalled) / float64(sm.Elapsed)
 	if o.Probes <= 0 || o.Hits == 0 {
 		// The counting window's hits once made this negative: costed at
 		// the tracing program's mean before any had run (5.10 guest).
@@ -495,5 +527,65 @@ func TestSampledChildrenMissed(t *testing.T) {
 	}
 	if sm.Missed == 0 || sm.MissedUnknown != uint64(unknown) {
 		t.Errorf("report: missed %d, unknown %d; the calls say %d unknown", sm.Missed, sm.MissedUnknown, unknown)
+	}
+}
+
+// loadChanges starts p's hot loop under a trace of s whose count found it
+// idle, and runs the trace until the hot function is moved to the sampling
+// windows and a window has closed.
+func loadChanges(t *testing.T, p *targets.Process, s *trace.Session) {
+	t.Helper()
+	if s.Sampling() != nil {
+		t.Fatalf("sampled before the hot loop began: %+v; rates %v", s.Sampling(), s.Rates)
+	}
+	var calls, unwound int
+	handlers := trace.Handlers{Call: func(h trace.Header, c *trace.Call) {
+		if c.Func.Name == "main.hot" {
+			calls++
+			if c.Unwound || c.ReturnSite == 0 {
+				unwound++
+			}
+		}
+	}}
+	windowed := make(chan struct{})
+	handlers.Tick = func() {
+		if sm := s.Sampling(); sm != nil && sm.Windows > 0 {
+			select {
+			case <-windowed:
+			default:
+				close(windowed)
+			}
+		}
+	}
+	done := make(chan trace.RunResult, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- s.Run(ctx, trace.RunOptions{Interval: 50 * time.Millisecond}, handlers) }()
+	seen := len(p.Lines())
+	if err := p.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WaitLineAfter(seen, "hot started", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	select {
+	case <-windowed:
+	case <-time.After(15 * time.Second):
+	}
+	moved := time.Since(started)
+	cancel()
+	res := <-done
+	if res.Sampling == nil || len(res.Sampling.Functions) != 1 || res.Sampling.Functions[0].Func.Name != "main.hot" {
+		t.Fatalf("the hot function was not moved to the windows: %+v; warnings %v", res.Sampling, res.Warnings)
+	}
+	t.Logf("hot loop started; moved to the windows and a window closed %v later; %d hot calls traced whole before, %d cut; warnings %v",
+		moved.Round(time.Millisecond), calls, res.Sampling.Cut, res.Warnings)
+	if len(res.Warnings) == 0 || !strings.Contains(res.Warnings[0], "main.hot (") || !strings.Contains(res.Warnings[0], "traced in sampling windows from then on") {
+		t.Errorf("warnings %q", res.Warnings)
+	}
+	// A call entered between the flips of the entry's and the RETs'
+	// generations, microseconds apart, has its return dropped.
+	if res.Unmatched > 3 || unwound != 0 || calls == 0 {
+		t.Errorf("%d hot calls, %d unwound, %d returns without their entry", calls, unwound, res.Unmatched)
 	}
 }

@@ -2,6 +2,8 @@ package trace
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gi-debug/gi/bpf"
@@ -59,6 +61,10 @@ type RunResult struct {
 	// Sampling says what sampling did, nil when nothing was sampled
 	// (Options.MaxOverhead).
 	Sampling *Sampling
+	// Warnings are what the run added to Session.Warnings: functions
+	// moved to the sampling windows as they became costly, a budget it
+	// could not keep.
+	Warnings []string
 	// Err is set when the run stopped because the target went away or
 	// the ring buffer failed.
 	Err error
@@ -192,6 +198,44 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		cut += uint64(b.Cut(func(c *Call) bool { return c.Func.Sampled && c.Start <= end }))
 		return err
 	}
+	// Under a budget, the cost of the functions traced whole is checked
+	// every governPeriod, and the costliest moved to the sampling windows
+	// past it (Session.govern).
+	warned := len(s.Warnings)
+	var governing <-chan time.Time
+	var lastCost, runCost Overhead
+	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty {
+		if o, err := s.Overhead(); err == nil {
+			lastCost, runCost = o, o
+			t := time.NewTicker(governPeriod)
+			defer t.Stop()
+			governing = t.C
+		}
+	}
+	// govern checks the period past, and cuts the calls of the functions
+	// moved that are still open: their RETs' probes went with the links.
+	govern := func() error {
+		o, err := s.Overhead()
+		if err != nil {
+			return nil
+		}
+		moved, err := s.govern(o.Sub(lastCost))
+		lastCost = o
+		if err != nil {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead: the functions traced whole took more than the budget, and moving the costliest to the sampling windows failed: %v", err))
+			governing = nil
+			return nil
+		}
+		if len(moved) == 0 {
+			return nil
+		}
+		if err := drain(); err != nil {
+			return err
+		}
+		cut += uint64(b.Cut(func(c *Call) bool { return slices.Contains(moved, c.Func) }))
+		startSampling()
+		return nil
+	}
 loop:
 	for {
 		select {
@@ -204,6 +248,11 @@ loop:
 			}
 		case <-deadline:
 			break loop
+		case <-governing:
+			if err := govern(); err != nil {
+				res.Err = err
+				break loop
+			}
 		case <-interval:
 			if err := drain(); err != nil {
 				res.Err = err
@@ -242,11 +291,15 @@ loop:
 		if missed != nil {
 			r.Missed, r.MissedFloors, r.MissedUnknown = missed.Missed, missed.Floors, missed.Unknown
 		}
+		if w := r.overBudget(s, runCost); w != "" {
+			r.Warnings = append(r.Warnings, w)
+		}
 		for i := range r.Functions {
 			r.Functions[i].Calls = sampledCalls[r.Functions[i].Func]
 		}
 		res.Sampling = &r
 	}
+	res.Warnings = s.Warnings[warned:]
 	res.Running = len(running)
 	if hs.Running != nil {
 		for _, r := range running {

@@ -76,23 +76,32 @@ func TestAdapt(t *testing.T) {
 	}
 	// A window of 50 ms (40 open, 10 more to attach and close) in a
 	// period of 500 ms that took twice the target.
-	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second, Threads: thread(2 * target)}, 50*time.Millisecond)
+	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second, Threads: thread(2 * target)}, 50*time.Millisecond, 0)
 	if want := 15 * time.Millisecond; sm.window < want-time.Millisecond || sm.window > want+time.Millisecond || sm.period != basePeriod {
 		t.Fatalf("window %v of %v, want about %v of %v", sm.window, sm.period, want, basePeriod)
 	}
 	// Far over: the shortest window, in a longer period.
 	sm.window = 20 * time.Millisecond
-	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second, Threads: thread(0.5)}, 30*time.Millisecond)
+	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second, Threads: thread(0.5)}, 30*time.Millisecond, 0)
 	if sm.window != minWindow || sm.period <= basePeriod {
 		t.Fatalf("window %v of %v, want %v of a longer period", sm.window, sm.period, minWindow)
 	}
 	// Nothing measured: grows fourfold.
 	sm.window, sm.period = 20*time.Millisecond, basePeriod
-	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second}, 25*time.Millisecond)
+	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second}, 25*time.Millisecond, 0)
 	if want := 100*time.Millisecond - 5*time.Millisecond; sm.window != want {
 		t.Fatalf("window %v, want %v", sm.window, want)
 	}
-	if sm.report.Windows != 3 {
-		t.Fatalf("%d windows counted", sm.report.Windows)
+	// Perf events: the 200 ms they took to attach and detach count as
+	// lost, 40% of the period, though their hits cost nothing measured:
+	// the shortest window, the period stretched (by at most the fourfold
+	// a step allows the duty to fall).
+	sm.window, sm.period = 20*time.Millisecond, basePeriod
+	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second}, 60*time.Millisecond, 200*time.Millisecond)
+	if sm.window != minWindow || sm.period < 3*basePeriod {
+		t.Fatalf("window %v of %v after a 200 ms stall, want %v of a period stretched threefold at least", sm.window, sm.period, minWindow)
+	}
+	if sm.report.Windows != 4 || sm.report.Stalled != 200*time.Millisecond {
+		t.Fatalf("%d windows counted, %v stalled", sm.report.Windows, sm.report.Stalled)
 	}
 }

@@ -116,6 +116,8 @@ type probe struct {
 	// program that serves the probe: what a hit costs.
 	class    siteClass
 	costKind int
+	// gen is the generation its cookie carries (see Session.demote).
+	gen uint8
 }
 
 // Session is an attached trace. Close detaches it.
@@ -145,6 +147,9 @@ type Session struct {
 	// Rates are the call rates counted before the trace (MaxOverhead).
 	Rates   []CallRate
 	sampler *sampler // nil: nothing sampled
+	// whole are the links of the functions traced whole, by program
+	// group (a function moves out of them to the sampler: demote).
+	whole []*wholeLink
 	// wholeCost is the estimated cost of the functions counted and traced
 	// whole (MaxOverhead): a share of the process's CPU time.
 	wholeCost float64
@@ -508,8 +513,8 @@ func (s *Session) Close() error {
 	// mostly under a kernel-wide mutex (event_mutex): closing from several
 	// threads overlaps only the rest (81 probes on 6.18: 7.0 s instead of
 	// 8.0 s).
-	first := closeLinks(s.links)
-	s.links = nil
+	first := closeLinks(append(s.links, s.wholeLinks()...))
+	s.links, s.whole = nil, nil
 	if len(s.probes) > 0 {
 		s.DetachTime = time.Since(start)
 	}

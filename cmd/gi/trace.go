@@ -351,6 +351,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 			fmt.Fprintf(stderr, "gi: calls traced whole missed about %d nested calls of sampled functions between the windows (%d of the estimates floors); %d calls no window covered\n",
 				sm.Missed, sm.MissedFloors, sm.MissedUnknown)
 		}
+		if sm.Stalled > 0 {
+			fmt.Fprintf(stderr, "gi: the windows' perf events (no uprobe_multi links) took %v to attach and detach, counted against the budget as lost to the traced code\n", sm.Stalled.Round(time.Millisecond))
+		}
 		if sm.Cut > 0 {
 			fmt.Fprintf(stderr, "gi: %d sampled calls were still open when their window closed and are not shown\n", sm.Cut)
 		}
@@ -361,6 +364,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		for _, w := range sm.Warnings {
 			fmt.Fprintf(stderr, "gi: warning: %s\n", w)
 		}
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "gi: warning: %s\n", w)
 	}
 	if res.Lost > 0 {
 		fmt.Fprintf(stderr, "gi: warning: %d events lost (ring buffer full): trees and counts are incomplete\n", res.Lost)

@@ -2,7 +2,9 @@
 // in a goroutine of its own, and measures its own pace:
 //
 //	-hot        calls main.hot in a loop (hundreds of millions of calls a
-//	            second untraced)
+//	            second untraced); with -hotwait, only from the first
+//	            SIGUSR1 on (it prints "hot started"): a function idle, then
+//	            hot
 //	-work N     calls main.work in a loop, each call spinning N rounds of
 //	            arithmetic (a CPU-bound loop of calls of known length)
 //	-light D    calls main.light every D (a service-like function called a
@@ -30,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -100,6 +103,7 @@ func returner(ping <-chan uint64, pong chan<- uint64) {
 
 func main() {
 	hotOn := flag.Bool("hot", false, "run the hot loop")
+	hotWait := flag.Bool("hotwait", false, "start the hot loop at the first SIGUSR1")
 	rounds := flag.Int("work", 0, "run the work loop, each call spinning this many rounds")
 	lightEvery := flag.Duration("light", 0, "call main.light this often")
 	lightSleep := flag.Duration("lightsleep", 0, "each call of main.light sleeps this long")
@@ -110,8 +114,18 @@ func main() {
 	flag.Parse()
 
 	if *hotOn {
+		var start chan os.Signal
+		if *hotWait {
+			start = make(chan os.Signal, 1)
+			signal.Notify(start, syscall.SIGUSR1)
+		}
 		go func() {
 			runtime.LockOSThread()
+			if start != nil {
+				<-start
+				hotCPU.Store(threadCPU())
+				fmt.Println("hot started")
+			}
 			var x uint64
 			for {
 				// Counted in batches: an atomic add per call would be most
