@@ -85,8 +85,8 @@ func (l *Live) Histogram(name string) *trace.Histogram {
 func (l *Live) Why() bool { return l.o.Why }
 
 // Sampled returns, for a function traced in sampling windows, the share
-// of the trace's time they covered (its calls seen, divided by it,
-// estimate its calls); 0 for a function traced whole.
+// of the trace's time they were open, taking calls (its calls seen,
+// divided by it, estimate its calls); 0 for a function traced whole.
 func (l *Live) Sampled(name string) float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -202,7 +202,7 @@ func (l *Live) open(names []string) {
 func (l *Live) noteSampling(s *trace.Session) {
 	l.warnings = slices.Clone(s.Warnings)
 	if sm := s.Sampling(); sm != nil {
-		l.share = sm.TracedShare()
+		l.share = sm.OpenShare()
 		for _, f := range sm.Functions {
 			l.sampled[f.Func.Name] = true
 		}

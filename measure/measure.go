@@ -113,7 +113,8 @@ type Window struct {
 	Untraceable []string `json:"untraceable,omitempty"`
 	// Sampled are the functions traced in sampling windows to keep the
 	// overhead budget (Options.MaxOverhead), and SampledShare the share
-	// of the window those covered.
+	// of the window those were open, taking calls (what CallsEstimated
+	// scales by).
 	Sampled      []string `json:"sampled,omitempty"`
 	SampledShare float64  `json:"sampled_share,omitempty"`
 	// Warnings are what the trace said after it was attached (the
@@ -226,7 +227,7 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 	res.Window.Warnings = s.Warnings[warned:]
 	var sampledShare float64
 	if sm := run.Sampling; sm != nil {
-		sampledShare = sm.TracedShare()
+		sampledShare = sm.OpenShare()
 		res.Window.SampledShare = math.Round(sampledShare*1e4) / 1e4
 		for _, f := range sm.Functions {
 			res.Window.Sampled = append(res.Window.Sampled, f.Func.Name)

@@ -98,8 +98,10 @@ func (s *Session) Add(include []Pattern) ([]*Function, []Untraceable, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	s.probesMu.Lock()
 	first := len(s.probes)
 	groups := s.appendProbes(sel.Functions)
+	s.probesMu.Unlock()
 	if s.CookieByIP {
 		bias, err := s.probeBias()
 		if err != nil {
@@ -117,10 +119,12 @@ func (s *Session) Add(include []Pattern) ([]*Function, []Untraceable, error) {
 	if err := s.attachGroups(groups); err != nil {
 		return nil, nil, err
 	}
+	s.probesMu.Lock()
 	for _, f := range sel.Functions {
 		f.Index = len(s.Selection.Functions)
 		s.Selection.Functions = append(s.Selection.Functions, f)
 	}
+	s.probesMu.Unlock()
 	s.Selection.Untraceable = append(s.Selection.Untraceable, sel.Untraceable...)
 	s.Probes = len(s.probes)
 	return sel.Functions, sel.Untraceable, nil
@@ -139,13 +143,16 @@ func (s *Session) attach(ex *link.Executable, prog *ebpf.Program, idx []int, mul
 func (s *Session) linksFor(ex *link.Executable, prog *ebpf.Program, idx []int, multi bool) ([]link.Link, error) {
 	offsets := make([]uint64, len(idx))
 	cookies := make([]uint64, len(idx))
+	s.probesMu.RLock()
 	for i, pi := range idx {
 		off, err := s.Binary.FileOffset(s.probes[pi].site)
 		if err != nil {
+			s.probesMu.RUnlock()
 			return nil, fmt.Errorf("probe at %#x: %w", s.probes[pi].site, err)
 		}
 		offsets[i], cookies[i] = off, s.cookie(pi)
 	}
+	s.probesMu.RUnlock()
 	return s.linksAt(ex, prog, offsets, cookies, multi)
 }
 

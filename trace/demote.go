@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/gi-debug/gi/bpf"
 )
 
 // Choosing again. The functions to sample are chosen from the calls
@@ -80,11 +82,12 @@ func (s *Session) wholeLinks() []link.Link {
 // govern checks what the functions traced whole cost over d, a period of
 // the run, and moves the costliest to the sampling windows when they take
 // more than governTrigger of the budget, until the rest takes half the
-// margin. It returns the functions moved.
-func (s *Session) govern(d Overhead) ([]*Function, error) {
+// margin. It returns the functions moved, and when they stopped
+// reporting (see demote).
+func (s *Session) govern(d Overhead) ([]*Function, uint64, error) {
 	cpu := max(d.TargetCPU, d.Interval)
 	if cpu <= 0 || d.Interval <= 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var whole float64
 	var rates []CallRate
@@ -99,7 +102,7 @@ func (s *Session) govern(d Overhead) ([]*Function, error) {
 	}
 	budget := s.Opts.MaxOverhead
 	if whole <= governTrigger*budget {
-		return nil, nil
+		return nil, 0, nil
 	}
 	sort.SliceStable(rates, func(i, j int) bool { return rates[i].Cost > rates[j].Cost })
 	var moved []CallRate
@@ -110,14 +113,15 @@ func (s *Session) govern(d Overhead) ([]*Function, error) {
 		moved = append(moved, r)
 		whole -= r.Cost
 	}
-	if err := s.demote(moved); err != nil {
-		return nil, err
+	stopped, err := s.demote(moved)
+	if stopped == 0 {
+		return nil, 0, err
 	}
 	fns := make([]*Function, len(moved))
 	for i, r := range moved {
 		fns[i] = r.Func
 	}
-	return fns, nil
+	return fns, stopped, err
 }
 
 // errNoRelink says the probes cannot move between links: uprobe_multi
@@ -125,110 +129,180 @@ func (s *Session) govern(d Overhead) ([]*Function, error) {
 var errNoRelink = errors.New("the probes find their cookies by address: a function traced whole cannot be moved to the sampling windows")
 
 // demote moves the functions of rates, traced whole, to the sampling
-// windows: their probes stop reporting at once (their generation flips),
-// then leave the links of the functions traced whole, and the sampler
-// (made if there is none) attaches them in its windows from its next. A
-// uprobe_multi link is replaced by one of the rest, whose cookies carry
-// the other generation: attached, then made the one that reports
-// (probe_gen), then the old one closed, so that no hit of the rest is
-// reported twice or lost. A perf event is closed alone.
-func (s *Session) demote(rates []CallRate) error {
+// windows, in three steps that leave the session whole if the first fails
+// and committed once the second began:
+//   - the links of the rest: a uprobe_multi link that holds probes of the
+//     moving functions is replaced by one of the others, whose cookies
+//     carry the other generation, attached first (perf events stay);
+//   - the flips: in probe_gen the moving functions' probes take the
+//     generation their links do not carry, so they stop reporting, and the
+//     rest take their new links', which report from then on (for a moment
+//     both links of a probe fire, one reporting; a hit whose two program
+//     runs straddle the flip is reported twice or not at all);
+//   - the old links closed (a perf event alone), and the moving functions
+//     handed to the sampler (made if there is none), marked Sampled.
+//
+// It returns when the moving functions stopped reporting (CLOCK_MONOTONIC
+// ns): their calls open since are unseen, and cut. An error after the
+// first step is returned with that time.
+func (s *Session) demote(rates []CallRate) (uint64, error) {
 	if len(rates) == 0 {
-		return nil
+		return 0, nil
 	}
 	if s.UprobeMulti && s.CookieByIP {
-		return errNoRelink
+		return 0, errNoRelink
 	}
 	moving := map[*Function]bool{}
 	for _, r := range rates {
 		moving[r.Func] = true
 	}
+	type change struct {
+		old        *wholeLink
+		rest, gone []int
+		restLinks  []link.Link // perf events: those kept
+		goneLinks  []link.Link // perf events: those closed
+		relinked   *wholeLink  // uprobe_multi: the rest's new link
+	}
 	genRoom := int(s.objs.ProbeGen.MaxEntries())
-	for _, w := range s.whole {
-		for _, i := range w.idx {
-			if i >= genRoom {
-				return fmt.Errorf("probe %d has no generation to move it by (room for %d)", i, genRoom)
-			}
-		}
-	}
-	// First the moving functions' probes stop reporting, all within
-	// microseconds, entries first: their generation flips, which their
-	// links' cookies no longer carry. A call they entered before returns
-	// unseen, and is cut; one entered between the two flips has its
-	// return dropped, unmatched. Their links then go at leisure.
-	order := slices.Clone(s.whole)
-	rank := map[int]int{entryGroup: 0, entryReturnGroup: 1, returnGroup: 2, goexitGroup: 3}
-	sort.SliceStable(order, func(i, j int) bool { return rank[order[i].group] < rank[order[j].group] })
-	for _, w := range order {
-		for _, i := range w.idx {
-			if moving[s.probes[i].fn] {
-				s.probes[i].gen = 1 - w.gen
-				if err := s.objs.ProbeGen.Put(uint32(i), s.probes[i].gen); err != nil {
-					return fmt.Errorf("probe generation: %w", err)
-				}
-			}
-		}
-	}
-	groups := newProbeGroups()
+	var changes []*change
 	var keep []*wholeLink
-	for _, w := range order {
-		var rest, gone []int
-		var restLinks, goneLinks []link.Link
+	for _, w := range s.whole {
+		c := &change{old: w}
 		for j, i := range w.idx {
 			if moving[s.probes[i].fn] {
-				gone = append(gone, i)
+				c.gone = append(c.gone, i)
 				if !s.UprobeMulti {
-					goneLinks = append(goneLinks, w.links[j])
+					c.goneLinks = append(c.goneLinks, w.links[j])
 				}
 			} else {
-				rest = append(rest, i)
+				c.rest = append(c.rest, i)
 				if !s.UprobeMulti {
-					restLinks = append(restLinks, w.links[j])
+					c.restLinks = append(c.restLinks, w.links[j])
 				}
 			}
 		}
-		if len(gone) == 0 {
+		if len(c.gone) == 0 {
 			keep = append(keep, w)
 			continue
 		}
-		groups[w.group].idx = append(groups[w.group].idx, gone...)
-		if !s.UprobeMulti {
-			if err := closeLinks(goneLinks); err != nil {
-				return err
+		for _, i := range w.idx {
+			if i >= genRoom {
+				return 0, fmt.Errorf("probe %d has no generation to move it by (room for %d)", i, genRoom)
 			}
-			if len(rest) > 0 {
-				keep = append(keep, &wholeLink{group: w.group, idx: rest, links: restLinks, gen: w.gen})
+		}
+		changes = append(changes, c)
+	}
+	// The rest's new links, of the other generation.
+	undo := func() {
+		for _, c := range changes {
+			if c.relinked != nil {
+				closeLinks(c.relinked.links)
+				s.setGen(c.rest, c.old.gen)
+			}
+		}
+	}
+	if s.UprobeMulti {
+		for _, c := range changes {
+			if len(c.rest) == 0 {
+				continue
+			}
+			gen := 1 - c.old.gen
+			s.setGen(c.rest, gen)
+			links, err := s.linksFor(s.exe, s.groupPrograms()[c.old.group], c.rest, true)
+			c.relinked = &wholeLink{group: c.old.group, idx: c.rest, links: links, gen: gen}
+			if err != nil {
+				undo()
+				return 0, err
+			}
+		}
+	}
+	// The flips, the moving entries first: a call entered before them
+	// returns unseen, and is cut; one entered between the flips (a batch
+	// each, microseconds apart) has its return dropped, unmatched.
+	var entries, rets, rest []int
+	for _, c := range changes {
+		for _, i := range c.gone {
+			if s.probes[i].kind == bpf.KindEntry {
+				entries = append(entries, i)
+			} else {
+				rets = append(rets, i)
+			}
+		}
+		if c.relinked != nil {
+			rest = append(rest, c.rest...)
+		}
+	}
+	var first error
+	note := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
+	for _, c := range changes {
+		s.setGen(c.gone, 1-c.old.gen)
+	}
+	note(s.flipGens(entries))
+	note(s.flipGens(rets))
+	stopped := uint64(monotonicNow())
+	note(s.flipGens(rest))
+	// The old links, and the hand-over.
+	groups := newProbeGroups()
+	for _, c := range changes {
+		groups[c.old.group].idx = append(groups[c.old.group].idx, c.gone...)
+		if s.UprobeMulti {
+			note(closeLinks(c.old.links))
+			if c.relinked != nil {
+				keep = append(keep, c.relinked)
 			}
 			continue
 		}
-		if len(rest) > 0 {
-			gen := 1 - w.gen
-			for _, i := range rest {
-				s.probes[i].gen = gen
-			}
-			links, err := s.linksFor(s.exe, s.groupPrograms()[w.group], rest, true)
-			if err != nil {
-				closeLinks(links)
-				for _, i := range rest {
-					s.probes[i].gen = w.gen
-				}
-				return err
-			}
-			for _, i := range rest {
-				if err := s.objs.ProbeGen.Put(uint32(i), gen); err != nil {
-					return fmt.Errorf("probe generation: %w", err)
-				}
-			}
-			keep = append(keep, &wholeLink{group: w.group, idx: rest, links: links, gen: gen})
-		}
-		if err := closeLinks(w.links); err != nil {
-			return err
+		note(closeLinks(c.goneLinks))
+		if len(c.rest) > 0 {
+			keep = append(keep, &wholeLink{group: c.old.group, idx: c.rest, links: c.restLinks, gen: c.old.gen})
 		}
 	}
 	s.whole = keep
 	for _, r := range rates {
 		r.Func.Sampled = true
+		for _, counted := range s.Rates {
+			if counted.Func == r.Func {
+				s.wholeCost = max(0, s.wholeCost-counted.Cost)
+			}
+		}
 	}
 	s.sampleGroups(groups, rates, "became costly during the trace")
+	return stopped, first
+}
+
+// setGen sets the generation the cookies of probes idx carry.
+func (s *Session) setGen(idx []int, gen uint8) {
+	s.probesMu.Lock()
+	defer s.probesMu.Unlock()
+	for _, i := range idx {
+		s.probes[i].gen = gen
+	}
+}
+
+// flipGens makes probes idx report with the generation their cookies
+// carry (s.probes[i].gen), in one update where the kernel allows.
+func (s *Session) flipGens(idx []int) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	keys := make([]uint32, len(idx))
+	gens := make([]uint8, len(idx))
+	s.probesMu.RLock()
+	for j, i := range idx {
+		keys[j], gens[j] = uint32(i), s.probes[i].gen
+	}
+	s.probesMu.RUnlock()
+	if _, err := s.objs.ProbeGen.BatchUpdate(keys, gens, nil); err == nil {
+		return nil
+	}
+	for j := range keys { // batches need 5.6
+		if err := s.objs.ProbeGen.Put(keys[j], gens[j]); err != nil {
+			return fmt.Errorf("probe generation: %w", err)
+		}
+	}
 	return nil
 }

@@ -19,8 +19,9 @@ type MissedCalls struct {
 	// windows less what their probes took there. Floor says the probes
 	// took half the windows' time in the call or more: their pace outside
 	// (unprobed) is unknown, and Missed, at the probed pace, is a floor.
-	// Unknown says no window covered the call, so nothing is estimated;
-	// the function was seen nested in other calls of this call's.
+	// Unknown says no window covered the call (or less than minCovered of
+	// it), so nothing is estimated; the function was seen nested in other
+	// calls of this call's.
 	Missed         uint64
 	Floor, Unknown bool
 }
@@ -49,6 +50,7 @@ func (sm *sampler) closeSpan(t uint64) {
 	defer sm.mu.Unlock()
 	if n := len(sm.spans); n > 0 && sm.spans[n-1].until == 0 {
 		sm.spans[n-1].until = t
+		sm.report.Open += time.Duration(t - sm.spans[n-1].from)
 	}
 }
 
@@ -85,8 +87,8 @@ type missedBook struct {
 	// nested are the sampled functions seen nested in calls of each
 	// function traced whole.
 	nested map[*Function]map[*Function]bool
-	// Missed sums the estimates; Floors and Unknown count the calls whose
-	// estimate is a floor, or unknown.
+	// Missed sums the estimates; Unknown counts the calls with an
+	// estimate unknown, Floors the others with one a floor.
 	Missed          uint64
 	Floors, Unknown uint64
 }
@@ -136,20 +138,33 @@ func (m *missedBook) completed(c *Call) {
 	sort.Slice(fns, func(i, j int) bool { return fns[i].Name < fns[j].Name })
 	dur := c.Duration()
 	cov := min(dur, m.covered(c.Start, c.End))
+	var unknown, floor bool
 	for _, f := range fns {
 		mc := estimateMissed(f, seen[f], dur, cov, m.costOf(f))
 		if mc.Seen == 0 && mc.Missed == 0 && !mc.Unknown {
 			continue
 		}
-		switch {
-		case mc.Unknown:
-			m.Unknown++
-		case mc.Floor:
-			m.Floors++
-		}
+		unknown, floor = unknown || mc.Unknown, floor || mc.Floor
 		m.Missed += mc.Missed
 		c.Missed = append(c.Missed, mc)
 	}
+	switch {
+	case unknown:
+		m.Unknown++
+	case floor:
+		m.Floors++
+	}
+}
+
+// minCovered is the least of a call the windows must cover for its pace
+// there to say anything of the rest: less, at a window's edge, a nested
+// call seen would weigh as thousands.
+const minCovered = uint64(time.Millisecond)
+
+// forget drops what the book keeps of c, a call that will not complete
+// (Builder.Cut).
+func (m *missedBook) forget(c *Call) {
+	delete(m.seen, c)
 }
 
 func (m *missedBook) costOf(f *Function) time.Duration {
@@ -173,7 +188,7 @@ func estimateMissed(f *Function, seen, dur, cov uint64, cost time.Duration) Miss
 		mc.Covered = float64(cov) / float64(dur)
 	}
 	switch {
-	case cov == 0:
+	case cov < min(dur, minCovered):
 		// Calls seen at a window's edge, if any: no pace to go by.
 		mc.Unknown = true
 	case cov >= dur:

@@ -214,6 +214,8 @@ func (s *Session) Overhead() (Overhead, error) {
 		}
 		o.TargetCPU = cpu
 	}
+	s.probesMu.RLock()
+	defer s.probesMu.RUnlock()
 	hits := make([]uint64, len(s.probes))
 	for i := range s.probes {
 		n, err := sumPerCPU(s.objs.Hits, uint32(i))

@@ -3,6 +3,7 @@ package trace_test
 import (
 	"context"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,15 +171,13 @@ func samplingKeepsBudget(t *testing.T, mode int) {
 	}
 	defer s.Close()
 	// Growing: the first run's first tick adds main.hot.
-	var tick func()
 	if grow {
 		if s.Sampling() != nil || len(s.Rates) != 1 || s.Rates[0].Func.Sampled {
 			t.Fatalf("main.light alone is sampled (%+v), or not counted: %+v", s.Sampling(), s.Rates)
 		}
 		added := false
-		windowed := make(chan struct{})
 		// The ticks run on Run's goroutine, as Add must.
-		tick = func() {
+		res, _ := runUntilWindow(t, s, trace.Handlers{}, func() {
 			if !added {
 				added = true
 				fns, _, err := s.Add([]trace.Pattern{hot})
@@ -186,26 +185,8 @@ func samplingKeepsBudget(t *testing.T, mode int) {
 					t.Errorf("add main.hot: %v, %v", fns, err)
 				}
 			}
-			if sm := s.Sampling(); sm != nil && sm.Windows > 0 {
-				select {
-				case <-windowed:
-				default:
-					close(windowed)
-				}
-			}
-		}
-		done := make(chan trace.RunResult, 1)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			done <- s.Run(ctx, trace.RunOptions{Interval: 50 * time.Millisecond}, trace.Handlers{Tick: tick})
-		}()
-		// Runs until main.hot is added and its first window closed.
-		select {
-		case <-windowed:
-		case <-time.After(10 * time.Second):
-		}
-		cancel()
-		if res := <-done; res.Sampling == nil || res.Sampling.Windows == 0 {
+		}, nil)
+		if res.Sampling == nil || res.Sampling.Windows == 0 {
 			t.Fatalf("main.hot added, nothing sampled: %+v; warnings %v", res.Sampling, s.Warnings)
 		}
 		t.Logf("warnings: %v", s.Warnings)
@@ -230,13 +211,7 @@ func samplingKeepsBudget(t *testing.T, mode int) {
 	// traced phases alternate (no window opens outside Run), and each
 	// traced phase is compared with the untraced one before it; the
 	// median of the ratios counts.
-	var mu sync.Mutex
-	calls := map[string][]*trace.Call{}
-	handlers := trace.Handlers{Call: func(h trace.Header, c *trace.Call) {
-		mu.Lock()
-		calls[c.Func.Name] = append(calls[c.Func.Name], c)
-		mu.Unlock()
-	}}
+	calls, handlers := collectCalls()
 	var ratios []float64
 	windows := 0
 	firstLight := lastLight(t, p)
@@ -279,20 +254,18 @@ func samplingKeepsBudget(t *testing.T, mode int) {
 	if windows < 6 || sampledCalls == 0 {
 		t.Errorf("%d windows, %d hot calls", windows, sampledCalls)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, c := range calls["main.hot"] {
+	for _, c := range calls("main.hot") {
 		if c.Unwound || c.Running || c.ReturnSite == 0 {
 			t.Fatalf("a sampled call is not whole: %+v", c)
 		}
 	}
-	if uint64(len(calls["main.hot"])) != sampledCalls {
-		t.Errorf("%d hot calls reported, the reports say %d", len(calls["main.hot"]), sampledCalls)
+	if uint64(len(calls("main.hot"))) != sampledCalls {
+		t.Errorf("%d hot calls reported, the reports say %d", len(calls("main.hot")), sampledCalls)
 	}
 	// Every light call made while the probes were attached was traced: at
 	// least those the target reported before the last run was stopped, at
 	// most those it reported after, and one on each edge.
-	if n, lightMade := len(calls["main.light"]), lightsBefore-firstLight; n < lightMade || n > lightsAfter-firstLight+2 {
+	if n, lightMade := len(calls("main.light")), lightsBefore-firstLight; n < lightMade || n > lightsAfter-firstLight+2 {
 		t.Errorf("%d calls of main.light traced, the target made %d meanwhile", n, lightMade)
 	}
 }
@@ -354,13 +327,7 @@ func samplingWindowsWork(t *testing.T, bin string, opts trace.Options) {
 			t.Fatalf("%s sampled %v (%.0f calls/s, %.2f%% if traced whole)", r.Func.Name, r.Func.Sampled, r.PerSecond, 100*r.Cost)
 		}
 	}
-	var mu sync.Mutex
-	calls := map[string][]*trace.Call{}
-	handlers := trace.Handlers{Call: func(h trace.Header, c *trace.Call) {
-		mu.Lock()
-		calls[c.Func.Name] = append(calls[c.Func.Name], c)
-		mu.Unlock()
-	}}
+	calls, handlers := collectCalls()
 	firstLight := lastLight(t, p)
 	before, err := s.Overhead()
 	if err != nil {
@@ -407,20 +374,24 @@ func samplingWindowsWork(t *testing.T, bin string, opts trace.Options) {
 		// the tracing program's mean before any had run (5.10 guest).
 		t.Errorf("the probes took %v over the run, %d hits", o.Probes, o.Hits)
 	}
+	// With uprobe_multi links the budget is kept; with perf events a
+	// short trace may not keep it (a window's attach and detach alone can
+	// take more), and must say so.
+	if s.UprobeMulti && share > budget {
+		t.Errorf("the probes took %.2f%% of %s, over the %.0f%% budget", 100*share, of, 100*budget)
+	}
 	if share > budget && len(sm.Warnings) == 0 {
 		t.Errorf("the probes took %.2f%% of %s, over the %.0f%% budget, and the report does not say so", 100*share, of, 100*budget)
 	}
 	if res.Unmatched != 0 {
 		t.Errorf("%d returns without their entry", res.Unmatched)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, c := range calls["main.hot"] {
+	for _, c := range calls("main.hot") {
 		if c.Unwound || c.Running || c.ReturnSite == 0 {
 			t.Fatalf("a sampled call is not whole: %+v", c)
 		}
 	}
-	if n := len(calls["main.light"]); n < lightsBefore-firstLight || n > lightsAfter-firstLight+2 {
+	if n := len(calls("main.light")); n < lightsBefore-firstLight || n > lightsAfter-firstLight+2 {
 		t.Errorf("%d calls of main.light traced, the target made %d to %d meanwhile", n, lightsBefore-firstLight, lightsAfter-firstLight)
 	}
 }
@@ -547,34 +518,16 @@ func loadChanges(t *testing.T, p *targets.Process, s *trace.Session) {
 			}
 		}
 	}}
-	windowed := make(chan struct{})
-	handlers.Tick = func() {
-		if sm := s.Sampling(); sm != nil && sm.Windows > 0 {
-			select {
-			case <-windowed:
-			default:
-				close(windowed)
-			}
+	res, moved := runUntilWindow(t, s, handlers, nil, func() {
+		seen := len(p.Lines())
+		if err := p.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			t.Error(err)
+			return
 		}
-	}
-	done := make(chan trace.RunResult, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { done <- s.Run(ctx, trace.RunOptions{Interval: 50 * time.Millisecond}, handlers) }()
-	seen := len(p.Lines())
-	if err := p.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.WaitLineAfter(seen, "hot started", 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	started := time.Now()
-	select {
-	case <-windowed:
-	case <-time.After(15 * time.Second):
-	}
-	moved := time.Since(started)
-	cancel()
-	res := <-done
+		if _, err := p.WaitLineAfter(seen, "hot started", 10*time.Second); err != nil {
+			t.Error(err)
+		}
+	})
 	if res.Sampling == nil || len(res.Sampling.Functions) != 1 || res.Sampling.Functions[0].Func.Name != "main.hot" {
 		t.Fatalf("the hot function was not moved to the windows: %+v; warnings %v", res.Sampling, res.Warnings)
 	}
@@ -588,4 +541,56 @@ func loadChanges(t *testing.T, p *targets.Process, s *trace.Session) {
 	if res.Unmatched > 3 || unwound != 0 || calls == 0 {
 		t.Errorf("%d hot calls, %d unwound, %d returns without their entry", calls, unwound, res.Unmatched)
 	}
+}
+
+// runUntilWindow runs s with hs until a sampling window has closed (or 15
+// s have passed): each, if set, runs at every tick, on Run's goroutine
+// (as Session.Add must), and start, if set, once the run began. It returns
+// the run's result and how long after start the window closed.
+func runUntilWindow(t *testing.T, s *trace.Session, hs trace.Handlers, each, start func()) (trace.RunResult, time.Duration) {
+	t.Helper()
+	windowed := make(chan struct{})
+	hs.Tick = func() {
+		if each != nil {
+			each()
+		}
+		if sm := s.Sampling(); sm != nil && sm.Windows > 0 {
+			select {
+			case <-windowed:
+			default:
+				close(windowed)
+			}
+		}
+	}
+	done := make(chan trace.RunResult, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- s.Run(ctx, trace.RunOptions{Interval: 50 * time.Millisecond}, hs) }()
+	if start != nil {
+		start()
+	}
+	began := time.Now()
+	select {
+	case <-windowed:
+	case <-time.After(15 * time.Second):
+	}
+	took := time.Since(began)
+	cancel()
+	return <-done, took
+}
+
+// collectCalls returns handlers that keep a run's completed calls, and
+// what they kept of a function so far.
+func collectCalls() (func(name string) []*trace.Call, trace.Handlers) {
+	var mu sync.Mutex
+	calls := map[string][]*trace.Call{}
+	hs := trace.Handlers{Call: func(h trace.Header, c *trace.Call) {
+		mu.Lock()
+		calls[c.Func.Name] = append(calls[c.Func.Name], c)
+		mu.Unlock()
+	}}
+	return func(name string) []*trace.Call {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls[name])
+	}, hs
 }

@@ -101,6 +101,11 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 			hs.Call(headers.Header(k), c)
 		}
 	}
+	b.OnCut = func(c *Call) {
+		if missed != nil {
+			missed.forget(c)
+		}
+	}
 	b.OnRoot = func(k GoroutineKey, g uint64, c *Call) {
 		if hs.Root != nil {
 			hs.Root(headers.Header(k), c)
@@ -219,20 +224,21 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		if err != nil {
 			return nil
 		}
-		moved, err := s.govern(o.Sub(lastCost))
+		moved, stopped, err := s.govern(o.Sub(lastCost))
 		lastCost = o
 		if err != nil {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead: the functions traced whole took more than the budget, and moving the costliest to the sampling windows failed: %v", err))
 			governing = nil
-			return nil
 		}
 		if len(moved) == 0 {
 			return nil
 		}
+		// Their calls open when they stopped reporting return unseen; a
+		// window may have opened since.
 		if err := drain(); err != nil {
 			return err
 		}
-		cut += uint64(b.Cut(func(c *Call) bool { return slices.Contains(moved, c.Func) }))
+		cut += uint64(b.Cut(func(c *Call) bool { return slices.Contains(moved, c.Func) && c.Start <= stopped }))
 		startSampling()
 		return nil
 	}

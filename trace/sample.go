@@ -76,9 +76,10 @@ type Sampling struct {
 	// Functions are the functions traced in windows, costliest first.
 	Functions []SampledFunction
 	// Windows counts the windows; Traced is the time they were open
-	// (closing included), of Elapsed.
-	Windows         int
-	Traced, Elapsed time.Duration
+	// (closing included), of Elapsed, and Open the time they took calls
+	// (from their entry probes' attach to their closing).
+	Windows               int
+	Traced, Open, Elapsed time.Duration
 	// Cut counts the calls cut: still open when their window's probes
 	// went.
 	Cut uint64
@@ -118,13 +119,22 @@ func (s Sampling) TracedShare() float64 {
 	return min(1, float64(s.Traced)/float64(s.Elapsed))
 }
 
-// EstimatedCalls estimates f's calls over the whole run from those seen
-// in the windows.
-func (s Sampling) EstimatedCalls(f SampledFunction) float64 {
-	if s.Traced <= 0 {
+// OpenShare is the share of the run the windows were open, taking calls
+// (closing, they only finish those): what estimates scale by.
+func (s Sampling) OpenShare() float64 {
+	if s.Elapsed <= 0 {
 		return 0
 	}
-	return float64(f.Calls) * float64(s.Elapsed) / float64(s.Traced)
+	return min(1, float64(s.Open)/float64(s.Elapsed))
+}
+
+// EstimatedCalls estimates f's calls over the whole run from those seen
+// in the windows, which took calls for OpenShare of it.
+func (s Sampling) EstimatedCalls(f SampledFunction) float64 {
+	if s.Open <= 0 {
+		return 0
+	}
+	return float64(f.Calls) * float64(s.Elapsed) / float64(s.Open)
 }
 
 // entryProbes returns the entry probes of functions among probes from
@@ -375,7 +385,7 @@ func (sm *sampler) run(ctx context.Context) {
 	sm.mu.Lock()
 	// A report per run.
 	sm.started = start
-	sm.report.Windows, sm.report.Traced, sm.report.Elapsed = 0, 0, 0
+	sm.report.Windows, sm.report.Traced, sm.report.Open, sm.report.Elapsed, sm.report.Stalled = 0, 0, 0, 0, 0
 	sm.fresh = true
 	sm.mu.Unlock()
 	defer func() {
@@ -453,6 +463,10 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		if len(g.idx) == 0 {
 			continue
 		}
+		if i == entryGroup || (i == entryReturnGroup && len(groups[entryGroup].idx) == 0) {
+			// Calls are reported from their entries' first probe on.
+			sm.openSpan(uint64(monotonicNow()))
+		}
 		l, err := s.linksFor(s.exe, sm.progs[i], g.idx, s.UprobeMulti)
 		links = append(links, l...)
 		if err != nil {
@@ -460,7 +474,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 			return err
 		}
 	}
-	sm.openSpan(uint64(monotonicNow()))
+	attached := time.Since(start)
 	select {
 	case <-ctx.Done():
 	case <-time.After(sm.window):
@@ -485,16 +499,18 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		time.Sleep(time.Millisecond)
 	}
 	length := time.Since(start)
+	detaching := time.Now()
 	err = detach()
 	closed := uint64(monotonicNow())
 	// A perf event per probe (kernels before 6.6): while they are
 	// attached and detached, one by one, breakpoints sit in the code
 	// without the programs that count their hits (the hot loop of
 	// TestSamplingKeepsBudget lost 21% of its pace to it, 1.5% counted).
-	// All but the open time is taken as lost to the traced code.
+	// Their attach and detach are taken as lost to the traced code (the
+	// closing's hits are counted).
 	var stalled time.Duration
 	if !s.UprobeMulti {
-		stalled = max(0, time.Since(start)-sm.window)
+		stalled = attached + time.Since(detaching)
 	}
 	sm.ends <- closed
 	after, oerr := s.Overhead()

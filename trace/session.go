@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -143,7 +144,11 @@ type Session struct {
 	Events uint64
 
 	probes []probe
-	meter  meter
+	// probesMu guards probes and Selection.Functions where they change
+	// while a run's sampler reads them: Add appends, demote sets
+	// generations; Overhead and linksFor read.
+	probesMu sync.RWMutex
+	meter    meter
 	// Rates are the call rates counted before the trace (MaxOverhead).
 	Rates   []CallRate
 	sampler *sampler // nil: nothing sampled

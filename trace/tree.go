@@ -103,6 +103,9 @@ type Builder struct {
 	OnCall func(GoroutineKey, *Call)
 	// OnRoot is called when a root call completes, with its whole tree.
 	OnRoot func(GoroutineKey, uint64, *Call)
+	// OnCut, if set, is called for every call Cut drops, never to
+	// complete.
+	OnCut func(*Call)
 	// Why splits each call's time (Call.Time) by what its goroutine did,
 	// from the scheduler events passed to Sched.
 	Why bool
@@ -343,6 +346,11 @@ func (b *Builder) Cut(cut func(*Call) bool) int {
 				}
 			}
 			n += len(st.stack) - i
+			if b.OnCut != nil {
+				for _, dropped := range st.stack[i:] {
+					b.OnCut(dropped)
+				}
+			}
 			clear(st.stack[i:])
 			st.stack = st.stack[:i]
 			break

@@ -124,11 +124,7 @@ func testPsTraceLatencies(t *testing.T, toolchain string) {
 	if w.Lost != 0 {
 		t.Errorf("%d events lost", w.Lost)
 	}
-	truth, err := p.Do(fmt.Sprintf("stats %d %d", w.StartNS, w.EndNS), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := func(k string) int64 { v, _ := strconv.ParseInt(truth[k], 10, 64); return v }
+	truth, n := lockserverStats(t, p, w.StartNS, w.EndNS)
 	seen := 0
 	for _, g := range doc.Goroutines {
 		if g.Trace == nil || g.Trace.Function != "main.handle" {
@@ -460,7 +456,8 @@ func TestPsTraceWhy(t *testing.T) {
 
 // TestPsTraceBudget: under a budget main.handle's calls do not fit
 // (lockserver's workers call it about 900 times a second, their probes
-// costing more than 0.4% of a CPU), gi ps --trace traces it in sampling
+// costing 1.4% of a CPU here, over the 0.08% a 0.2% budget leaves them
+// even where traps cost a tenth), gi ps --trace traces it in sampling
 // windows, says so, and reports per goroutine the calls it saw whole, their
 // estimated number and their latencies, against what the target counted
 // over the same window; no goroutine is called stuck for calls that went
@@ -468,9 +465,9 @@ func TestPsTraceWhy(t *testing.T) {
 func TestPsTraceBudget(t *testing.T) {
 	requirePrivilege(t)
 	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-pause", "0")
-	out, stderr, code := runGi(t, "ps", "--json", "--trace", "2s", "--max-overhead", "1%", strconv.Itoa(p.Pid))
+	out, stderr, code := runGi(t, "ps", "--json", "--trace", "2s", "--max-overhead", "0.2%", strconv.Itoa(p.Pid))
 	if code != 0 {
-		t.Fatalf("gi ps --trace --max-overhead 1%%: %s", stderr)
+		t.Fatalf("gi ps --trace --max-overhead 0.2%%: %s", stderr)
 	}
 	targets.CheckNotStopped(t, p.Pid)
 	if !strings.Contains(stderr, "traced in sampling windows: main.handle (") {
@@ -504,11 +501,7 @@ func TestPsTraceBudget(t *testing.T) {
 	if !slices.Contains(w.Sampled, "main.handle") || w.SampledShare <= 0 || w.SampledShare >= 1 {
 		t.Fatalf("trace window: sampled %v covering %.4f of it", w.Sampled, w.SampledShare)
 	}
-	truth, err := p.Do(fmt.Sprintf("stats %d %d", w.StartNS, w.EndNS), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := func(k string) int64 { v, _ := strconv.ParseInt(truth[k], 10, 64); return v }
+	truth, n := lockserverStats(t, p, w.StartNS, w.EndNS)
 	seen := 0
 	for _, g := range doc.Goroutines {
 		tr := g.Trace
@@ -526,9 +519,9 @@ func TestPsTraceBudget(t *testing.T) {
 			}
 		case tr.Calls > n("calls"):
 			t.Errorf("goroutine %d: %d calls seen, the target made %d", g.Goid, tr.Calls, n("calls"))
-		case tr.CallsEstimated < n("calls")/3 || tr.CallsEstimated > 3*n("calls"):
-			// The windows cover a few percent of the trace: the estimate
-			// is rough, never off by more than this.
+		case tr.CallsEstimated < n("calls")/2 || tr.CallsEstimated > 2*n("calls"):
+			// The windows cover a few percent of the trace, some 70
+			// calls: the estimate is rough (1793 for 1822 once).
 			t.Errorf("goroutine %d: ~%d calls estimated, the target made %d", g.Goid, tr.CallsEstimated, n("calls"))
 		case tr.Calls >= 10 && !within(tr.P50NS, n("p50_ns"), 200_000, 0.2):
 			t.Errorf("goroutine %d: p50 %v, the target measured %v", g.Goid, time.Duration(tr.P50NS), time.Duration(n("p50_ns")))
@@ -537,9 +530,20 @@ func TestPsTraceBudget(t *testing.T) {
 	if seen < 3 {
 		t.Errorf("%d of 6 workers measured in main.handle:\n%s", seen, out)
 	}
-	table, stderr, code := runGi(t, "ps", "--trace", "1s", "--max-overhead", "1%", strconv.Itoa(p.Pid))
-	if code != 0 || !regexp.MustCompile(`(?m)\s~\d+\s`).MatchString(table) || !strings.Contains(table, "sampled to keep the 1% overhead budget") {
-		t.Errorf("gi ps --trace --max-overhead 1%% table (exit %d, %s):\n%s", code, stderr, table)
+	table, stderr, code := runGi(t, "ps", "--trace", "1s", "--max-overhead", "0.2%", strconv.Itoa(p.Pid))
+	if code != 0 || !regexp.MustCompile(`(?m)\s~\d+\s`).MatchString(table) || !strings.Contains(table, "sampled to keep the 0.2% overhead budget") {
+		t.Errorf("gi ps --trace --max-overhead 0.2%% table (exit %d, %s):\n%s", code, stderr, table)
 	}
 	targets.CheckNotStopped(t, p.Pid)
+}
+
+// lockserverStats asks lockserver p for its handle calls' statistics
+// between start and end (Unix ns): all of them, and a reader of one.
+func lockserverStats(t *testing.T, p *targets.Process, start, end int64) (map[string]string, func(string) int64) {
+	t.Helper()
+	truth, err := p.Do(fmt.Sprintf("stats %d %d", start, end), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return truth, func(k string) int64 { v, _ := strconv.ParseInt(truth[k], 10, 64); return v }
 }
