@@ -171,6 +171,18 @@ func (s *Session) countCalls(idx, sched []int) ([]CallRate, error) {
 	if s.Opts.PID > 0 {
 		clock, _ = proc.NewCPUClock(s.Opts.PID)
 	}
+	// The counting probes' hits, until they are detached (perf events
+	// count on for their detach's grace periods), are costed as theirs
+	// (meter.counted), on every path.
+	defer func() {
+		if closed, err := s.readHits(idx); err == nil {
+			counted := make(map[int]uint64, len(idx))
+			for i, pi := range idx {
+				counted[pi] = closed[i] - before[i]
+			}
+			s.meter.addCounted(counted)
+		}
+	}()
 	start := time.Now()
 	links, err := s.linksFor(s.exe, s.objs.GiCount, idx, s.UprobeMulti)
 	if err != nil {
@@ -201,11 +213,6 @@ func (s *Session) countCalls(idx, sched []int) ([]CallRate, error) {
 		r.Cost = spent.Seconds() / max(cpu, wall).Seconds() // one CPU at least
 		return r
 	}
-	counted := make(map[int]uint64, len(idx))
-	for i, pi := range idx {
-		counted[pi] = after[i] - before[i]
-	}
-	s.meter.addCounted(counted)
 	rates := make([]CallRate, 0, nfuncs+1)
 	for i, pi := range idx[:nfuncs] {
 		fn := s.probes[pi].fn
