@@ -85,7 +85,10 @@ func (s *Session) wholeLinks() []link.Link {
 // margin. It returns the functions moved, and when they stopped
 // reporting (see demote).
 func (s *Session) govern(d Overhead) ([]*Function, uint64, error) {
-	cpu := max(d.TargetCPU, d.Interval)
+	cpu := d.TargetCPU
+	if cpu <= 0 {
+		cpu = d.Interval // one CPU's worth
+	}
 	if cpu <= 0 || d.Interval <= 0 {
 		return nil, 0, nil
 	}

@@ -60,20 +60,15 @@ type ThreadCost struct {
 }
 
 // minThreadCPU is the CPU time below which a thread's share is not
-// judged: a thread that barely ran; nor is that of a thread that ran less
-// than busyThread of the interval, whose work waits more than it runs.
-const (
-	minThreadCPU = 5 * time.Millisecond
-	busyThread   = 0.25
-)
+// judged: a thread that barely ran.
+const minThreadCPU = 5 * time.Millisecond
 
-// WorstThread returns the busy thread whose CPU time the probes took the
+// WorstThread returns the thread whose CPU time the probes took the
 // largest share of, with the share: the slowdown of the code the probes
-// slow most. ok is false when no thread ran long enough to judge: at
-// least minThreadCPU and busyThread of the interval.
+// slow most. ok is false when no thread ran long enough to judge.
 func (o Overhead) WorstThread() (t ThreadCost, share float64, ok bool) {
 	for _, th := range o.Threads {
-		if th.CPU < minThreadCPU || float64(th.CPU) < busyThread*float64(o.Interval) {
+		if th.CPU < minThreadCPU {
 			continue
 		}
 		if s := min(1, float64(th.Probes)/float64(th.CPU)); !ok || s > share {
@@ -103,18 +98,17 @@ func (o Overhead) Share() float64 {
 }
 
 // BudgetShare is the share Options.MaxOverhead bounds: the probes' time
-// against the process's CPU time counted as one CPU at least (the
-// interval). For a process busier than one CPU it is Share, the
-// throughput a CPU-bound process loses; a process mostly waiting (a
-// service between requests) loses little throughput or latency to probes
-// that take a few percent of its small CPU time, and the budget bounds
-// their share of a CPU instead.
+// against the process's CPU time (Share: the throughput a CPU-bound
+// process loses, and for one mostly waiting, the CPU time per request its
+// work takes more), or against one CPU when that is unknown.
 func (o Overhead) BudgetShare() float64 {
-	cpu := max(o.TargetCPU, o.Interval)
-	if cpu <= 0 {
+	if o.TargetCPU > 0 {
+		return o.Share()
+	}
+	if o.Interval <= 0 {
 		return 0
 	}
-	return min(1, float64(o.Probes)/float64(cpu))
+	return min(1, float64(o.Probes)/float64(o.Interval))
 }
 
 // Sub returns o less an earlier measurement of the same session: the

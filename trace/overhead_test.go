@@ -292,7 +292,7 @@ func lastLight(t *testing.T, p *targets.Process) int {
 // 5.10 finds the probes' cookies by address. Under a 5% budget the hot
 // function is traced in windows, its sampled calls are whole, every light
 // call is traced, and the probes' share gi measures over the run (of its
-// busiest thread, else of the process counted as one CPU at least) stays
+// busiest thread, else of the process) stays
 // within the budget, or the sampling report says it could not. The pace
 // is left to TestSamplingKeepsBudget: the grid's guests are emulated.
 // Every kernel also runs the older kernels' ways, forced.
@@ -353,7 +353,7 @@ func samplingWindowsWork(t *testing.T, bin string, opts trace.Options) {
 		t.Fatal(err)
 	}
 	o := after.Sub(before)
-	share, of := o.BudgetShare(), "the process (one CPU at least)"
+	share, of := o.BudgetShare(), "the process"
 	if _, worst, ok := o.WorstThread(); ok {
 		share, of = worst, "its busiest thread"
 	}

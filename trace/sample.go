@@ -64,8 +64,8 @@ type CallRate struct {
 	PerSecond float64
 	// Cost estimates the share of the process's CPU time tracing the
 	// function whole would take (the time its calls counted would have
-	// cost, against the process's CPU time in the window, counted as one
-	// CPU at least: Overhead.BudgetShare).
+	// cost, against the process's CPU time in the window, or one CPU's
+	// when that is unknown: Overhead.BudgetShare).
 	Cost float64
 }
 
@@ -210,7 +210,11 @@ func (s *Session) countCalls(idx, sched []int) ([]CallRate, error) {
 	// allowed, and found costly all the same.
 	rate := func(fn *Function, n uint64, spent time.Duration) CallRate {
 		r := CallRate{Func: fn, PerSecond: float64(n) / wall.Seconds()}
-		r.Cost = spent.Seconds() / max(cpu, wall).Seconds() // one CPU at least
+		if cpu > 0 {
+			r.Cost = spent.Seconds() / cpu.Seconds()
+		} else {
+			r.Cost = spent.Seconds() / wall.Seconds() // one CPU's worth
+		}
 		return r
 	}
 	rates := make([]CallRate, 0, nfuncs+1)

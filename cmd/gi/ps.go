@@ -378,7 +378,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 			fmt.Fprintf(out, "warning: %s\n", m)
 		}
 		if len(w.Sampled) > 0 {
-			fmt.Fprintf(out, "sampled to keep the %s overhead budget, in windows covering %.0f%% of the trace (CALLS ~ estimated from them): %s\n",
+			fmt.Fprintf(out, "sampled to keep the %s overhead budget, in windows open %.0f%% of the trace (CALLS ~ estimated from them; --max-overhead none traces them whole, for exact counts and stuck marks): %s\n",
 				o.maxOverhead, 100*w.SampledShare, strings.Join(w.Sampled, ", "))
 		}
 	}

@@ -69,7 +69,9 @@ type psTraceDoc struct {
 
 func psTraceJSON(t *testing.T, pid int, d string) psTraceDoc {
 	t.Helper()
-	out, stderr, code := runGi(t, "ps", "--json", "--trace", d, strconv.Itoa(pid))
+	// Traced whole, for exact counts and stuck marks: under a budget a
+	// handler of a service that mostly waits is sampled (TestPsTraceBudget).
+	out, stderr, code := runGi(t, "ps", "--json", "--max-overhead", "none", "--trace", d, strconv.Itoa(pid))
 	if code != 0 {
 		t.Fatalf("gi ps --trace: %s", stderr)
 	}
@@ -163,7 +165,7 @@ func TestPsTraceStuck(t *testing.T) {
 	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{PIE: true}))
 
 	// The stall begins half a second into a three-second window.
-	cmd := exec.Command(buildGi(t), "ps", "--json", "--trace", "3s", strconv.Itoa(p.Pid))
+	cmd := exec.Command(buildGi(t), "ps", "--json", "--max-overhead", "none", "--trace", "3s", strconv.Itoa(p.Pid))
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	errPipe, _ := cmd.StderrPipe()
@@ -334,10 +336,10 @@ func TestPsTraceFreshGoroutines(t *testing.T) {
 			if c.container {
 				p = targets.StartInContainer(t, bin, targets.ContainerOptions{}, args...)
 				cmd = exec.Command("nsenter", "--target", strconv.Itoa(p.Pid), "--pid", "--",
-					"unshare", "--mount", "--fork", "--kill-child", "--mount-proc", buildGi(t), "ps", "--json", "--trace", "3s", "1")
+					"unshare", "--mount", "--fork", "--kill-child", "--mount-proc", buildGi(t), "ps", "--json", "--max-overhead", "none", "--trace", "3s", "1")
 			} else {
 				p = targets.Start(t, bin, args...)
-				cmd = exec.Command(buildGi(t), "ps", "--json", "--trace", "3s", strconv.Itoa(p.Pid))
+				cmd = exec.Command(buildGi(t), "ps", "--json", "--max-overhead", "none", "--trace", "3s", strconv.Itoa(p.Pid))
 			}
 			var stdout bytes.Buffer
 			cmd.Stdout = &stdout

@@ -91,7 +91,7 @@ func TestTopInTmux(t *testing.T) {
 	s := newTmux(t, "gitop"+strconv.Itoa(os.Getpid()), 200, 50)
 	s.keys("clear; echo BEFORE-GI-TOP", "Enter")
 	s.waitFor("the shell", contains("BEFORE-GI-TOP"))
-	s.keys(gi+" top "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	s.keys(gi+" top --max-overhead none "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
 
 	sc := s.waitFor("the grouped view with latencies", func(sc string) bool {
 		return strings.Contains(sc, "gi top - pid "+strconv.Itoa(p.Pid)) && strings.Contains(sc, "sort: count") && handleCalls(sc) > 0
@@ -101,7 +101,7 @@ func TestTopInTmux(t *testing.T) {
 			t.Errorf("screen lacks %q:\n%s", want, sc)
 		}
 	}
-	giPid := findProcess(t, "top "+strconv.Itoa(p.Pid))
+	giPid := findProcess(t, "top --max-overhead none "+strconv.Itoa(p.Pid))
 	progs, links := bpfObjectsOf(t, giPid)
 	if len(progs) == 0 {
 		t.Errorf("gi top holds no BPF programs: no trace runs")
@@ -246,7 +246,7 @@ func TestTopSmallTerminal(t *testing.T) {
 	gi := buildGi(t)
 	p := targets.Start(t, targets.Build(t, "psstates", targets.BuildOptions{}), "-park", "50", "-depth", "20", "-spin", "1")
 	s := newTmux(t, "gitopsmall"+strconv.Itoa(os.Getpid()), 160, 12)
-	s.keys(gi+" top "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	s.keys(gi+" top --max-overhead none "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
 	sc := s.waitFor("the view with more below", contains("gi top - pid", "↓ "))
 	if !strings.Contains(sc, "> ") {
 		t.Fatalf("no selected row marked:\n%s", sc)
@@ -282,9 +282,9 @@ func TestTopFollowsNewFunctions(t *testing.T) {
 	gi := buildGi(t)
 	p := targets.Start(t, targets.Build(t, "fanout", targets.BuildOptions{}), "-stage", "20ms")
 	s := newTmux(t, "gitopfollow"+strconv.Itoa(os.Getpid()), 220, 50)
-	s.keys(gi+" top "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	s.keys(gi+" top --max-overhead none "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
 	s.waitFor("the first view", contains("gi top - pid "+strconv.Itoa(p.Pid), "main.main"))
-	giPid := findProcess(t, "top "+strconv.Itoa(p.Pid))
+	giPid := findProcess(t, "top --max-overhead none "+strconv.Itoa(p.Pid))
 	// The programs gi holds once its first trace is attached (in the
 	// background): links made, and the same set twice in a row.
 	programs := func() ([]uint32, int) {
