@@ -24,9 +24,13 @@ import (
 // checked; governTrigger is the share of the budget they may take over a
 // period before the costliest are sampled (above the margin partition
 // leaves them, so that a function at the edge does not move for noise).
+// governFloor is the probes' time, as a share of one CPU, below which
+// nothing moves, whatever its share of the process's: a burst of calls in
+// a process otherwise idle, a millisecond a second at most.
 const (
 	governPeriod  = time.Second
 	governTrigger = 0.6
+	governFloor   = 0.001
 )
 
 // wholeLink is the probes of one program group of functions traced whole,
@@ -93,6 +97,7 @@ func (s *Session) govern(d Overhead) ([]*Function, uint64, error) {
 		return nil, 0, nil
 	}
 	var whole float64
+	var spent time.Duration
 	var rates []CallRate
 	for _, f := range d.Functions {
 		if f.Func.Sampled || f.Hits == 0 {
@@ -100,11 +105,12 @@ func (s *Session) govern(d Overhead) ([]*Function, uint64, error) {
 		}
 		share := float64(f.Time) / float64(cpu)
 		whole += share
+		spent += f.Time
 		// Hits at the entry and at a RET: two a call.
 		rates = append(rates, CallRate{Func: f.Func, PerSecond: float64(f.Hits) / 2 / d.Interval.Seconds(), Cost: share})
 	}
 	budget := s.Opts.MaxOverhead
-	if whole <= governTrigger*budget {
+	if whole <= governTrigger*budget || float64(spent) < governFloor*float64(d.Interval) {
 		return nil, 0, nil
 	}
 	sort.SliceStable(rates, func(i, j int) bool { return rates[i].Cost > rates[j].Cost })

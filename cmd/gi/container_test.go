@@ -87,7 +87,7 @@ func TestSidecar(t *testing.T) {
 		t.Errorf("sidecar view: pid %d, %d goroutines: %+v", doc.PID, len(doc.Goroutines), doc.Goroutines)
 	}
 
-	cmd := sidecar("trace", "--duration", "3s", "--json", "1", "main.chainA")
+	cmd := sidecar("trace", "--max-overhead", "none", "--duration", "3s", "--json", "1", "main.chainA")
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
 	errPipe, _ := cmd.StderrPipe()

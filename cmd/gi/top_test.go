@@ -140,10 +140,10 @@ func TestTopInTmux(t *testing.T) {
 }
 
 // handleRow matches a gi top row of main.handle; its group is CALLS.
-var handleRow = regexp.MustCompile(`(?m)^[ >]\s*\d+\s+.*\s(\d+)\s+\S+\s+\S+\s+main\.handle `)
+var handleRow = regexp.MustCompile(`(?m)^[ >]\s*\d+\s+.*\s~?(\d+)\s+\S+\s+\S+\s+main\.handle `)
 
-// handleCalls returns the CALLS of the main.handle row of a gi top screen,
-// 0 if there is none.
+// handleCalls returns the CALLS of the main.handle row of a gi top screen
+// (~N, an estimate, when the budget sampled it), 0 if there is none.
 func handleCalls(screen string) int {
 	m := handleRow.FindStringSubmatch(screen)
 	if m == nil {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,9 +33,17 @@ type giTrace struct {
 	done           chan struct{}
 }
 
-// startGiTrace starts gi trace and waits until it reports the probes attached.
+// startGiTrace starts gi trace and waits until it reports the probes
+// attached. Unless args set --max-overhead, every call is traced whole:
+// the tests that use it compare calls with the target's, and under a
+// budget a function of a target mostly idle is sampled once it runs
+// (TestSamplingLoadChange), as TestTraceJSONAndStatsCLI's main.multiRet
+// was in one run.
 func startGiTrace(t *testing.T, args ...string) *giTrace {
 	t.Helper()
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--max-overhead") }) {
+		args = append([]string{"--max-overhead", "none"}, args...)
+	}
 	cmd := exec.Command(buildGi(t), append([]string{"trace"}, args...)...)
 	g := &giTrace{cmd: cmd, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout = g.stdout
