@@ -17,7 +17,10 @@ until grep -q '^READY' /tmp/tracee.out; do
 	[ $i -gt 600 ] && fail "tracee not READY within 60s"
 	sleep 0.1
 done
-/gi trace --duration 6s $pid 'main.chain*' >/tmp/trace.out 2>/tmp/trace.err &
+# Traced whole: the warnings compared are the kernel features', and under
+# emulation a burst of calls in the idle tracee costs it past the budget's
+# floor (TestSamplingWindowsWork checks the windows here).
+/gi trace --max-overhead none --duration 6s $pid 'main.chain*' >/tmp/trace.out 2>/tmp/trace.err &
 gi=$!
 i=0
 until grep -q '^gi: tracing' /tmp/trace.err; do
@@ -36,7 +39,7 @@ n=$(grep -c 'main.chainA() {' /tmp/trace.out)
 # gi ps --trace (the link: the latency of the function each goroutine is
 # in) attaches through the same kernel features and must warn as gi trace
 # did.
-/gi ps --trace 2s $pid >/tmp/pstrace.out 2>/tmp/pstrace.err
+/gi ps --max-overhead none --trace 2s $pid >/tmp/pstrace.out 2>/tmp/pstrace.err
 rc=$?
 [ $rc -eq 0 ] || { cat /tmp/pstrace.err; fail "gi ps --trace exited with $rc"; }
 grep -q 'IN CALL' /tmp/pstrace.out || { cat /tmp/pstrace.out; fail "gi ps --trace printed no latency columns"; }
