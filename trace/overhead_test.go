@@ -412,6 +412,11 @@ func samplingWindowsWork(t *testing.T, bin string, opts trace.Options) {
 	if res.Unmatched != 0 {
 		t.Errorf("%d returns without their entry", res.Unmatched)
 	}
+	if res.Lost > 0 {
+		// gi says its trees are incomplete then.
+		t.Logf("%d events lost: the calls are not checked", res.Lost)
+		return
+	}
 	for _, c := range calls("main.hot") {
 		if c.Unwound || c.Running || c.ReturnSite == 0 {
 			t.Fatalf("a sampled call is not whole: %+v", c)
