@@ -107,7 +107,7 @@ func (s *Session) govern(d Overhead) ([]*Function, uint64, error) {
 		whole += share
 		spent += f.Time
 		// Hits at the entry and at a RET: two a call.
-		rates = append(rates, CallRate{Func: f.Func, PerSecond: float64(f.Hits) / 2 / d.Interval.Seconds(), Cost: share})
+		rates = append(rates, CallRate{Func: f.Func, PerSecond: float64(f.Hits) / 2 / d.Interval.Seconds(), Cost: share, CPU: f.Time.Seconds() / d.Interval.Seconds()})
 	}
 	budget := s.Opts.MaxOverhead
 	if whole <= governTrigger*budget || float64(spent) < governFloor*float64(d.Interval) {
@@ -276,6 +276,7 @@ func (s *Session) demote(rates []CallRate) (uint64, error) {
 		for _, counted := range s.Rates {
 			if counted.Func == r.Func {
 				s.wholeCost = max(0, s.wholeCost-counted.Cost)
+				s.wholeCPU = max(0, s.wholeCPU-counted.CPU)
 			}
 		}
 	}

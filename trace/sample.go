@@ -67,6 +67,10 @@ type CallRate struct {
 	// cost, against the process's CPU time in the window, or one CPU's
 	// when that is unknown: Overhead.BudgetShare).
 	Cost float64
+	// CPU is the same time as a share of one CPU's: what governFloor
+	// weighs (a function costly only against an idle process's CPU time
+	// is not worth a window).
+	CPU float64
 }
 
 // Sampling sums up what sampling did over a run.
@@ -209,7 +213,7 @@ func (s *Session) countCalls(idx, sched []int) ([]CallRate, error) {
 	// took its caller's every cycle is counted at the rate the probe
 	// allowed, and found costly all the same.
 	rate := func(fn *Function, n uint64, spent time.Duration) CallRate {
-		r := CallRate{Func: fn, PerSecond: float64(n) / wall.Seconds()}
+		r := CallRate{Func: fn, PerSecond: float64(n) / wall.Seconds(), CPU: spent.Seconds() / wall.Seconds()}
 		if cpu > 0 {
 			r.Cost = spent.Seconds() / cpu.Seconds()
 		} else {
@@ -290,16 +294,19 @@ func (s *Session) readHits(idx []int) ([]uint64, error) {
 }
 
 // partition chooses the functions to sample among rates, beside functions
-// traced whole already that cost whole: none while tracing every function
-// whole fits the budget's margin; else the costliest of rates, until the
-// rest costs half the margin at most. It marks them Sampled.
-func partition(rates []CallRate, budget, whole float64) []CallRate {
+// traced whole already that cost whole (wholeCPU of one CPU): none while
+// tracing every function whole fits the budget's margin, or takes less
+// than governFloor of one CPU (the share of an idle process's CPU time
+// is no measure); else the costliest of rates, until the rest costs half
+// the margin at most. It marks them Sampled.
+func partition(rates []CallRate, budget, whole, wholeCPU float64) []CallRate {
 	target := budget * budgetMargin
-	total := whole
+	total, totalCPU := whole, wholeCPU
 	for _, r := range rates {
 		total += r.Cost
+		totalCPU += r.CPU
 	}
-	if total <= target {
+	if total <= target || totalCPU < governFloor {
 		return nil
 	}
 	sorted := append([]CallRate(nil), rates...)
@@ -709,8 +716,8 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 	}
 	// The scheduler's probes compete for the budget as one more
 	// function, and are attached in windows if partition samples them.
-	sampled := partition(rates, s.Opts.MaxOverhead, 0)
-	s.wholeCost = wholeCost(rates)
+	sampled := partition(rates, s.Opts.MaxOverhead, 0, 0)
+	s.wholeCost, s.wholeCPU = wholeCost(rates)
 	isSched := func(r CallRate) bool { return r.Func == s.schedFunc }
 	if i := slices.IndexFunc(rates, isSched); i >= 0 {
 		r := rates[i]
@@ -742,8 +749,10 @@ func (s *Session) sampleAdded(groups []probeGroup, first, n int) []probeGroup {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead not enforced on the functions added: counting calls: %v", err))
 		return groups
 	}
-	sampled := partition(rates, s.Opts.MaxOverhead, s.wholeCost)
-	s.wholeCost += wholeCost(rates)
+	sampled := partition(rates, s.Opts.MaxOverhead, s.wholeCost, s.wholeCPU)
+	cost, cpu := wholeCost(rates)
+	s.wholeCost += cost
+	s.wholeCPU += cpu
 	s.Rates = append(s.Rates, rates...)
 	return s.sampleGroups(groups, sampled, "")
 }
@@ -755,15 +764,15 @@ func notEnforcedPerf(n int) string {
 }
 
 // wholeCost is what the functions of rates partition did not sample cost
-// traced whole.
-func wholeCost(rates []CallRate) float64 {
-	var c float64
+// traced whole: a share of the process's CPU time, and of one CPU's.
+func wholeCost(rates []CallRate) (cost, cpu float64) {
 	for _, r := range rates {
 		if !r.Func.Sampled {
-			c += r.Cost
+			cost += r.Cost
+			cpu += r.CPU
 		}
 	}
-	return c
+	return cost, cpu
 }
 
 // sampleGroups returns groups without the probes of the sampled functions

@@ -42,26 +42,39 @@ func TestBuilderCut(t *testing.T) {
 
 func TestPartition(t *testing.T) {
 	hot, warm, light := &Function{Name: "hot"}, &Function{Name: "warm"}, &Function{Name: "light"}
-	rates := []CallRate{{Func: light, Cost: 0.001}, {Func: hot, Cost: 3}, {Func: warm, Cost: 0.02}}
-	sampled := partition(rates, 0.05, 0)
+	// Busy enough: each function's probes would take a CPU share past
+	// the floor.
+	rates := []CallRate{{Func: light, Cost: 0.001, CPU: 0.001}, {Func: hot, Cost: 3, CPU: 0.5}, {Func: warm, Cost: 0.02, CPU: 0.01}}
+	sampled := partition(rates, 0.05, 0, 0)
 	if len(sampled) != 2 || sampled[0].Func != hot || sampled[1].Func != warm || !hot.Sampled || !warm.Sampled || light.Sampled {
 		t.Fatalf("sampled %+v", sampled)
 	}
 	hot.Sampled, warm.Sampled = false, false
 	// Within the budget's margin (three quarters of it), nothing is sampled.
 	margin := 0.05 * budgetMargin
-	if s := partition([]CallRate{{Func: light, Cost: margin / 4}, {Func: warm, Cost: margin / 2}}, 0.05, 0); len(s) != 0 || warm.Sampled {
+	if s := partition([]CallRate{{Func: light, Cost: margin / 4, CPU: 0.01}, {Func: warm, Cost: margin / 2, CPU: 0.01}}, 0.05, 0, 0); len(s) != 0 || warm.Sampled {
 		t.Fatalf("sampled %+v under the budget", s)
 	}
 	// Functions added to a trace (Session.Add) count against what those
 	// traced whole already cost: beside a quarter of the margin, half of
 	// it still fits; beside the whole margin, the new ones are sampled,
 	// the costliest first, even a light one.
-	if s := partition([]CallRate{{Func: warm, Cost: margin / 2}}, 0.05, margin/4); len(s) != 0 || warm.Sampled {
+	if s := partition([]CallRate{{Func: warm, Cost: margin / 2, CPU: 0.01}}, 0.05, margin/4, 0.01); len(s) != 0 || warm.Sampled {
 		t.Fatalf("sampled %+v beside a quarter of the margin", s)
 	}
-	if s := partition([]CallRate{{Func: light, Cost: margin / 8}, {Func: warm, Cost: margin / 4}}, 0.05, margin); len(s) != 2 || s[0].Func != warm || !light.Sampled {
+	if s := partition([]CallRate{{Func: light, Cost: margin / 8, CPU: 0.0001}, {Func: warm, Cost: margin / 4, CPU: 0.0002}}, 0.05, margin, 0.01); len(s) != 2 || s[0].Func != warm || !light.Sampled {
 		t.Fatalf("sampled %+v beside the whole margin", s)
+	}
+	light.Sampled, warm.Sampled = false, false
+	// An idle process: light's calls would take 8% of its CPU time, but
+	// 0.15 ms a second of one CPU, under governFloor with what is traced
+	// whole: nothing is sampled. Past the floor, it is.
+	idle := []CallRate{{Func: light, Cost: 0.08, CPU: 0.00015}}
+	if s := partition(idle, 0.05, 0.01, 0.0002); len(s) != 0 || light.Sampled {
+		t.Fatalf("sampled %+v in an idle process, under the floor", s)
+	}
+	if s := partition(idle, 0.05, 0.01, governFloor); len(s) != 1 || !light.Sampled {
+		t.Fatalf("sampled %+v past the floor", s)
 	}
 }
 

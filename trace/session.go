@@ -156,8 +156,9 @@ type Session struct {
 	// group (a function moves out of them to the sampler: demote).
 	whole []*wholeLink
 	// wholeCost is the estimated cost of the functions counted and traced
-	// whole (MaxOverhead): a share of the process's CPU time.
-	wholeCost float64
+	// whole (MaxOverhead): a share of the process's CPU time; wholeCPU
+	// the same as a share of one CPU's.
+	wholeCost, wholeCPU float64
 	// SchedRate is the scheduler's probes' rate (Options.Why, counted
 	// with the functions' under MaxOverhead): hits per second, and their
 	// cost; nil when not counted.

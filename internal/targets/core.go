@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,7 +37,24 @@ func StartToCrash(t testing.TB, bin string, args ...string) *Crashing {
 		}
 	})
 	t.Setenv("GOTRACEBACK", "crash")
-	p := Start(t, bin, args...)
+	// The dump the runtime prints as it dies (every goroutine, then the
+	// registers) goes to a file, its tail logged if the test fails: on
+	// the test's stderr it would bury the failures of other tests.
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer stderr.Close()
+		if !t.Failed() {
+			return
+		}
+		if b, err := os.ReadFile(stderr.Name()); err == nil {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("the target's stderr, its last %d lines:\n%s", min(len(lines), 40), strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
+	p := start(t, stderr, bin, args...)
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_CORE, &lim); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,13 @@ type Process struct {
 // killed when the test ends.
 func Start(tb testing.TB, bin string, args ...string) *Process {
 	tb.Helper()
-	p, err := StartProcess(bin, args...)
+	return start(tb, stderrCopy{}, bin, args...)
+}
+
+// start is Start with the target's stderr copied to stderr.
+func start(tb testing.TB, stderr io.Writer, bin string, args ...string) *Process {
+	tb.Helper()
+	p, err := startProcess(stderr, bin, args...)
 	if err != nil {
 		tb.Fatalf("start %s: %v", bin, err)
 	}
@@ -51,12 +57,17 @@ func Start(tb testing.TB, bin string, args ...string) *Process {
 
 // StartProcess is Start for callers without a testing.TB; the caller kills it.
 func StartProcess(bin string, args ...string) (*Process, error) {
+	return startProcess(stderrCopy{}, bin, args...)
+}
+
+// startProcess is StartProcess with the target's stderr copied to stderr.
+func startProcess(stderr io.Writer, bin string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
 	// The target's stderr reaches the test's through a pipe this process
 	// copies, never the test's own descriptor: a descendant that outlived
 	// the test would otherwise hold go test's output open (it waits for
 	// it, minutes). WaitDelay bounds the copy after the target is gone.
-	cmd.Stderr = stderrCopy{}
+	cmd.Stderr = stderr
 	cmd.WaitDelay = 5 * time.Second
 	// Its own process group, killed whole by Kill: what the target starts
 	// (unshare's child, a container's init) goes with it.
