@@ -393,13 +393,19 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 		}
 	}
 	// Copied in the stop or from the frozen copy: the buffer is made
-	// before the stop, its pages faulted in (a heap of a gigabyte is a
-	// quarter of a million pages), sized from the heap as it is now,
-	// with room to grow.
+	// before the stop, sized from the heap as it is now, with room to
+	// grow. Copied in the stop, its pages are faulted in first (a heap
+	// of a gigabyte is a quarter of a million pages); read from the
+	// frozen copy after the stop, they fault in as the copy is read,
+	// which costs no pause and no time for the room left unused (1.7 s
+	// less for a 1 GiB heap on a Firecracker guest: hugemem.Lazy). A
+	// freeze refused in the stop copies into it there, faulting.
 	var buf, whole []byte
 	if tracked == nil {
 		if h, err := heap.Read(t.Mem, &t.Layout.Heap, t.Binary.Arch, t.Bias, opts.Heap); err == nil {
-			if n := h.ScanBytes(); n >= 4<<20 {
+			if n := h.ScanBytes(); n >= 4<<20 && freeze {
+				buf, whole, _ = hugemem.Lazy(int(2*n + 64<<20))
+			} else if n >= 4<<20 {
 				buf, whole, _ = hugemem.Populated(int(n + n/4 + 16<<20))
 			}
 		}

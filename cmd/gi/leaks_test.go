@@ -107,7 +107,9 @@ func keys(m map[uint64]bool) []uint64 {
 // runs on; --leaks with --trace is refused in one line.
 func TestPsLeaks(t *testing.T) {
 	requirePrivilege(t)
-	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "3")
+	// 24 MiB of heap that holds pointers: read from the frozen copy into
+	// a buffer of gi's own (hugemem.Lazy), not a small heap's.
+	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "3", "-ballast-mb", "24")
 	truth, _ := leakyTruth(t, p)
 	pid := strconv.Itoa(p.Pid)
 
@@ -130,10 +132,14 @@ func TestPsLeaks(t *testing.T) {
 		Leaks struct {
 			Frozen      bool  `json:"frozen"`
 			ReapPauseNS int64 `json:"reap_pause_ns"`
+			HeapBytes   int64 `json:"heap_bytes"`
 		} `json:"leaks"`
 	}
 	if err := json.Unmarshal([]byte(frozen), &fdoc); err != nil {
 		t.Fatal(err)
+	}
+	if fdoc.Leaks.HeapBytes < 24<<20 {
+		t.Errorf("%d bytes of heap copied, want the target's 24 MiB of ballast and more", fdoc.Leaks.HeapBytes)
 	}
 	if !fdoc.Leaks.Frozen || fdoc.Leaks.ReapPauseNS <= 0 {
 		t.Errorf("gi ps --leaks of a live target: frozen %v, reap pause %dns; want a frozen copy, reaped", fdoc.Leaks.Frozen, fdoc.Leaks.ReapPauseNS)

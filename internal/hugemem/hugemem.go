@@ -44,3 +44,21 @@ func Populated(n int) (buf, whole []byte, ok bool) {
 	}
 	return out[:n:n], m, true
 }
+
+// Lazy maps n zero bytes outside the Go heap, in small pages
+// (MADV_NOHUGEPAGE), each faulted in when first written: for a copy made
+// where faults cost no pause (from a process's frozen copy, after the
+// stop), only what is written costs anything. On a guest whose kernel
+// reports free memory to its host (page_reporting, Firecracker's), a
+// huge page reported free is faulted in again by the host at its first
+// touch: populating 1 GiB took 0.7-1.8 s in huge pages on such a guest,
+// and 0.25 s in small ones. buf is the n bytes; whole is the mapping to
+// unmap. ok is false if the kernel refuses the mapping.
+func Lazy(n int) (buf, whole []byte, ok bool) {
+	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, nil, false
+	}
+	unix.Madvise(m, unix.MADV_NOHUGEPAGE)
+	return m, m, true
+}

@@ -8,7 +8,9 @@
 //	G <goid> <class> leaked|kept
 //
 // once every one of them is parked (as the runtime's own dump says).
-// With -finq, a kept goroutine waits on a channel that only a queued
+// With -ballast-mb M, a global holds M MiB of heap objects that hold
+// pointers (a heap large enough for gi to copy it into a buffer of its
+// own). With -finq, a kept goroutine waits on a channel that only a queued
 // finalizer holds. With -clock, a goroutine spins reading the clock. With -mover, one kept goroutine waits on a channel that a goroutine
 // moves, every few microseconds, between two heap objects far apart: a
 // copy of the heap taken while the program runs, unless made exact at
@@ -81,8 +83,16 @@ var (
 	report    = make(chan record, 1<<16)
 	// kept holds the objects the kept goroutines wait on.
 	kept []any
-	name = "box"
+	// ballast is -ballast-mb of heap that holds pointers.
+	ballast *ballastNode
+	name    = "box"
 )
+
+// ballastNode is a 4 KiB heap object in a chain.
+type ballastNode struct {
+	next *ballastNode
+	_    [4096 - 8]byte
+}
 
 func main() {
 	n := flag.Int("n", 5, "goroutines of each kind")
@@ -90,7 +100,11 @@ func main() {
 	clock := flag.Bool("clock", false, "keep a goroutine reading the clock (in the vDSO, on its thread's system stack)")
 	finq := flag.Bool("finq", false, "park a goroutine on a channel only a queued finalizer holds")
 	staleWords := flag.Bool("stale", false, "keep the leaked goroutines' objects' addresses as integers in a heap object")
+	ballastMB := flag.Int("ballast-mb", 0, "hold this many MiB of 4 KiB objects that point at each other, from a global")
 	flag.Parse()
+	for i := 0; i < *ballastMB<<8; i++ {
+		ballast = &ballastNode{next: ballast}
+	}
 	if *staleWords {
 		stale = &staleBox{name: &name}
 	}
