@@ -260,6 +260,13 @@ func (c *Core) readNotes(f *elf.File) (notes, error) {
 					n.threadPid = th.TID
 				}
 				c.Threads = append(c.Threads, th)
+			case ptrace.NotePRFPREG, ptrace.NoteX86XState:
+				// The vector registers of the thread whose NT_PRSTATUS
+				// came last: the XSAVE area where there is one, else
+				// the FXSAVE area (arm64: user_fpsimd_state).
+				if k := len(c.Threads) - 1; k >= 0 && (c.Threads[k].Vector == nil || typ == ptrace.NoteX86XState) {
+					c.Threads[k].Vector, c.Threads[k].VectorNote = append([]byte(nil), desc...), uint32(typ)
+				}
 			case ntPrpsinfo:
 				if len(desc) >= 56 && f.Class == elf.ELFCLASS64 {
 					n.pid = int(order.Uint32(desc[24:]))

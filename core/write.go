@@ -129,7 +129,19 @@ func (img *Image) notes() []elfwriter.Note {
 		}
 		return elfwriter.Note{Type: elf.NT_PRSTATUS, Name: core, Data: d}
 	}
-	notes := []elfwriter.Note{prstatus(img.Threads[0]), {Type: elf.NT_PRPSINFO, Name: core, Data: img.prpsinfo()}}
+	// A thread's vector registers follow its NT_PRSTATUS, as the
+	// kernel writes them: NT_PRFPREG named CORE, NT_X86_XSTATE LINUX.
+	vector := func(th ptrace.Thread) []elfwriter.Note {
+		switch th.VectorNote {
+		case ptrace.NotePRFPREG:
+			return []elfwriter.Note{{Type: elf.NType(th.VectorNote), Name: core, Data: th.Vector}}
+		case ptrace.NoteX86XState:
+			return []elfwriter.Note{{Type: elf.NType(th.VectorNote), Name: "LINUX\x00", Data: th.Vector}}
+		}
+		return nil
+	}
+	notes := append([]elfwriter.Note{prstatus(img.Threads[0])}, vector(img.Threads[0])...)
+	notes = append(notes, elfwriter.Note{Type: elf.NT_PRPSINFO, Name: core, Data: img.prpsinfo()})
 	if len(img.Auxv) > 0 {
 		notes = append(notes, elfwriter.Note{Type: elf.NType(ntAuxv), Name: core, Data: img.Auxv})
 	}
@@ -138,6 +150,7 @@ func (img *Image) notes() []elfwriter.Note {
 	}
 	for _, th := range img.Threads[1:] {
 		notes = append(notes, prstatus(th))
+		notes = append(notes, vector(th)...)
 	}
 	if img.Taken != 0 {
 		d := binary.LittleEndian.AppendUint64(nil, uint64(img.Taken))

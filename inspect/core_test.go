@@ -64,6 +64,13 @@ func compareCoreWithDump(t *testing.T, p *targets.Process, path string, parked i
 	if c.Process.PID != p.Pid || !strings.HasPrefix(c.Command, "psstates") || len(c.Threads) < 2 {
 		t.Errorf("core of pid %d (%q), %d threads; want pid %d, psstates, its threads", c.Process.PID, c.Command, len(c.Threads), p.Pid)
 	}
+	for _, th := range c.Threads {
+		// The kernel and gdb write each thread's vector registers
+		// after its NT_PRSTATUS (the leak walk scans them).
+		if len(th.Vector) < 512 || th.VectorErr != nil {
+			t.Errorf("thread %d of the core: %d bytes of vector registers (note %#x)", th.TID, len(th.Vector), th.VectorNote)
+		}
+	}
 	tgt, err := inspect.New(c.Process)
 	if err != nil {
 		t.Fatal(err)

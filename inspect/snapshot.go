@@ -75,6 +75,10 @@ type Target struct {
 	// while the process runs. A process that cannot be frozen is read
 	// in the stop, and Snapshot.FreezeRefused says why.
 	Freeze bool
+	// VectorRegs has the stop read every thread's vector registers too
+	// (ptrace.Stopped.ReadVector), for the Hooks' Stopped: a thread
+	// stopped in the middle of a copy may hold a pointer there only.
+	VectorRegs bool
 
 	// frozen is the copy being read, while a snapshot reads one;
 	// freezeRefused why the last Freeze asked for was refused.
@@ -314,6 +318,10 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 			continue
 		}
 		meter.markAt(mk.Name, true, mk.Usage)
+	}
+	if t.VectorRegs {
+		stopped.ReadVector()
+		meter.mark("vector", true)
 	}
 	now := monotonicNow() + int64(t.clockOffset) // the target's clock
 	taken := time.Now()

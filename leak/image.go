@@ -465,10 +465,10 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	// that ran a multiple of 256 times (g.trackingSeq) and parked again
 	// in the same place has the same stamp and other values on its
 	// stack — a pointer the walk would miss.
-	keep, inStop, frz := t.KeepStacks, t.StacksInStop, t.Freeze
-	t.Hooks, t.KeepStacks, t.StacksInStop, t.Freeze = hooks, true, true, freeze
+	keep, inStop, frz, vec := t.KeepStacks, t.StacksInStop, t.Freeze, t.VectorRegs
+	t.Hooks, t.KeepStacks, t.StacksInStop, t.Freeze, t.VectorRegs = hooks, true, true, freeze, true
 	defer func() {
-		t.Hooks, t.KeepStacks, t.StacksInStop, t.Freeze = prev, keep, inStop, frz
+		t.Hooks, t.KeepStacks, t.StacksInStop, t.Freeze, t.VectorRegs = prev, keep, inStop, frz, vec
 		if whole != nil { // not handed to an image
 			unix.Munmap(whole)
 		}

@@ -30,6 +30,7 @@
 package leak
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
@@ -275,6 +276,10 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 			res.Undecided = fmt.Sprintf("the registers of thread %d could not be read: %v", th.TID, th.RegsErr)
 			return res
 		}
+		if th.VectorErr != nil && im.Busy[th.TID] {
+			res.Undecided = fmt.Sprintf("the vector registers of thread %d, stopped at work, could not be read: %v", th.TID, th.VectorErr)
+			return res
+		}
 	}
 	if len(im.Contents.Unread) > 0 {
 		res.Undecided = fmt.Sprintf("%d spans of the heap could not be read (the first at %#x)", len(im.Contents.Unread), im.Contents.Unread[0])
@@ -296,6 +301,15 @@ func Find(t *inspect.Target, snap *inspect.Snapshot, im *Image, lim Options) *Re
 		r := th.Regs
 		for _, v := range append([]uint64{r.PC, r.SP, r.BP, r.LR, r.G, r.Arg0}, r.All[:]...) {
 			w.word(v)
+		}
+		// Its vector registers, every word: a copy through them
+		// (memmove) may hold the only pointer to an object. The
+		// runtime's own collector never looks there (it stops
+		// goroutines at safe points; an asynchronously preempted one's
+		// saved vector state it assumes scalar), gi stops threads
+		// anywhere.
+		for i := 0; i+8 <= len(th.Vector); i += 8 {
+			w.word(binary.LittleEndian.Uint64(th.Vector[i:]))
 		}
 	}
 	for _, s := range im.ThreadStacks {

@@ -17,3 +17,18 @@ func getRegs(tid int) (Regs, error) {
 	copy(out.All[:], (*[unsafe.Sizeof(r) / 8]uint64)(unsafe.Pointer(&r))[:])
 	return out, nil
 }
+
+// getVector reads the vector registers of a stopped thread: the XSAVE
+// area (x87, SSE, AVX, AVX-512 and beyond: up to a few KiB, AMX's tiles
+// 8 KiB more), or the FXSAVE area (x87 and SSE) where the kernel has no
+// NT_X86_XSTATE.
+func getVector(tid int) ([]byte, uint32, error) {
+	if b, err := getRegSet(tid, NoteX86XState, make([]byte, 16<<10)); err == nil {
+		return b, NoteX86XState, nil
+	}
+	b, err := getRegSet(tid, NotePRFPREG, make([]byte, 512))
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, NotePRFPREG, nil
+}

@@ -78,3 +78,13 @@ func syscallArg0(tid int, nr int64) (uint64, error) {
 	}
 	return strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
 }
+
+// getVector reads the vector registers of a stopped thread: V0-V31,
+// FPSR and FPCR (user_fpsimd_state).
+func getVector(tid int) ([]byte, uint32, error) {
+	b, err := getRegSet(tid, NotePRFPREG, make([]byte, 528))
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, NotePRFPREG, nil
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -154,8 +155,48 @@ type Thread struct {
 	Regs Regs
 	// RegsErr is set when the registers could not be read.
 	RegsErr error
+	// Vector is the thread's vector and floating-point register set, as
+	// the kernel's regset VectorNote gives it (amd64: NT_X86_XSTATE, the
+	// XSAVE area, or NT_PRFPREG, the FXSAVE area; arm64: NT_PRFPREG,
+	// user_fpsimd_state), read by Stopped.ReadVector; VectorErr says why
+	// it could not be.
+	Vector     []byte
+	VectorNote uint32
+	VectorErr  error
 
 	sig int // signal to re-inject on detach
+}
+
+// Register sets of PTRACE_GETREGSET, and the notes of a core that hold
+// them.
+const (
+	NotePRFPREG   = 2     // NT_PRFPREG
+	NoteX86XState = 0x202 // NT_X86_XSTATE
+)
+
+// ReadVector reads the vector registers of every stopped thread
+// (Thread.Vector): what the general registers do not hold of a thread
+// stopped anywhere, in the middle of a copy through vector registers
+// (memmove) say.
+func (s *Stopped) ReadVector() {
+	s.t.do(func() error {
+		for i := range s.Threads {
+			th := &s.Threads[i]
+			th.Vector, th.VectorNote, th.VectorErr = getVector(th.TID)
+		}
+		return nil
+	})
+}
+
+// getRegSet reads register set note of thread tid into buf, and returns
+// the part the kernel filled.
+func getRegSet(tid int, note uint32, buf []byte) ([]byte, error) {
+	iov := unix.Iovec{Base: &buf[0]}
+	iov.SetLen(len(buf))
+	if _, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), uintptr(note), uintptr(unsafe.Pointer(&iov)), 0, 0); errno != 0 {
+		return nil, fmt.Errorf("thread %d: register set %#x: %w", tid, note, errno)
+	}
+	return append([]byte(nil), buf[:iov.Len]...), nil
 }
 
 // Stopped is a process with all its threads stopped by a Tracer.

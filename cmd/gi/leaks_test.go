@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	corefile "github.com/gi-debug/gi/core"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -119,6 +120,18 @@ func TestPsLeaks(t *testing.T) {
 	if got := leakedOf(t, doc); !sameSet(got, truth) {
 		t.Errorf("gi ps --leaks --json marks %v leaked, the target leaked %v", keys(got), keys(truth))
 	}
+	// The core holds each thread's vector registers, which the walk
+	// scanned (gi ps --leaks reads them in the stop).
+	if c, err := corefile.Open(core, ""); err != nil {
+		t.Error(err)
+	} else {
+		for _, th := range c.Threads {
+			if len(th.Vector) < 512 {
+				t.Errorf("thread %d in gi's core: %d bytes of vector registers", th.TID, len(th.Vector))
+			}
+		}
+		c.Close()
+	}
 	back := giOK(t, "ps", "--leaks", "--json", core)
 	if got := leakedOf(t, back); !sameSet(got, truth) {
 		t.Errorf("gi ps --leaks --json <its core> marks %v leaked, the target leaked %v", keys(got), keys(truth))
@@ -189,4 +202,29 @@ func TestPsLeaksKernelCore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLeaksVectorRegisters parks a goroutine on a channel whose only
+// reference outside its own stack is a vector register of a running
+// thread (testdata/vecspin -chan): it can still be woken, and gi ps
+// --leaks must judge it and not report it (without the vector registers
+// read in the stop, it would).
+func TestLeaksVectorRegisters(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "vecspin", targets.BuildOptions{}), "-chan")
+	doc := giOK(t, "ps", "--leaks", "--json", strconv.Itoa(p.Pid))
+	var d struct {
+		Leaks struct {
+			Candidates int    `json:"candidates"`
+			Leaked     int    `json:"leaked"`
+			Undecided  string `json:"undecided"`
+		} `json:"leaks"`
+	}
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Leaks.Candidates != 1 || d.Leaks.Leaked != 0 || d.Leaks.Undecided != "" || len(leakedOf(t, doc)) != 0 {
+		t.Errorf("gi ps --leaks: %+v, leaked %v; want main.waiter judged and kept", d.Leaks, leakedOf(t, doc))
+	}
+	targets.CheckNotStopped(t, p.Pid)
 }
