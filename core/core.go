@@ -260,11 +260,14 @@ func (c *Core) readNotes(f *elf.File) (notes, error) {
 					n.threadPid = th.TID
 				}
 				c.Threads = append(c.Threads, th)
-			case ptrace.NotePRFPREG, ptrace.NoteX86XState:
+			case ptrace.NotePRFPREG, ptrace.NoteX86XState, ptrace.NoteARMSVE:
 				// The vector registers of the thread whose NT_PRSTATUS
 				// came last: the XSAVE area where there is one, else
-				// the FXSAVE area (arm64: user_fpsimd_state).
-				if k := len(c.Threads) - 1; k >= 0 && (c.Threads[k].Vector == nil || typ == ptrace.NoteX86XState) {
+				// the FXSAVE area (arm64: user_fpsimd_state, or gdb's
+				// NT_ARM_SVE alone on a CPU with SVE: a header, then
+				// the same or the Z and P registers; every word is
+				// scanned all the same).
+				if k := len(c.Threads) - 1; k >= 0 && (c.Threads[k].Vector == nil || typ != ptrace.NotePRFPREG) {
 					c.Threads[k].Vector, c.Threads[k].VectorNote = append([]byte(nil), desc...), uint32(typ)
 				}
 			case ntPrpsinfo:
@@ -293,6 +296,13 @@ func (c *Core) readNotes(f *elf.File) (notes, error) {
 	}
 	if len(c.Threads) == 0 {
 		return n, errors.New("no thread (NT_PRSTATUS) in its notes")
+	}
+	for i := range c.Threads {
+		// A core gi wrote without them (a thread in a system call, or
+		// an older gi): the leak walk says it could not read them.
+		if c.Threads[i].Vector == nil {
+			c.Threads[i].VectorErr = fmt.Errorf("thread %d: the core holds no vector registers of it", c.Threads[i].TID)
+		}
 	}
 	if n.pid == 0 {
 		n.pid = n.threadPid // no NT_PRPSINFO: the first thread's id

@@ -73,6 +73,11 @@ func (t *Target) SnapshotCore(tr *ptrace.Tracer, path string, o CoreOptions) (*S
 	mem := t.Mem
 	t.Mem = rec
 	defer func() { t.Mem = mem }()
+	// The threads' vector registers go in the core too, as the kernel
+	// writes them: gi ps --leaks of the core scans them.
+	vec := t.VectorRegs
+	t.VectorRegs = true
+	defer func() { t.VectorRegs = vec }()
 	var threads []ptrace.Thread
 	var taken int64
 	// The hooks a caller set (gi ps --leaks copies the heap in the

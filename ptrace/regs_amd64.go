@@ -22,11 +22,12 @@ func getRegs(tid int) (Regs, error) {
 // area (x87, SSE, AVX, AVX-512 and beyond: up to a few KiB, AMX's tiles
 // 8 KiB more), or the FXSAVE area (x87 and SSE) where the kernel has no
 // NT_X86_XSTATE.
-func getVector(tid int) ([]byte, uint32, error) {
-	if b, err := getRegSet(tid, NoteX86XState, make([]byte, 16<<10)); err == nil {
+// scratch is a buffer of 16 KiB to read into.
+func getVector(tid int, scratch []byte) ([]byte, uint32, error) {
+	if b, err := getRegSet(tid, NoteX86XState, scratch); err == nil {
 		return b, NoteX86XState, nil
 	}
-	b, err := getRegSet(tid, NotePRFPREG, make([]byte, 512))
+	b, err := getRegSet(tid, NotePRFPREG, scratch[:512])
 	if err != nil {
 		return nil, 0, err
 	}

@@ -81,8 +81,9 @@ func syscallArg0(tid int, nr int64) (uint64, error) {
 
 // getVector reads the vector registers of a stopped thread: V0-V31,
 // FPSR and FPCR (user_fpsimd_state).
-func getVector(tid int) ([]byte, uint32, error) {
-	b, err := getRegSet(tid, NotePRFPREG, make([]byte, 528))
+// scratch is a buffer to read into, 528 bytes at least.
+func getVector(tid int, scratch []byte) ([]byte, uint32, error) {
+	b, err := getRegSet(tid, NotePRFPREG, scratch[:528])
 	if err != nil {
 		return nil, 0, err
 	}

@@ -172,24 +172,46 @@ type Thread struct {
 const (
 	NotePRFPREG   = 2     // NT_PRFPREG
 	NoteX86XState = 0x202 // NT_X86_XSTATE
+	NoteARMSVE    = 0x405 // NT_ARM_SVE: gdb writes arm64's vector registers there alone where the CPU has SVE
 )
 
-// ReadVector reads the vector registers of every stopped thread
-// (Thread.Vector): what the general registers do not hold of a thread
-// stopped anywhere, in the middle of a copy through vector registers
-// (memmove) say.
+// ReadVector reads the vector registers of the stopped threads not in a
+// system call (Thread.Vector): what the general registers do not hold of
+// a thread stopped anywhere, in the middle of a copy through vector
+// registers (memmove) say. A thread in a system call is left without
+// (the kernel saved its user state on entry; gi's walk reads only the
+// threads at work). Read after the process resumed, or with the tracer
+// gone, every thread gets the error.
 func (s *Stopped) ReadVector() {
-	s.t.do(func() error {
+	if s.resumed {
+		s.vectorFailed(errors.New("the process was resumed"))
+		return
+	}
+	err := s.t.do(func() error {
+		scratch := make([]byte, 16<<10)
 		for i := range s.Threads {
 			th := &s.Threads[i]
-			th.Vector, th.VectorNote, th.VectorErr = getVector(th.TID)
+			if th.RegsErr == nil && th.Regs.Syscall >= 0 {
+				continue
+			}
+			th.Vector, th.VectorNote, th.VectorErr = getVector(th.TID, scratch)
 		}
 		return nil
 	})
+	if err != nil {
+		s.vectorFailed(err)
+	}
+}
+
+// vectorFailed sets err as every thread's VectorErr.
+func (s *Stopped) vectorFailed(err error) {
+	for i := range s.Threads {
+		s.Threads[i].Vector, s.Threads[i].VectorErr = nil, fmt.Errorf("thread %d: vector registers: %w", s.Threads[i].TID, err)
+	}
 }
 
 // getRegSet reads register set note of thread tid into buf, and returns
-// the part the kernel filled.
+// a copy of the part the kernel filled.
 func getRegSet(tid int, note uint32, buf []byte) ([]byte, error) {
 	iov := unix.Iovec{Base: &buf[0]}
 	iov.SetLen(len(buf))

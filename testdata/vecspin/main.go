@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -42,7 +43,7 @@ func startWaiter() {
 	go waiter(c)
 	for {
 		buf := make([]byte, 1<<16)
-		if n := runtime.Stack(buf, true); bytesContains(buf[:n], "main.waiter(") {
+		if n := runtime.Stack(buf, true); bytesContains(buf[:n], "[chan receive]:\nmain.waiter(") {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -60,6 +61,12 @@ func bytesContains(b []byte, s string) bool {
 }
 
 func main() {
+	// spin cannot be preempted: another P for the rest of the program,
+	// and no collection, whose stop of the world would wait for it.
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
+	debug.SetGCPercent(-1)
 	chanMode := flag.Bool("chan", false, "hold only a waited-on channel's address in the vector register")
 	flag.Parse()
 	v := uint64(0x5ec7)<<48 | uint64(os.Getpid())
