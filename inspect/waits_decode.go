@@ -426,10 +426,11 @@ func (t *Target) syncState(w *rawWaits, kind string, base, sema uint64) *WaitObj
 	W := &t.Layout.Wait
 	obj := &WaitObject{Kind: kind, Addr: base, Sync: &SyncState{}, Name: t.globalName(base)}
 	obj.Type = map[string]string{"mutex": "*sync.Mutex", "rwmutex": "*sync.RWMutex", "waitgroup": "*sync.WaitGroup", "sema": "semaphore"}[kind]
-	win := w.windows[sema]
+	window, copied := w.windows[sema]
+	win := window.bytes
 	at := func(off int64, size int) (uint64, bool) {
 		p := int64(base) + off - int64(sema-semWindowBefore)
-		if win == nil || p < 0 || p+int64(size) > int64(len(win)) {
+		if !copied || p < int64(window.lo) || p+int64(size) > int64(window.hi) {
 			return 0, false
 		}
 		if size == 4 {

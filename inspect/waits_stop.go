@@ -15,7 +15,17 @@ const (
 	maxSudogsSlack  = 1 << 12
 	semWindowBefore = 16 // bytes read before a semaphore: the sync object around it
 	semWindowLen    = 32
+	// windowPage is the smallest page: a mapping begins and ends on one.
+	windowPage = 4096
 )
+
+// semWindow is the bytes around a semaphore, from semWindowBefore bytes
+// before it, of which [lo, hi) were read (a window at the edge of a
+// mapping is read within the semaphore's page).
+type semWindow struct {
+	bytes  []byte
+	lo, hi int
+}
 
 // rawWaits is what the stop copied of the objects goroutines wait on. The
 // stop only copies (the sudogs stay in rounds, in read order); the sudog
@@ -28,7 +38,7 @@ type rawWaits struct {
 	// semaOf maps a g's address to the semaphore its goroutine sleeps on
 	// (from the semaphore table), windows the bytes around each semaphore.
 	semaOf  map[uint64]uint64
-	windows map[uint64][]byte
+	windows map[uint64]semWindow
 	// timerWhen maps a g's address to its time.Sleep deadline, read from
 	// its timer (before Go 1.23; later releases keep it in the g).
 	timerWhen map[uint64]int64
@@ -46,7 +56,7 @@ type rawWaits struct {
 
 type waitRead struct {
 	addr  uint64
-	owner uint64 // g address for timers
+	owner uint64 // g address for timers, the semaphore for windows
 	size  int32
 	what  readKind
 }
@@ -92,7 +102,7 @@ type waitScratch struct {
 // per-sudog map, buffers faulted in before the stop (pool).
 func (t *Target) copyWaits(waiters []waiter, live int, pool []byte, scratch *waitScratch, polls map[uint64]int) *rawWaits {
 	W := &t.Layout.Wait
-	w := &rawWaits{chans: map[uint64][]byte{}, semaOf: map[uint64]uint64{}, windows: map[uint64][]byte{}, timerWhen: map[uint64]int64{},
+	w := &rawWaits{chans: map[uint64][]byte{}, semaOf: map[uint64]uint64{}, windows: map[uint64]semWindow{}, timerWhen: map[uint64]int64{},
 		polls: map[uint64][]byte{}, pollFD: polls, conds: map[uint64][]byte{}}
 	if !W.Known {
 		return w
@@ -171,6 +181,16 @@ func (t *Target) copyWaits(waiters []waiter, live int, pool []byte, scratch *wai
 		for i, r := range reads {
 			if failed != nil && failed[i] {
 				bufs[i] = nil
+				// A window that began below its mapping (a sync
+				// object at the start of the heap's first arena):
+				// read again from the semaphore's page.
+				if r.what == readWindow {
+					page := r.owner &^ (windowPage - 1)
+					lo, hi := max(r.addr, page), min(r.addr+semWindowLen, page+windowPage)
+					if lo != r.addr || hi != r.addr+semWindowLen {
+						next = append(next, waitRead{addr: lo, size: int32(hi - lo), what: readWindow, owner: r.owner})
+					}
+				}
 				continue
 			}
 			b := bufs[i]
@@ -180,7 +200,15 @@ func (t *Target) copyWaits(waiters []waiter, live int, pool []byte, scratch *wai
 			case readTimer:
 				w.timerWhen[r.owner] = int64(binary.LittleEndian.Uint64(b))
 			case readWindow:
-				w.windows[r.addr+semWindowBefore] = b
+				// Kept as if read from semWindowBefore bytes before the
+				// semaphore: what a window read from its page lacks
+				// is zero (not the object's: it lies in the page).
+				win := semWindow{bytes: b, hi: len(b)}
+				if at := int(r.addr - (r.owner - semWindowBefore)); at > 0 || len(b) < semWindowLen {
+					win.bytes = make([]byte, semWindowLen)
+					win.lo, win.hi = at, at+copy(win.bytes[at:], b)
+				}
+				w.windows[r.owner] = win
 			case readPollDesc:
 				w.polls[r.addr] = b
 			case readCond, readListSudog, readSudogProbe, readCondSudog:
@@ -210,7 +238,7 @@ func (t *Target) copyWaits(waiters []waiter, live int, pool []byte, scratch *wai
 				queueSema(t.u64(b, W.Sudog.WaitLink))
 				if sema := t.u64(b, W.Sudog.Elem); sema > semWindowBefore && !semas[sema] {
 					semas[sema] = true
-					next = append(next, waitRead{addr: sema - semWindowBefore, size: semWindowLen, what: readWindow})
+					next = append(next, waitRead{addr: sema - semWindowBefore, size: semWindowLen, what: readWindow, owner: sema})
 				}
 			}
 		}

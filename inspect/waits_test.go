@@ -108,7 +108,7 @@ func mainSleeps(snap *inspect.Snapshot) bool {
 
 func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announced, stripped bool) {
 	t.Helper()
-	if len(want) != 4+3+2+1+100+1+4+1+2+1+2+4+1 {
+	if len(want) != 4+3+2+1+100+1+4+1+2+1+1+2+4+1 {
 		t.Fatalf("the target announced %d blocked goroutines", len(want))
 	}
 	byID := map[uint64]*inspect.Goroutine{}
@@ -220,6 +220,13 @@ func checkWaits(t *testing.T, snap *inspect.Snapshot, want map[uint64][]announce
 	if wo := find("rwmutex", "main.readLock"); wo != nil {
 		if s := wo.Object.Sync; !s.Locked || s.Waiters != 2 || s.Readers != 2 {
 			t.Errorf("main.rw: %+v, want write-locked, 2 readers waiting", *s)
+		}
+	}
+	// At the start of a mapping: its state read all the same, from the
+	// semaphore's page.
+	if wo := find("rwmutex", "main.readLockEdge"); wo != nil {
+		if s := wo.Object.Sync; wo.Object.Unknown != "" || !s.Locked || s.Waiters != 1 || s.Readers != 1 {
+			t.Errorf("the RWMutex at a mapping's start: %+v (%q), want write-locked, 1 reader waiting", *s, wo.Object.Unknown)
 		}
 	}
 	if wo := find("waitgroup", "main.waitGroup"); wo != nil {

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 var fan = flag.Int("fan", 100, "goroutines receiving from one channel")
@@ -120,6 +121,16 @@ func lockHeap(m *sync.Mutex) {
 func readLock() {
 	announce("sync.RWMutex.RLock", fmt.Sprintf("kind=rwmutex addr=%p name=main.rw dir=read", &rw))
 	rw.RLock()
+}
+
+// readLockEdge read-locks m, a sync.RWMutex at the first byte of a
+// mapping whose page before is not mapped: its semaphores are at its
+// start, and the bytes before them cannot be read.
+//
+//go:noinline
+func readLockEdge(m *sync.RWMutex) {
+	announce("sync.RWMutex.RLock", fmt.Sprintf("kind=rwmutex addr=%p dir=read", m))
+	m.RLock()
 }
 
 //go:noinline
@@ -248,6 +259,20 @@ func main() {
 	}
 	rwR.RLock()
 	go writeLock()
+	mem, err := syscall.Mmap(-1, 0, 3*4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err == nil {
+		// Its first page unmapped (syscall.Munmap takes whole mappings).
+		if _, _, errno := syscall.Syscall(syscall.SYS_MUNMAP, uintptr(unsafe.Pointer(&mem[0])), 4096, 0); errno != 0 {
+			err = errno
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "waiters: a mapping for the RWMutex at its start:", err)
+		os.Exit(1)
+	}
+	edge := (*sync.RWMutex)(unsafe.Pointer(&mem[4096]))
+	edge.Lock()
+	go readLockEdge(edge)
 	wg.Add(1)
 	for i := 0; i < 2; i++ {
 		go waitGroup()
@@ -260,7 +285,7 @@ func main() {
 
 	// READY once the runtime's own dump shows every announced goroutine
 	// blocked with its reason.
-	want := 4 + 3 + 2 + 1 + *fan + 1 + 4 + 1 + 2 + 1 + 2 + 4 + 1
+	want := 4 + 3 + 2 + 1 + *fan + 1 + 4 + 1 + 2 + 1 + 1 + 2 + 4 + 1
 	for {
 		printMu.Lock()
 		n := len(waiting)
