@@ -62,6 +62,16 @@ func (h *Heap) ScanBytes() int64 {
 // not free it), else into a buffer of its own; through a Viewer, it
 // keeps the views instead of copying.
 func Copy(mem BatchReader, h *Heap, maxBytes int64, buf []byte) (*Contents, error) {
+	return CopyChecked(mem, h, maxBytes, buf, nil)
+}
+
+// checkEvery is how many bytes CopyChecked copies between two checks.
+const checkEvery = 64 << 20
+
+// CopyChecked is Copy calling check, if set, after each checkEvery bytes
+// copied: its error ends the copy (a bound the caller keeps while it
+// reads, such as what a process sharing the memory it reads may grow).
+func CopyChecked(mem BatchReader, h *Heap, maxBytes int64, buf []byte, check func() error) (*Contents, error) {
 	c := &Contents{heap: h, data: make([][]byte, len(h.Spans))}
 	var ranges []proc.Range
 	var idx []int
@@ -107,14 +117,28 @@ func Copy(mem BatchReader, h *Heap, maxBytes int64, buf []byte) (*Contents, erro
 	}
 	buf = buf[:total]
 	failed := map[int]bool{}
-	if err := mem.ReadBatch(ranges, buf); err != nil {
-		var be *proc.BatchError
-		if !errors.As(err, &be) {
-			c.Release()
-			return nil, fmt.Errorf("copy the heap's spans: %w", err)
+	for lo, off := 0, 0; lo < len(ranges); {
+		hi, n := lo, 0
+		for hi < len(ranges) && (check == nil || hi == lo || n+ranges[hi].Len <= checkEvery) {
+			n += ranges[hi].Len
+			hi++
 		}
-		for _, i := range be.Failed {
-			failed[i] = true
+		if err := mem.ReadBatch(ranges[lo:hi], buf[off:off+n]); err != nil {
+			var be *proc.BatchError
+			if !errors.As(err, &be) {
+				c.Release()
+				return nil, fmt.Errorf("copy the heap's spans: %w", err)
+			}
+			for _, i := range be.Failed {
+				failed[lo+i] = true
+			}
+		}
+		lo, off = hi, off+n
+		if check != nil {
+			if err := check(); err != nil {
+				c.Release()
+				return nil, err
+			}
 		}
 	}
 	off := 0

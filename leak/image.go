@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,18 +102,19 @@ func (im *Image) Release() {
 // the executable's data and bss (the globals, load bias applied). Call
 // it while the process is stopped, or on a core file.
 func Capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeLayout, bias uint64, threads []ptrace.Thread, lim Options) (*Image, error) {
-	return capture(mem, exe, layout, bias, threads, lim, nil)
+	return capture(mem, exe, layout, bias, threads, lim, nil, nil)
 }
 
-// capture is Capture copying the heap into buf when it is large enough.
-func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeLayout, bias uint64, threads []ptrace.Thread, lim Options, buf []byte) (*Image, error) {
+// capture is Capture copying the heap into buf when it is large enough,
+// calling check (if set) as it copies the heap and once done.
+func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeLayout, bias uint64, threads []ptrace.Thread, lim Options, buf []byte, check func() error) (*Image, error) {
 	start := time.Now()
 	lim.defaults()
 	h, err := heap.Read(mem, &layout.Heap, exe.Arch, bias, lim.Heap)
 	if err != nil {
 		return nil, fmt.Errorf("read the heap: %w", err)
 	}
-	c, err := heap.Copy(mem, h, lim.Bytes, buf)
+	c, err := heap.CopyChecked(mem, h, lim.Bytes, buf, check)
 	if err != nil {
 		return nil, err
 	}
@@ -128,8 +130,43 @@ func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeL
 	im.Queued, im.QueuedUnknown = queued(mem, &layout.Heap.Queues, bias)
 	im.Runtime = runtimeObjects(mem, &layout.Heap.Objects, bias)
 	im.Took = time.Since(start)
+	if check != nil {
+		if err := check(); err != nil {
+			im.Release()
+			return nil, err
+		}
+	}
 	return im, nil
 }
+
+// growthCheck returns a check that process pid has faulted in no more
+// than bound bytes (minor faults, a page each) since it was made, nil
+// for no bound (negative), or where the faults cannot be read.
+func growthCheck(pid int, bound int64) func() error {
+	if bound == 0 {
+		bound = defaultGrowth
+	}
+	base, err := proc.MinorFaults(pid)
+	if bound < 0 || err != nil {
+		return nil
+	}
+	page := int64(os.Getpagesize())
+	return func() error {
+		n, err := proc.MinorFaults(pid)
+		if err != nil || int64(n-base)*page <= bound {
+			return nil
+		}
+		return fmt.Errorf("%w: the process faulted in %d MiB or more while its frozen copy was read, past the bound of %d MiB (gi ps --leaks-max-growth): the copy was given up, no walk made",
+			ErrGrowth, int64(n-base)*page>>20, bound>>20)
+	}
+}
+
+// defaultGrowth is Options.Growth's default.
+const defaultGrowth = 1 << 30
+
+// ErrGrowth is the error of a capture given up as the process grew past
+// Options.Growth while its frozen copy was read.
+var ErrGrowth = errors.New("memory bound hit")
 
 // exeBounds returns the link-time bounds of the executable's loaded
 // segments.
@@ -440,7 +477,13 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 			if freeze && !frozen {
 				why = "the process could not be frozen: " + t.FreezeRefused()
 			}
-			im, capErr = capture(t.Mem, t.Binary, t.Layout, t.Bias, threads, opts, buf)
+			var check func() error
+			if frozen {
+				// The process runs on, sharing its memory with the
+				// copy: each page it writes is copied.
+				check = growthCheck(t.PID, opts.Growth)
+			}
+			im, capErr = capture(t.Mem, t.Binary, t.Layout, t.Bias, threads, opts, buf, check)
 			if im != nil {
 				im.buffer, whole = whole, nil
 				im.Frozen = frozen

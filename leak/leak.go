@@ -89,6 +89,12 @@ type Options struct {
 	// InStop copies the heap and the globals in the stop, none before
 	// (gi ps --core: the core holds what the stop read).
 	InStop bool
+	// Growth bounds the memory the process may fault in while its
+	// frozen copy is read (Take): copies of the pages it writes while
+	// it shares them with the copy, and fresh ones, counted by its
+	// minor faults (a page each). Past it the copy is given up and the
+	// walk is not made (0: 1 GiB; negative: no bound).
+	Growth int64
 	// NoFreeze reads a live process in the stop, or before it where the
 	// kernel tracks written pages, not from a copy it makes of itself
 	// (Take): the paths a process that cannot be frozen takes.

@@ -177,3 +177,24 @@ func parseStatTime(data []byte) (time.Duration, error) {
 	}
 	return time.Duration(u+s) * time.Second / clockTicks, nil
 }
+
+// MinorFaults returns the minor page faults of process pid so far (field
+// 10 of /proc/<pid>/stat, its exited threads included): each maps a page
+// it had no copy of, a fresh one or a copy of one it shared and wrote.
+func MinorFaults(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(data, ')')
+	f := bytes.Fields(data[i+1:])
+	// After the name: state (3), ... minflt is field 10, the 8th here.
+	if i < 0 || len(f) < 8 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, data)
+	}
+	n, err := strconv.ParseUint(string(f[7]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: minflt: %w", pid, err)
+	}
+	return n, nil
+}

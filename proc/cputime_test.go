@@ -61,3 +61,27 @@ func threadCPU(t *testing.T) time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// TestMinorFaults counts this process's minor faults before and after it
+// writes 64 fresh pages: at least 64 more.
+func TestMinorFaults(t *testing.T) {
+	before, err := MinorFaults(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(-1, 0, 64<<12, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	for i := 0; i < len(m); i += 1 << 12 {
+		m[i] = 1
+	}
+	after, err := MinorFaults(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after < before+64 {
+		t.Errorf("minor faults %d, then %d after writing 64 fresh pages", before, after)
+	}
+}

@@ -20,7 +20,10 @@ type leakReport struct {
 
 // leakOptions are the walk's options for the flags o.
 func leakOptions(o psOptions, errOut io.Writer) leak.Options {
-	opts := leak.Options{InStop: o.coreFile != ""}
+	opts := leak.Options{InStop: o.coreFile != "", Growth: int64(o.leakMaxGrowth) << 20}
+	if o.leakMaxGrowth < 0 {
+		opts.Growth = -1
+	}
 	if o.leakTrace {
 		opts.Trace = errOut
 	}

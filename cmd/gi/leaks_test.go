@@ -235,3 +235,41 @@ func TestLeaksVectorRegisters(t *testing.T) {
 	}
 	targets.CheckNotStopped(t, p.Pid)
 }
+
+// TestPsLeaksGrowthBound reads a target that keeps writing 256 MiB while
+// gi reads the copy it made of itself (each page it writes is then
+// copied): with --leaks-max-growth 1 the copy is given up, the walk
+// undecided and saying why (only the goroutines leaked by definition are
+// reported), the target unharmed and without children;
+// with the default bound (1 GiB), the exact leaked set.
+func TestPsLeaksGrowthBound(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "2", "-ballast-mb", "64", "-churn-mb", "256")
+	truth, _ := leakyTruth(t, p)
+	pid := strconv.Itoa(p.Pid)
+	var d struct {
+		Leaks struct {
+			Undecided string `json:"undecided"`
+		} `json:"leaks"`
+	}
+	bounded := giOK(t, "ps", "--leaks", "--json", "--leaks-max-growth", "1", pid)
+	if err := json.Unmarshal([]byte(bounded), &d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Leaks.Undecided, "past the bound of 1 MiB") {
+		t.Errorf("gi ps --leaks --leaks-max-growth 1: undecided %q; want the bound hit", d.Leaks.Undecided)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+	if kids := targets.Children(p.Pid); len(kids) != 0 {
+		t.Errorf("the target has children after the copy was given up: %v", kids)
+	}
+	for _, bad := range []string{"0", "-2"} {
+		_, stderr, code := runGi(t, "ps", "--leaks", "--leaks-max-growth", bad, pid)
+		checkOneLineError(t, stderr, code, `--leaks-max-growth: `+bad+` MiB; want a positive bound, or -1 for none`)
+	}
+	whole := giOK(t, "ps", "--leaks", "--json", pid)
+	if got := leakedOf(t, whole); !sameSet(got, truth) {
+		t.Errorf("gi ps --leaks --json marks %v leaked, the target leaked %v", keys(got), keys(truth))
+	}
+	targets.CheckNotStopped(t, p.Pid)
+}

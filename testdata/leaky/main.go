@@ -10,7 +10,8 @@
 // once every one of them is parked (as the runtime's own dump says).
 // With -ballast-mb M, a global holds M MiB of heap objects that hold
 // pointers (a heap large enough for gi to copy it into a buffer of its
-// own). With -finq, a kept goroutine waits on a channel that only a queued
+// own). With -churn-mb M, a goroutine keeps writing every page of M MiB.
+// With -finq, a kept goroutine waits on a channel that only a queued
 // finalizer holds. With -clock, a goroutine spins reading the clock. With -mover, one kept goroutine waits on a channel that a goroutine
 // moves, every few microseconds, between two heap objects far apart: a
 // copy of the heap taken while the program runs, unless made exact at
@@ -88,6 +89,16 @@ var (
 	name    = "box"
 )
 
+// churn writes a byte of every page of b, again and again: each page a
+// copy of the process shares with it is copied again as soon as written.
+func churn(b []byte) {
+	for n := byte(1); ; n++ {
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = n
+		}
+	}
+}
+
 // ballastNode is a 4 KiB heap object in a chain.
 type ballastNode struct {
 	next *ballastNode
@@ -101,7 +112,11 @@ func main() {
 	finq := flag.Bool("finq", false, "park a goroutine on a channel only a queued finalizer holds")
 	staleWords := flag.Bool("stale", false, "keep the leaked goroutines' objects' addresses as integers in a heap object")
 	ballastMB := flag.Int("ballast-mb", 0, "hold this many MiB of 4 KiB objects that point at each other, from a global")
+	churnMB := flag.Int("churn-mb", 0, "keep writing every page of this many MiB, from a goroutine that never blocks")
 	flag.Parse()
+	if *churnMB > 0 {
+		go churn(make([]byte, *churnMB<<20))
+	}
 	for i := 0; i < *ballastMB<<8; i++ {
 		ballast = &ballastNode{next: ballast}
 	}
