@@ -33,7 +33,8 @@ type CoreCuts struct {
 	// not; of those, the ones whose stack's top lies past it
 	// (StackPast) are cut short. Among the cuts at g structures in the
 	// middle of those past the allgs array, InGs is one that leaves the
-	// most stacks past it.
+	// most stacks past it; if none leaves one, a cut at the bottom of a
+	// stack that lies past its own g structure.
 	InGs      int64
 	At        uint64
 	Before    map[uint64]bool
@@ -81,11 +82,13 @@ func FindCoreCuts(tb testing.TB, path, bin string, gs []uint64) CoreCuts {
 	}
 	floor := max(last, coreOffset(c, allgs)) // the runtime's variables lie before the heap
 	stackTop := map[uint64]int64{}           // where the core holds each g's stack's last byte
+	stackLo := map[uint64]uint64{}           // and its first byte's address
 	var past []uint64
 	for _, g := range gs {
-		var hi [8]byte
-		if coreRead(c, hi[:], g+8) {
-			stackTop[g] = coreOffset(c, binary.LittleEndian.Uint64(hi[:])-1)
+		var b [16]byte
+		if coreRead(c, b[:], g) {
+			stackLo[g] = binary.LittleEndian.Uint64(b[:])
+			stackTop[g] = coreOffset(c, binary.LittleEndian.Uint64(b[8:])-1)
 		}
 		if coreOffset(c, g) > floor {
 			past = append(past, g)
@@ -111,6 +114,23 @@ func FindCoreCuts(tb testing.TB, path, bin string, gs []uint64) CoreCuts {
 	for _, at := range past[len(past)/4 : len(past)*3/4] {
 		if before, stackPast := split(at); cuts.Before == nil || len(stackPast) > len(cuts.StackPast) {
 			cuts.At, cuts.InGs, cuts.Before, cuts.StackPast = at, coreOffset(c, at), before, stackPast
+		}
+	}
+	if len(cuts.StackPast) > 0 {
+		return cuts
+	}
+	// Every stack lies before its g structure around the middle (the
+	// heap's spans of stacks and of g structures fall either way): cut
+	// instead at the bottom of a stack that lies past its own g, past
+	// the allgs array, leaving goroutines after the cut (no other stack
+	// straddles a stack's bottom).
+	for _, g := range past {
+		lo := stackLo[g]
+		if lo == 0 || coreOffset(c, lo) <= coreOffset(c, g) {
+			continue
+		}
+		if before, stackPast := split(lo); len(stackPast) > len(cuts.StackPast) && len(before) < len(gs) {
+			cuts.At, cuts.InGs, cuts.Before, cuts.StackPast = lo, coreOffset(c, lo), before, stackPast
 		}
 	}
 	return cuts
