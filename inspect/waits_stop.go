@@ -184,7 +184,7 @@ func (t *Target) copyWaits(waiters []waiter, live int, pool []byte, scratch *wai
 				// A window that began below its mapping (a sync
 				// object at the start of the heap's first arena):
 				// read again from the semaphore's page.
-				if r.what == readWindow {
+				if r.what == readWindow && r.size == semWindowLen { // not a retry
 					page := r.owner &^ (windowPage - 1)
 					lo, hi := max(r.addr, page), min(r.addr+semWindowLen, page+windowPage)
 					if lo != r.addr || hi != r.addr+semWindowLen {

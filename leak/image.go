@@ -140,14 +140,15 @@ func capture(mem heap.Reader, exe *elfbin.Binary, layout *runtimelayout.RuntimeL
 }
 
 // growthCheck returns a check that process pid has faulted in no more
-// than bound bytes (minor faults, a page each) since it was made, nil
-// for no bound (negative), or where the faults cannot be read.
-func growthCheck(pid int, bound int64) func() error {
+// than bound bytes since its count of minor faults was base (read before
+// the stop: a page each; a fresh huge page counts one, a page of a file
+// read ahead one too: an estimate, exact for what the copy costs, pages
+// the process writes while it shares them), nil for no bound (negative).
+func growthCheck(pid int, base uint64, bound int64) func() error {
 	if bound == 0 {
 		bound = defaultGrowth
 	}
-	base, err := proc.MinorFaults(pid)
-	if bound < 0 || err != nil {
+	if bound < 0 {
 		return nil
 	}
 	page := int64(os.Getpagesize())
@@ -464,6 +465,16 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	if prev != nil {
 		*hooks = *prev
 	}
+	// The process's faults are counted from before the stop: the copy
+	// is read from the stop on (the goroutines' stacks first).
+	var faults uint64
+	faultsErr := errors.New("not counted")
+	hooks.Stopping = func() {
+		if prev != nil && prev.Stopping != nil {
+			prev.Stopping()
+		}
+		faults, faultsErr = proc.MinorFaults(t.PID)
+	}
 	hooks.Stopped = func(threads []ptrace.Thread, now int64) error {
 		if prev != nil && prev.Stopped != nil {
 			if err := prev.Stopped(threads, now); err != nil {
@@ -478,10 +489,10 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 				why = "the process could not be frozen: " + t.FreezeRefused()
 			}
 			var check func() error
-			if frozen {
+			if frozen && faultsErr == nil {
 				// The process runs on, sharing its memory with the
 				// copy: each page it writes is copied.
-				check = growthCheck(t.PID, opts.Growth)
+				check = growthCheck(t.PID, faults, opts.Growth)
 			}
 			im, capErr = capture(t.Mem, t.Binary, t.Layout, t.Bias, threads, opts, buf, check)
 			if im != nil {

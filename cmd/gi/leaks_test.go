@@ -238,7 +238,7 @@ func TestLeaksVectorRegisters(t *testing.T) {
 
 // TestPsLeaksGrowthBound reads a target that keeps writing 256 MiB while
 // gi reads the copy it made of itself (each page it writes is then
-// copied): with --leaks-max-growth 1 the copy is given up, the walk
+// copied, once): with --leaks-max-growth 1 the copy is given up, the walk
 // undecided and saying why (only the goroutines leaked by definition are
 // reported), the target unharmed and without children;
 // with the default bound (1 GiB), the exact leaked set.
@@ -263,9 +263,9 @@ func TestPsLeaksGrowthBound(t *testing.T) {
 	if kids := targets.Children(p.Pid); len(kids) != 0 {
 		t.Errorf("the target has children after the copy was given up: %v", kids)
 	}
-	for _, bad := range []string{"0", "-2"} {
+	for _, bad := range []string{"0", "-2", "1073741825"} {
 		_, stderr, code := runGi(t, "ps", "--leaks", "--leaks-max-growth", bad, pid)
-		checkOneLineError(t, stderr, code, `--leaks-max-growth: `+bad+` MiB; want a positive bound, or -1 for none`)
+		checkOneLineError(t, stderr, code, `--leaks-max-growth: `+bad+` MiB; want a bound from 1 to 1073741824, or -1 for none`)
 	}
 	whole := giOK(t, "ps", "--leaks", "--json", pid)
 	if got := leakedOf(t, whole); !sameSet(got, truth) {

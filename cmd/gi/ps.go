@@ -81,7 +81,7 @@ given with --binary.`,
 	f.BoolVar(&o.leaks, "leaks", false, "find the leaked goroutines: blocked on channels and sync objects that nothing able to run can reach (the heap copied in the stop, or before it where the kernel tracks written pages, and walked after it)")
 	f.BoolVar(&o.leakTrace, "leaks-trace", false, "with --leaks: say, on stderr, how each blocked goroutine found able to run is reached")
 	f.MarkHidden("leaks-trace")
-	f.IntVar(&o.leakMaxGrowth, "leaks-max-growth", 1024, "with --leaks: MiB of memory the process may fault in while gi reads the copy it made of itself (each page it writes meanwhile is copied); past it the copy is given up (-1: no bound)")
+	f.IntVar(&o.leakMaxGrowth, "leaks-max-growth", 1024, "with --leaks: MiB of memory the process may fault in (counted by its minor faults) while gi reads the copy it made of itself (each page it writes meanwhile is copied); past it the copy is given up (-1: no bound)")
 	f.DurationVar(&o.watch, "watch", 0, "take a snapshot now and one every `D`, and print after each how the goroutines grew: by creation site and by stack, with rates, and how many have not moved (until Ctrl-C, or --count)")
 	f.IntVar(&o.watchCount, "count", 0, "with --watch: stop after `N` intervals")
 	f.StringVar(&o.since, "since", "", "compare with a listing saved earlier by gi ps --json `FILE`: how the goroutines grew since, and which have not moved (the target may be another saved listing)")
@@ -153,8 +153,8 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.leaks && o.trace > 0 {
 		return fmt.Errorf("--leaks and --trace: one at a time")
 	}
-	if o.leakMaxGrowth < -1 || o.leakMaxGrowth == 0 {
-		return fmt.Errorf("--leaks-max-growth: %d MiB; want a positive bound, or -1 for none", o.leakMaxGrowth)
+	if o.leakMaxGrowth < -1 || o.leakMaxGrowth == 0 || o.leakMaxGrowth > 1<<30 {
+		return fmt.Errorf("--leaks-max-growth: %d MiB; want a bound from 1 to %d, or -1 for none", o.leakMaxGrowth, 1<<30)
 	}
 	if o.watchCount != 0 && o.watch == 0 {
 		return fmt.Errorf("--count goes with --watch D")

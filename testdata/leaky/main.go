@@ -89,8 +89,8 @@ var (
 	name    = "box"
 )
 
-// churn writes a byte of every page of b, again and again: each page a
-// copy of the process shares with it is copied again as soon as written.
+// churn writes a byte of every page of b, again and again: each page the
+// process shares with a copy of itself is copied as soon as written.
 func churn(b []byte) {
 	for n := byte(1); ; n++ {
 		for i := 0; i < len(b); i += 4096 {

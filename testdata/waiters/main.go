@@ -16,6 +16,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -121,6 +122,28 @@ func lockHeap(m *sync.Mutex) {
 func readLock() {
 	announce("sync.RWMutex.RLock", fmt.Sprintf("kind=rwmutex addr=%p name=main.rw dir=read", &rw))
 	rw.RLock()
+}
+
+// edgeMutex returns a sync.RWMutex at the first byte of a mapping whose
+// page before is not mapped: two pages are mapped at a fixed low address,
+// far below where the kernel and the runtime map anything (none replaced:
+// MAP_FIXED_NOREPLACE), and the first is unmapped.
+func edgeMutex() (*sync.RWMutex, error) {
+	const mapFixedNoReplace = 0x100000
+	page := uintptr(os.Getpagesize())
+	for _, at := range []uintptr{0x20000000, 0x28000000, 0x30000000, 0x38000000} {
+		addr, _, errno := syscall.Syscall6(syscall.SYS_MMAP, at, 2*page, syscall.PROT_READ|syscall.PROT_WRITE,
+			syscall.MAP_ANON|syscall.MAP_PRIVATE|mapFixedNoReplace, ^uintptr(0), 0)
+		if errno != 0 || addr != at {
+			continue
+		}
+		if _, _, errno := syscall.Syscall(syscall.SYS_MUNMAP, addr, page, 0); errno != 0 {
+			return nil, errno
+		}
+		first := addr + page // memory the Go runtime does not manage: no pointer of its
+		return *(**sync.RWMutex)(unsafe.Pointer(&first)), nil
+	}
+	return nil, errors.New("no free address for it")
 }
 
 // readLockEdge read-locks m, a sync.RWMutex at the first byte of a
@@ -259,18 +282,11 @@ func main() {
 	}
 	rwR.RLock()
 	go writeLock()
-	mem, err := syscall.Mmap(-1, 0, 3*4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err == nil {
-		// Its first page unmapped (syscall.Munmap takes whole mappings).
-		if _, _, errno := syscall.Syscall(syscall.SYS_MUNMAP, uintptr(unsafe.Pointer(&mem[0])), 4096, 0); errno != 0 {
-			err = errno
-		}
-	}
+	edge, err := edgeMutex()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "waiters: a mapping for the RWMutex at its start:", err)
 		os.Exit(1)
 	}
-	edge := (*sync.RWMutex)(unsafe.Pointer(&mem[4096]))
 	edge.Lock()
 	go readLockEdge(edge)
 	wg.Add(1)
