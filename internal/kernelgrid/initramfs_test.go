@@ -47,6 +47,7 @@ var guestTargets = []struct {
 	{"whyphases", targets.BuildOptions{}},
 	{"whyphases", targets.BuildOptions{PIE: true}},
 	{"hotcold", targets.BuildOptions{}},
+	{"vecspin", targets.BuildOptions{}},
 }
 
 // buildInitramfs cross-builds gi, its test binaries and the targets for

@@ -49,7 +49,9 @@ var checks = []struct{ name, column, command string }{
 	{"ps-cli", colPs, "/tests/gi.test -test.v -test.timeout 15m -test.run '^TestPsTable$'"},
 	{"ps-core", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^TestCoreMatchesRuntimeDump$/^local'"},
 	{"ps-core-write", colPs, "/tests/inspect.test -test.v -test.timeout 15m -test.run '^TestSnapshotCoreReadsBack$/^local'"},
-	{"ps-leaks", colPs, "/tests/ptrace.test -test.v -test.timeout 5m -test.run '^(TestFreeze|TestFreezeGiKilled|TestFreezeSeccomp)$' && /tests/proc.test -test.v -test.timeout 5m -test.run '^TestTracked$' && /tests/leak.test -test.v -test.timeout 15m -test.run '^(TestLeaksMatchTarget|TestLeaksMovingChannel)$/^local'"},
+	// The vector registers: read as each architecture's kernel gives
+	// them, and scanned.
+	{"ps-leaks", colPs, "/tests/ptrace.test -test.v -test.timeout 5m -test.run '^(TestFreeze|TestFreezeGiKilled|TestFreezeSeccomp|TestReadVector)$' && /tests/proc.test -test.v -test.timeout 5m -test.run '^TestTracked$' && /tests/leak.test -test.v -test.timeout 15m -test.run '^(TestLeaksMatchTarget|TestLeaksMovingChannel)$/^local' && /tests/gi.test -test.v -test.timeout 5m -test.run '^TestLeaksVectorRegisters$'"},
 	{"trace-trees", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestTraceWorkloads|TestTraceKernelFeatures|TestTraceCookieByIP|TestTracePerfEventFallback|TestTraceAdd|TestMemlockLimit)$'"},
 	{"trace-verifier", colTrace, "/tests/bpf.test -test.v -test.timeout 5m -test.run '^TestVerifierBudget$'"},
 	{"trace-args", colTrace, "/tests/trace.test -test.v -test.timeout 15m -test.run '^(TestArgsMatchTarget|TestFloatsSignalBlocked)$/^local$/^(pie)?$'"},
