@@ -153,6 +153,9 @@ func (p *Perfetto) Sampling(sm *trace.Sampling, end uint64) {
 	if sm.SchedWindowed {
 		args["why_windowed"], args["unsplit"] = true, sm.Unsplit
 	}
+	if sm.ExitWindowed {
+		args["exit_windowed"] = true
+	}
 	p.emit(traceEvent{Name: "gi: sampled", Cat: "gi", Ph: "i", S: "g", TS: float64(p.clock.Wall(end).UnixNano()) / 1e3, Args: args})
 }
 

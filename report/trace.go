@@ -137,13 +137,17 @@ type TraceSampling struct {
 	// windows only; Unsplit calls were then left without a split.
 	WhyWindowed bool   `json:"why_windowed,omitempty"`
 	Unsplit     uint64 `json:"unsplit,omitempty"`
+	// ExitWindowed: the goroutine-exit probe was attached in the windows
+	// only (trace.Sampling.ExitWindowed).
+	ExitWindowed bool `json:"exit_windowed,omitempty"`
 	// Missed, MissedFloors and MissedUnknown are trace.Sampling's: the
 	// nested calls of sampled functions calls traced whole missed.
 	Missed        uint64 `json:"missed,omitempty"`
 	MissedFloors  uint64 `json:"missed_floors,omitempty"`
 	MissedUnknown uint64 `json:"missed_unknown,omitempty"`
-	// StalledNS is trace.Sampling.Stalled.
+	// StalledNS is trace.Sampling.Stalled; ClosingNS its Closing.
 	StalledNS int64             `json:"stalled_ns,omitempty"`
+	ClosingNS int64             `json:"closing_ns"`
 	Functions []SampledFunction `json:"functions"`
 }
 
@@ -151,6 +155,7 @@ type TraceSampling struct {
 type SampledFunction struct {
 	Function       string  `json:"function"`
 	Calls          uint64  `json:"calls"`
+	Cut            uint64  `json:"cut"`
 	EstimatedCalls float64 `json:"estimated_calls"`
 	RatePerSecond  float64 `json:"rate_per_second"`
 }
@@ -161,10 +166,10 @@ func NewTraceSampling(s *trace.Sampling) *TraceSampling {
 		return nil
 	}
 	out := &TraceSampling{Budget: s.Budget, Windows: s.Windows, TracedShare: s.TracedShare(), Cut: s.Cut,
-		WhyWindowed: s.SchedWindowed, Unsplit: s.Unsplit, Missed: s.Missed, MissedFloors: s.MissedFloors, MissedUnknown: s.MissedUnknown, StalledNS: s.Stalled.Nanoseconds(),
+		WhyWindowed: s.SchedWindowed, Unsplit: s.Unsplit, ExitWindowed: s.ExitWindowed, Missed: s.Missed, MissedFloors: s.MissedFloors, MissedUnknown: s.MissedUnknown, StalledNS: s.Stalled.Nanoseconds(), ClosingNS: s.Closing.Nanoseconds(),
 		Functions: []SampledFunction{}}
 	for _, f := range s.Functions {
-		out.Functions = append(out.Functions, SampledFunction{Function: f.Func.Name, Calls: f.Calls,
+		out.Functions = append(out.Functions, SampledFunction{Function: f.Func.Name, Calls: f.Calls, Cut: f.Cut,
 			EstimatedCalls: s.EstimatedCalls(f), RatePerSecond: f.Rate.PerSecond})
 	}
 	return out

@@ -99,15 +99,24 @@ func (s *Session) govern(d Overhead) ([]*Function, uint64, error) {
 	var whole float64
 	var spent time.Duration
 	var rates []CallRate
-	for _, f := range d.Functions {
+	costs := d.Functions
+	if d.Exit.Func != nil {
+		costs = append(slices.Clip(costs), d.Exit)
+	}
+	for _, f := range costs {
 		if f.Func.Sampled || f.Hits == 0 {
 			continue
 		}
 		share := float64(f.Time) / float64(cpu)
 		whole += share
 		spent += f.Time
-		// Hits at the entry and at a RET: two a call.
-		rates = append(rates, CallRate{Func: f.Func, PerSecond: float64(f.Hits) / 2 / d.Interval.Seconds(), Cost: share, CPU: f.Time.Seconds() / d.Interval.Seconds()})
+		// Hits at the entry and at a RET: two a call (one a goroutine
+		// exit).
+		perCall := 2.0
+		if f.Func == s.exitFunc {
+			perCall = 1
+		}
+		rates = append(rates, CallRate{Func: f.Func, PerSecond: float64(f.Hits) / perCall / d.Interval.Seconds(), Cost: share, CPU: f.Time.Seconds() / d.Interval.Seconds()})
 	}
 	budget := s.Opts.MaxOverhead
 	if whole <= governTrigger*budget || float64(spent) < governFloor*float64(d.Interval) {
@@ -178,7 +187,7 @@ func (s *Session) demote(rates []CallRate) (uint64, error) {
 	for _, w := range s.whole {
 		c := &change{old: w}
 		for j, i := range w.idx {
-			if moving[s.probes[i].fn] {
+			if moving[s.probeFunc(i)] {
 				c.gone = append(c.gone, i)
 				if !s.UprobeMulti {
 					c.goneLinks = append(c.goneLinks, w.links[j])
@@ -271,9 +280,13 @@ func (s *Session) demote(rates []CallRate) (uint64, error) {
 		}
 	}
 	s.whole = keep
+	counted := s.Rates
+	if s.ExitRate != nil {
+		counted = append(slices.Clip(counted), *s.ExitRate)
+	}
 	for _, r := range rates {
 		r.Func.Sampled = true
-		for _, counted := range s.Rates {
+		for _, counted := range counted {
 			if counted.Func == r.Func {
 				s.wholeCost = max(0, s.wholeCost-counted.Cost)
 				s.wholeCPU = max(0, s.wholeCPU-counted.CPU)

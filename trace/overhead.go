@@ -39,6 +39,10 @@ type Overhead struct {
 	Hits uint64
 	// Functions are the traced functions' shares, in Selection order.
 	Functions []FunctionCost
+	// Exit is the goroutine-exit probe's share (runtime.goexit1, hit at
+	// every goroutine's exit, whatever is traced); its Func stands for it
+	// (nil without the probe).
+	Exit FunctionCost
 	// Signals counts the signals sent to read float registers, each
 	// costing the thread ProbeCosts.Signal.
 	Signals uint64
@@ -124,6 +128,9 @@ func (o Overhead) Sub(before Overhead) Overhead {
 		b := prev[t.TID]
 		d.Threads = append(d.Threads, ThreadCost{TID: t.TID, Probes: t.Probes - b.Probes, CPU: t.CPU - b.CPU})
 	}
+	d.Exit = o.Exit
+	d.Exit.Hits -= before.Exit.Hits
+	d.Exit.Time -= before.Exit.Time
 	d.Functions = make([]FunctionCost, len(o.Functions))
 	for i, f := range o.Functions {
 		d.Functions[i] = f
@@ -241,6 +248,7 @@ func (s *Session) Overhead() (Overhead, error) {
 		o.Functions[i].Func = f
 		byFunc[f] = i
 	}
+	o.Exit.Func = s.exitFunc
 	for i, p := range s.probes {
 		if hits[i] == 0 {
 			continue
@@ -252,6 +260,9 @@ func (s *Session) Overhead() (Overhead, error) {
 		if j, ok := byFunc[p.fn]; ok {
 			o.Functions[j].Hits += hits[i]
 			o.Functions[j].Time += t
+		} else if p.kind == bpf.KindGoexit {
+			o.Exit.Hits += hits[i]
+			o.Exit.Time += t
 		}
 	}
 	if s.meter.clock != nil && s.objs.ThreadCosts != nil {

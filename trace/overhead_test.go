@@ -93,22 +93,12 @@ func TestOverheadMatchesSlowdown(t *testing.T) {
 	if slowdown < 0.03 {
 		t.Fatalf("the probes slowed the loop by %.2f%% only: the test needs a measurable slowdown", 100*slowdown)
 	}
-	if len(o.Functions) != 1 || o.Functions[0].Hits == 0 || o.Functions[0].Hits != o.Hits-goexitHits(o) {
-		t.Errorf("per-function costs %+v of %d hits", o.Functions, o.Hits)
+	if len(o.Functions) != 1 || o.Functions[0].Hits == 0 || o.Functions[0].Hits+o.Exit.Hits != o.Hits || o.Exit.Func == nil {
+		t.Errorf("per-function costs %+v, goroutine exits %+v, of %d hits", o.Functions, o.Exit, o.Hits)
 	}
 	if d := math.Abs(o.Share() - slowdown); d > max(0.02, 0.25*slowdown) {
 		t.Errorf("gi estimates an overhead of %.2f%%, the target slowed by %.2f%%", 100*o.Share(), 100*slowdown)
 	}
-}
-
-// goexitHits is the hits of the goroutine-exit probe, which belongs to no
-// function.
-func goexitHits(o trace.Overhead) uint64 {
-	var n uint64
-	for _, f := range o.Functions {
-		n += f.Hits
-	}
-	return o.Hits - n
 }
 
 // TestSamplingKeepsBudget traces a function called about a billion times
@@ -267,6 +257,129 @@ func samplingKeepsBudget(t *testing.T, mode int) {
 	// most those it reported after, and one on each edge.
 	if n, lightMade := countSince(calls("main.light"), since), lightsBefore-firstLight; n < lightMade-1 || n > lightsAfter-firstLight+2 {
 		t.Errorf("%d calls of main.light traced, the target made %d meanwhile", n, lightMade)
+	}
+}
+
+// TestSamplingGoroutineExits traces a light function in a process that
+// starts and ends goroutines by the million a second. The probe on
+// goroutine exits (runtime.goexit1) fires at each whatever is traced:
+// kept whole it took 50% of the process's CPU time here. Counted with the
+// functions before the trace, it is attached in the sampling windows
+// under a 5% budget, and the loop keeps at least 95% of its untraced pace
+// (goroutines per second of the process's CPU time, measured by the
+// target in the same run), while every call of the light function is
+// traced whole.
+func TestSamplingGoroutineExits(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "hotcold", targets.BuildOptions{})
+	// On one P the loop's pace varies by 1% between phases, not 10%.
+	p := targets.Start(t, bin, "-spawn", "-procs", "1", "-light", "200ms", "-every", "250ms")
+	s, err := trace.Open(trace.Options{PID: p.Cmd.Process.Pid, MaxOverhead: 0.05, Include: []trace.Pattern{trace.ExactName("main.light")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.ExitRate == nil || s.ExitRate.PerSecond < 1e4 {
+		t.Fatalf("goroutine exits counted at %+v", s.ExitRate)
+	}
+	t.Logf("counted: %.0f goroutine exits/s (%.1f%% if kept whole); warnings %v", s.ExitRate.PerSecond, 100*s.ExitRate.Cost, s.Warnings)
+	if sm := s.Sampling(); sm == nil || !sm.ExitWindowed || len(sm.Functions) != 0 || !s.ExitRate.Func.Sampled {
+		t.Fatalf("the probe on goroutine exits is not in the windows, or a function is: %+v", sm)
+	}
+	if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "runtime.goexit1") }) {
+		t.Errorf("no warning names the probe on goroutine exits: %v", s.Warnings)
+	}
+	calls, handlers := collectCalls()
+	var ratios []float64
+	windows := 0
+	firstLight, since := lightsSince(t, p)
+	var lightsBefore, lightsAfter int
+	for range 6 {
+		untraced := loopPace(t, p, "spawn", 1, 6)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan trace.RunResult, 1)
+		go func() { done <- s.Run(ctx, trace.RunOptions{}, handlers) }()
+		traced := loopPace(t, p, "spawn", 1, 8)
+		lightsBefore = lastLight(t, p)
+		cancel()
+		res := <-done
+		lightsAfter = lastLight(t, p)
+		ratios = append(ratios, traced/untraced)
+		sm := res.Sampling
+		if sm == nil || !sm.ExitWindowed {
+			t.Fatalf("sampling report %+v", sm)
+		}
+		windows += sm.Windows
+		t.Logf("untraced %.0f goroutines/CPU-s, traced %.0f (%.2f%%); %d windows, traced %v of %v; warnings %v",
+			untraced, traced, 100*traced/untraced, sm.Windows, sm.Traced, sm.Elapsed, sm.Warnings)
+	}
+	sort.Float64s(ratios)
+	median := (ratios[2] + ratios[3]) / 2
+	o, err := s.Overhead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pace traced/untraced %.4f (median of %v); %v; goroutine exits %d hits, %v", median, ratios, o, o.Exit.Hits, o.Exit.Time)
+	if median < 0.95 {
+		t.Errorf("the loop kept %.2f%% of its untraced pace under a 5%% budget", 100*median)
+	}
+	if windows < 6 || o.Exit.Hits == 0 {
+		t.Errorf("%d windows, %d hits of the probe on goroutine exits", windows, o.Exit.Hits)
+	}
+	for _, c := range calls("main.light") {
+		if c.Unwound || c.Running || c.ReturnSite == 0 {
+			t.Fatalf("a light call is not whole: %+v", c)
+		}
+	}
+	if n, lightMade := countSince(calls("main.light"), since), lightsBefore-firstLight; n < lightMade-1 || n > lightsAfter-firstLight+2 {
+		t.Errorf("%d calls of main.light traced, the target made %d meanwhile", n, lightMade)
+	}
+}
+
+// TestSamplingLongCalls traces the demo service, whose handlers take 9 to
+// 50 ms (a mutex held while a backend sleeps), longer than a sampling
+// window, under a 5% budget that samples them. A window's closing waits
+// for its calls as long as the sampled calls take (one and a half times
+// their 99th percentile): most handler calls begun in a window are
+// reported whole, not cut (with a ten-millisecond closing 35 to 52% of
+// them were, the slow ones). The calls of main.prefetch.func1 whose
+// goroutines the demo leaks never return, and are cut whatever the wait.
+func TestSamplingLongCalls(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "demo", targets.BuildOptions{}), "-report", "250ms")
+	loopPace(t, p, "requests", 1, 4) // its clients are under way
+	s, err := trace.Open(trace.Options{PID: p.Cmd.Process.Pid, MaxOverhead: 0.05, Include: []trace.Pattern{mustPattern(t, "main.*")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	calls, handlers := collectCalls()
+	res := s.Run(context.Background(), trace.RunOptions{Duration: 12 * time.Second}, handlers)
+	sm := res.Sampling
+	if res.Err != nil || sm == nil {
+		t.Fatalf("run: %v, sampling %+v, warnings %v", res.Err, sm, s.Warnings)
+	}
+	i := slices.IndexFunc(sm.Functions, func(f trace.SampledFunction) bool { return f.Func.Name == "main.handle" })
+	if i < 0 {
+		t.Fatalf("main.handle not sampled under 5%%: %+v; rates %+v", sm.Functions, s.Rates)
+	}
+	f := sm.Functions[i]
+	var longest time.Duration
+	for _, c := range calls("main.handle") {
+		if c.Unwound || c.Running || c.ReturnSite == 0 {
+			t.Fatalf("a sampled call is not whole: %+v", c)
+		}
+		longest = max(longest, time.Duration(c.End-c.Start))
+	}
+	t.Logf("main.handle: %d calls reported, %d cut, the longest %v; %d windows, closings up to %v; %d cut in all", f.Calls, f.Cut, longest, sm.Windows, sm.Closing, sm.Cut)
+	if f.Calls < 6 || uint64(len(calls("main.handle"))) != f.Calls {
+		t.Fatalf("%d calls of main.handle reported (%d seen): too few to judge", f.Calls, len(calls("main.handle")))
+	}
+	if 4*f.Cut > f.Calls {
+		t.Errorf("%d calls of main.handle cut for %d reported: the closings did not wait for them", f.Cut, f.Calls)
+	}
+	if sm.Closing <= 10*time.Millisecond {
+		t.Errorf("the closings waited %v at most, no longer than the shortest", sm.Closing)
 	}
 }
 

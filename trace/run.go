@@ -85,11 +85,12 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	if s.schedWindowed {
 		b.WhyWindows()
 	}
-	sampledCalls := map[*Function]uint64{}
+	sampledCalls, cutCalls := map[*Function]uint64{}, map[*Function]uint64{}
 	var missed *missedBook // from the first call completed while sampling
 	b.OnCall = func(k GoroutineKey, c *Call) {
 		if c.Func.Sampled {
 			sampledCalls[c.Func]++
+			s.sampler.observe(c)
 		}
 		if sm := s.sampler; sm != nil {
 			if missed == nil {
@@ -102,6 +103,7 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		}
 	}
 	b.OnCut = func(c *Call) {
+		cutCalls[c.Func]++
 		if missed != nil {
 			missed.forget(c)
 		}
@@ -293,7 +295,7 @@ loop:
 	if s.sampler != nil {
 		r := s.sampler.snapshot()
 		// Unsplit with the calls running at the end that Flush left so.
-		r.Cut, r.Unsplit = cut, b.Unsplit
+		r.Cut, r.Unsplit = cut+b.UnwoundCut, b.Unsplit
 		if missed != nil {
 			r.Missed, r.MissedFloors, r.MissedUnknown = missed.Missed, missed.Floors, missed.Unknown
 		}
@@ -302,6 +304,7 @@ loop:
 		}
 		for i := range r.Functions {
 			r.Functions[i].Calls = sampledCalls[r.Functions[i].Func]
+			r.Functions[i].Cut = cutCalls[r.Functions[i].Func]
 		}
 		res.Sampling = &r
 	}

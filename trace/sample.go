@@ -26,9 +26,13 @@ import (
 // are traced in sampling windows: their probes attached for a window,
 // then, while the window closes, only their calls made inside a call of
 // the window still open are reported, until those have returned or a
-// deadline passes, then the probes detached. A call of a sampled function
-// is reported whole or not at all: one still open when its window's
-// probes go is cut (Builder.Cut). The windows' length and period follow
+// wait that follows the sampled calls' durations is over, then the probes
+// detached. A call of a sampled function is reported whole or not at all:
+// one still open when its window's probes go is cut (Builder.Cut), and
+// one that would be unwound is dropped the same way. The probe on
+// goroutine exits, which fires whatever is traced, is counted and costed
+// as a function of its own, and goes in the windows when it costs too
+// much. The windows' length and period follow
 // what the last window cost, measured (hits counted in the kernel at the
 // calibrated per-hit costs), against what the budget leaves after the
 // whole functions' measured cost.
@@ -43,6 +47,11 @@ const (
 	minWindow  = 10 * time.Millisecond
 	basePeriod = 500 * time.Millisecond
 	maxPeriod  = 10 * time.Second
+	// maxClosing bounds how long a window's closing waits for its calls
+	// to return, and maxDurations is how many durations of sampled calls
+	// are kept to choose the wait (see sampler.closed).
+	maxClosing   = time.Second
+	maxDurations = 256
 	// budgetMargin is the share of the budget the windows aim at: the
 	// rest absorbs the error of a period's estimate and what a window
 	// costs beyond its probes' hits (attaching and detaching write the
@@ -85,8 +94,10 @@ type Sampling struct {
 	Windows               int
 	Traced, Open, Elapsed time.Duration
 	// Cut counts the calls cut: still open when their window's probes
-	// went.
-	Cut uint64
+	// went. Closing is the longest a window waited for its calls to
+	// return (maxClosing at most).
+	Cut     uint64
+	Closing time.Duration
 	// Stalled is the time the windows' perf events (kernels without
 	// uprobe_multi links) took to attach and detach, counted against the
 	// budget as lost to the traced code: their hits then are not counted.
@@ -102,6 +113,10 @@ type Sampling struct {
 	// their time outside unknown, and are partial).
 	SchedWindowed bool
 	Unsplit       uint64
+	// ExitWindowed says that the goroutine-exit probe was attached only
+	// in the windows: it cost too much traced whole (a process that
+	// starts and ends many goroutines).
+	ExitWindowed bool
 	// Warnings say where the budget could not be kept.
 	Warnings []string
 }
@@ -111,8 +126,9 @@ type SampledFunction struct {
 	Func *Function
 	// Rate is its call rate before the trace.
 	Rate CallRate
-	// Calls counts its calls reported (whole).
-	Calls uint64
+	// Calls counts its calls reported (whole); Cut those cut, open when
+	// their window's probes went (or when it moved to the windows).
+	Calls, Cut uint64
 }
 
 // TracedShare is the share of the run the windows covered.
@@ -153,16 +169,45 @@ func (s *Session) entryProbes(first int) []int {
 	return idx
 }
 
+// pseudoProbes returns the probe sets counted as functions of their own:
+// the scheduler's (Options.Why) and, with exit, the goroutine-exit probe.
+func (s *Session) pseudoProbes(exit bool) []pseudoProbes {
+	var out []pseudoProbes
+	if len(s.schedIdx) > 0 {
+		out = append(out, pseudoProbes{fn: s.schedFunc, idx: s.schedIdx})
+	}
+	if exit && s.exitFunc != nil {
+		out = append(out, pseudoProbes{fn: s.exitFunc, idx: []int{s.exitIdx}})
+	}
+	return out
+}
+
+// probeFunc is the function probe i counts for: its own, or the
+// goroutine-exit probe's stand-in (s.exitFunc).
+func (s *Session) probeFunc(i int) *Function {
+	if s.exitFunc != nil && i == s.exitIdx {
+		return s.exitFunc
+	}
+	return s.probes[i].fn
+}
+
+// pseudoProbes are probes that are not a traced function's, counted and
+// costed as one (a Function of their own): the scheduler's probes
+// (Options.Why), the goroutine-exit probe.
+type pseudoProbes struct {
+	fn  *Function
+	idx []int
+}
+
 // countCalls attaches a counting probe at the entry probes idx (one per
-// function, s.entryProbes), and at the scheduler's probes sched
-// (Options.Why), for countWindow and returns their call rates, the
-// scheduler's probes' as those of a Function of their own (s.schedFunc):
-// their hits per second, and their cost.
-func (s *Session) countCalls(idx, sched []int) ([]CallRate, error) {
+// function, s.entryProbes), and at the probes of pseudo, for countWindow
+// and returns their call rates: each pseudo set's as those of its
+// Function, its hits per second, and their cost.
+func (s *Session) countCalls(idx []int, pseudo ...pseudoProbes) ([]CallRate, error) {
 	nfuncs := len(idx)
-	idx = append(slices.Clip(idx), sched...)
-	if len(sched) > 0 {
-		s.schedFunc = &Function{Name: "the scheduler's probes (--why)"}
+	idx = slices.Clip(idx)
+	for _, ps := range pseudo {
+		idx = append(idx, ps.idx...)
 	}
 	if s.objs.GiCount == nil {
 		return nil, errors.New("the counting program is not loaded")
@@ -221,23 +266,25 @@ func (s *Session) countCalls(idx, sched []int) ([]CallRate, error) {
 		}
 		return r
 	}
-	rates := make([]CallRate, 0, nfuncs+1)
+	rates := make([]CallRate, 0, nfuncs+len(pseudo))
 	for i, pi := range idx[:nfuncs] {
 		fn := s.probes[pi].fn
 		n := after[i] - before[i]
 		rates = append(rates, rate(fn, n, time.Duration(n)*s.callCost(fn)))
 	}
-	if len(sched) > 0 {
-		// The scheduler's probes cost their hits, each a trap at a
-		// function's entry and a program run.
+	// Each pseudo set's probes cost their hits, each a trap and a
+	// program run.
+	i := nfuncs
+	for _, ps := range pseudo {
 		var hits uint64
 		var spent time.Duration
-		for i, pi := range idx[nfuncs:] {
-			n := after[nfuncs+i] - before[nfuncs+i]
+		for _, pi := range ps.idx {
+			n := after[i] - before[i]
+			i++
 			hits += n
 			spent += time.Duration(n) * (s.meter.costs.of(s.probes[pi].class) + programEstimate)
 		}
-		rates = append(rates, rate(s.schedFunc, hits, spent))
+		rates = append(rates, rate(ps.fn, hits, spent))
 	}
 	return rates, nil
 }
@@ -352,8 +399,13 @@ type sampler struct {
 	report  Sampling
 	started time.Time // when run began
 	id      uint32
-	// period and window are the next window's period and length.
-	period, window time.Duration
+	// period and window are the next window's period and length; wait
+	// is how long its closing may wait for its calls (closed), from the
+	// durations of the sampled calls reported lately (observe; a ring,
+	// nextDuration its oldest once full).
+	period, window, wait time.Duration
+	durations            []time.Duration
+	nextDuration         int
 	// last is the overhead at the last window's end, or at the opening
 	// of a run's first window (fresh: none opened yet in this run).
 	last  Overhead
@@ -385,6 +437,14 @@ func (sm *sampler) add(sampled []CallRate, groups []probeGroup) {
 	}
 }
 
+// exitWindowed records that the goroutine-exit probe is attached in the
+// windows.
+func (sm *sampler) exitWindowed() {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.report.ExitWindowed = true
+}
+
 // probeGroups returns the sampled functions' probes by program, as of now.
 func (sm *sampler) probeGroups() []probeGroup {
 	sm.mu.Lock()
@@ -403,7 +463,7 @@ func (sm *sampler) run(ctx context.Context) {
 	sm.mu.Lock()
 	// A report per run.
 	sm.started = start
-	sm.report.Windows, sm.report.Traced, sm.report.Open, sm.report.Elapsed, sm.report.Stalled = 0, 0, 0, 0, 0
+	sm.report.Windows, sm.report.Traced, sm.report.Open, sm.report.Elapsed, sm.report.Stalled, sm.report.Closing = 0, 0, 0, 0, 0, 0
 	sm.fresh = true
 	sm.mu.Unlock()
 	defer func() {
@@ -505,17 +565,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		detach()
 		return fmt.Errorf("close window: %w", err)
 	}
-	deadline := time.Now().Add(max(minWindow, sm.window/2))
-	for time.Now().Before(deadline) {
-		n, err := sm.countSampled()
-		if err != nil {
-			break
-		}
-		if n[bpf.SampledOpened]-opened[bpf.SampledOpened] <= n[bpf.SampledReturned]-opened[bpf.SampledReturned] {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	sm.closeWindow(ctx, opened)
 	length := time.Since(start)
 	detaching := time.Now()
 	err = detach()
@@ -541,6 +591,86 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 	sm.adapt(after.Sub(sm.last), length, stalled)
 	sm.last = after
 	return nil
+}
+
+// closeWindow waits, while the window closes, for the calls it opened to
+// return: until they all have, or, once the closing's wait is over (see
+// closed), until none has returned for minWindow; maxClosing at most, and
+// not past ctx. A run's first windows, before the calls' durations are
+// known, so wait as long as calls keep returning; a call that never
+// returns (a goroutine blocked for good) does not hold the closing.
+func (sm *sampler) closeWindow(ctx context.Context, opened [2]uint64) {
+	start := time.Now()
+	sm.mu.Lock()
+	wait := min(maxClosing, max(minWindow, sm.window/2, sm.wait))
+	sm.mu.Unlock()
+	lastReturn, returned := start, uint64(0)
+	for ctx.Err() == nil {
+		now := time.Now()
+		if now.Sub(start) >= maxClosing || now.Sub(start) >= wait && now.Sub(lastReturn) >= minWindow {
+			break
+		}
+		n, err := sm.countSampled()
+		if err != nil {
+			break
+		}
+		entered, back := n[bpf.SampledOpened]-opened[bpf.SampledOpened], n[bpf.SampledReturned]-opened[bpf.SampledReturned]
+		if entered <= back {
+			break
+		}
+		if back > returned {
+			lastReturn, returned = now, back
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sm.closed(time.Since(start))
+}
+
+// closed records that a closing took took, and sets the next closing's
+// wait from the durations of the sampled calls reported lately (observe):
+// one and a half times their 99th percentile, up to maxClosing. Calls
+// longer than the windows (a handler taking tens of milliseconds, windows
+// of ten) would otherwise be cut again and again, and the calls reported
+// be the short ones (the demo service's main.handle under a 5% budget:
+// 35 to 52% of its calls cut with a closing of ten milliseconds); calls
+// longer than what the closings waited are never seen, so the wait grows
+// past the longest seen until it covers them. A call that never returns
+// (a goroutine blocked for good) is cut all the same. What a longer
+// closing costs (the probes stay attached) is measured with the window's,
+// and the period stretches to pay for it.
+func (sm *sampler) closed(took time.Duration) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.report.Closing = max(sm.report.Closing, took)
+	q := quantile(sm.durations, 0.99)
+	sm.wait = min(maxClosing, q+q/2)
+}
+
+// observe records the duration of a sampled call reported, not nested in
+// another sampled call: what the closings wait for.
+func (sm *sampler) observe(c *Call) {
+	if p := c.Parent; p != nil && p.Func.Sampled || c.End < c.Start {
+		return
+	}
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	d := time.Duration(c.End - c.Start)
+	if len(sm.durations) < maxDurations {
+		sm.durations = append(sm.durations, d)
+		return
+	}
+	sm.durations[sm.nextDuration] = d
+	sm.nextDuration = (sm.nextDuration + 1) % maxDurations
+}
+
+// quantile returns the q quantile of ds (0 if empty), sorting a copy.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 // endCoverage ends the scheduler's probes' coverage now, before they are
@@ -709,13 +839,14 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 		s.Warnings = append(s.Warnings, notEnforcedPerf(len(s.Selection.Functions)))
 		return groups
 	}
-	rates, err := s.countCalls(s.entryProbes(0), s.schedIdx)
+	rates, err := s.countCalls(s.entryProbes(0), s.pseudoProbes(true)...)
 	if err != nil {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead not enforced: counting calls: %v", err))
 		return groups
 	}
-	// The scheduler's probes compete for the budget as one more
-	// function, and are attached in windows if partition samples them.
+	// The scheduler's probes and the goroutine-exit probe compete for
+	// the budget as functions of their own, and are attached in windows
+	// if partition samples them.
 	sampled := partition(rates, s.Opts.MaxOverhead, 0, 0)
 	s.wholeCost, s.wholeCPU = wholeCost(rates)
 	isSched := func(r CallRate) bool { return r.Func == s.schedFunc }
@@ -723,7 +854,13 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 		r := rates[i]
 		s.SchedRate, s.schedWindowed = &r, r.Func.Sampled
 	}
-	s.Rates = slices.DeleteFunc(rates, isSched)
+	isExit := func(r CallRate) bool { return s.exitFunc != nil && r.Func == s.exitFunc }
+	if i := slices.IndexFunc(rates, isExit); i >= 0 {
+		r := rates[i]
+		s.ExitRate = &r
+	}
+	isPseudo := func(r CallRate) bool { return isSched(r) || isExit(r) }
+	s.Rates = slices.DeleteFunc(rates, isPseudo)
 	sampled = slices.DeleteFunc(sampled, isSched)
 	whole := s.sampleGroups(groups, sampled, "")
 	if s.schedWindowed {
@@ -744,7 +881,7 @@ func (s *Session) sampleAdded(groups []probeGroup, first, n int) []probeGroup {
 		s.Warnings = append(s.Warnings, notEnforcedPerf(n))
 		return groups
 	}
-	rates, err := s.countCalls(s.entryProbes(first), nil)
+	rates, err := s.countCalls(s.entryProbes(first))
 	if err != nil {
 		s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead not enforced on the functions added: counting calls: %v", err))
 		return groups
@@ -801,12 +938,17 @@ func (s *Session) sampleGroups(groups []probeGroup, sampled []CallRate, reason s
 	for i, g := range groups {
 		whole[i].name, windowed[i].name = g.name, g.name
 		for _, pi := range g.idx {
-			if fn := s.probes[pi].fn; fn != nil && fn.Sampled {
+			if fn := s.probeFunc(pi); fn != nil && fn.Sampled {
 				windowed[i].idx = append(windowed[i].idx, pi)
 			} else {
 				whole[i].idx = append(whole[i].idx, pi)
 			}
 		}
+	}
+	var exit *CallRate
+	if i := slices.IndexFunc(sampled, func(r CallRate) bool { return s.exitFunc != nil && r.Func == s.exitFunc }); i >= 0 {
+		exit = &sampled[i]
+		sampled = slices.Delete(slices.Clone(sampled), i, i+1)
 	}
 	if s.sampler == nil {
 		s.sampler = newSampler(s, sampled, s.Opts.MaxOverhead, windowed)
@@ -823,6 +965,15 @@ func (s *Session) sampleGroups(groups []probeGroup, sampled []CallRate, reason s
 		s.Warnings = append(s.Warnings, w)
 	case len(names) > 0:
 		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, traced in sampling windows: %s", 100*s.Opts.MaxOverhead, joinNames(names)))
+	}
+	if exit != nil {
+		s.sampler.exitWindowed()
+		when := "over the %.3g%% overhead budget"
+		if reason != "" {
+			when = "costly during the trace (over the %.3g%% overhead budget)"
+		}
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s, the probe on goroutine exits (runtime.goexit1, %.0f exits/s, %.1f%% if kept) is attached in the sampling windows: a call of a function without RET (entry only) whose goroutine exits between windows is shown still running at the end",
+			fmt.Sprintf(when, 100*s.Opts.MaxOverhead), exit.PerSecond, 100*exit.Cost))
 	}
 	return whole
 }

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -116,5 +117,82 @@ func TestAdapt(t *testing.T) {
 	}
 	if sm.report.Windows != 4 || sm.report.Stalled != 200*time.Millisecond {
 		t.Fatalf("%d windows counted, %v stalled", sm.report.Windows, sm.report.Stalled)
+	}
+}
+
+// TestClosingWait: the closing's wait follows the sampled calls' 99th
+// percentile (one and a half times), counts only calls not nested in
+// another sampled call, keeps the latest maxDurations, and is bounded.
+func TestClosingWait(t *testing.T) {
+	handler, helper, whole := &Function{Name: "handler", Sampled: true}, &Function{Name: "helper", Sampled: true}, &Function{Name: "whole"}
+	sm := &sampler{window: minWindow}
+	sm.closed(time.Millisecond)
+	if sm.wait != 0 || sm.report.Closing != time.Millisecond {
+		t.Fatalf("no call seen: wait %v, closing %v", sm.wait, sm.report.Closing)
+	}
+	root := &Call{Func: whole, Start: 0, End: uint64(time.Second)}
+	for i := range 100 {
+		d := uint64(i+1) * uint64(time.Millisecond) // 1 to 100 ms
+		h := &Call{Func: handler, Parent: root, Start: 1000, End: 1000 + d}
+		sm.observe(h)
+		// Nested in a sampled call: not what a closing waits for.
+		sm.observe(&Call{Func: helper, Parent: h, Start: 1000, End: 1000 + 10*d})
+	}
+	sm.closed(5 * time.Millisecond)
+	if want := 150 * time.Millisecond; sm.wait != want || sm.report.Closing != 5*time.Millisecond {
+		t.Fatalf("wait %v for calls of 1 to 100 ms, want %v (closing %v)", sm.wait, want, sm.report.Closing)
+	}
+	// A long run of slow calls replaces the old ones, and the wait is
+	// bounded.
+	for range maxDurations {
+		sm.observe(&Call{Func: handler, Start: 0, End: uint64(3 * time.Second)})
+	}
+	sm.closed(0)
+	if len(sm.durations) != maxDurations || sm.wait != maxClosing {
+		t.Fatalf("%d durations kept, wait %v, want %d and %v", len(sm.durations), sm.wait, maxDurations, maxClosing)
+	}
+	// A call whose end precedes its start (clocks of two CPUs) is not
+	// counted.
+	before := slices.Clone(sm.durations)
+	sm.observe(&Call{Func: handler, Start: 10, End: 5})
+	if !slices.Equal(before, sm.durations) {
+		t.Fatal("a call ending before it began was counted")
+	}
+}
+
+// TestBuilderSampledUnwound: a call of a sampled function is never
+// reported unwound (its return may have gone with its window's probes):
+// a goroutine exit or a later call at its frame drops it, as Cut does,
+// counted in UnwoundCut; a call traced whole is still reported unwound.
+func TestBuilderSampledUnwound(t *testing.T) {
+	whole, sampled := &Function{Name: "whole"}, &Function{Name: "sampled", Sampled: true}
+	k := GoroutineKey{PID: 1, Goid: 9}
+	bl := NewBuilder()
+	var completed, cut []string
+	var unwound []bool
+	bl.OnCall = func(_ GoroutineKey, x *Call) {
+		completed = append(completed, x.Func.Name)
+		unwound = append(unwound, x.Unwound)
+	}
+	bl.OnCut = func(x *Call) { cut = append(cut, x.Func.Name) }
+	bl.Entry(k, 1, whole, 10, 60, 0)
+	bl.Entry(k, 1, sampled, 11, 80, 0)
+	bl.GoroutineExit(k, 20)
+	if want := []string{"whole"}; !slices.Equal(completed, want) || !unwound[0] {
+		t.Fatalf("completed %v (unwound %v), want %v unwound", completed, unwound, want)
+	}
+	if want := []string{"sampled"}; !slices.Equal(cut, want) || bl.UnwoundCut != 1 {
+		t.Fatalf("cut %v (UnwoundCut %d), want %v", cut, bl.UnwoundCut, want)
+	}
+	// A new call at the sampled call's frame: the open one is dropped,
+	// the new one returns whole.
+	bl.Entry(k, 1, sampled, 30, 80, 0)
+	bl.Entry(k, 1, sampled, 40, 80, 0)
+	bl.Return(k, sampled, 50, 80, 0x1234)
+	if bl.UnwoundCut != 2 || len(completed) != 2 || completed[1] != "sampled" || unwound[1] {
+		t.Fatalf("UnwoundCut %d, completed %v (unwound %v): want the first sampled call dropped, the second whole", bl.UnwoundCut, completed, unwound)
+	}
+	if len(bl.gs) != 0 {
+		t.Fatalf("%d goroutine states left", len(bl.gs))
 	}
 }

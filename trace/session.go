@@ -163,12 +163,23 @@ type Session struct {
 	// with the functions' under MaxOverhead): hits per second, and their
 	// cost; nil when not counted.
 	SchedRate *CallRate
+	// ExitRate is the goroutine-exit probe's rate (counted with the
+	// functions' under MaxOverhead): goroutine exits per second, and
+	// what the probe costs; nil when not counted.
+	ExitRate *CallRate
 	// schedIdx are the scheduler's probes (Options.Why); schedWindowed
 	// says the sampler attaches them in its windows (MaxOverhead), and
 	// schedFunc stands for them among the call rates.
 	schedIdx      []int
 	schedWindowed bool
 	schedFunc     *Function
+	// exitIdx is the goroutine-exit probe's index (-1: none), and
+	// exitFunc stands for it among the call rates and the functions'
+	// costs (MaxOverhead): it fires at every goroutine's exit, whatever
+	// is traced, and is attached in the sampling windows when it costs
+	// too much (exitFunc.Sampled).
+	exitIdx  int
+	exitFunc *Function
 	// memlock is why gi could not raise RLIMIT_MEMLOCK on a kernel that
 	// charges BPF memory to it; nil if it did or need not.
 	memlock error
@@ -296,7 +307,10 @@ func (s *Session) open() error {
 	// known now, their capture plans once the arguments are planned.
 	groups := s.appendProbes(sel.Functions)
 	site, haveExit := goexitSite(s.Binary)
+	s.exitIdx = -1
 	if haveExit {
+		s.exitIdx = len(s.probes)
+		s.exitFunc = &Function{Name: "runtime.goexit1 (goroutine exits)"}
 		groups[goexitGroup].idx = append(groups[goexitGroup].idx, len(s.probes))
 		s.probes = append(s.probes, probe{kind: bpf.KindGoexit, site: site, class: s.siteClassAt(site), costKind: costGoexit})
 	}
@@ -306,6 +320,7 @@ func (s *Session) open() error {
 		if schedIdx, err = s.appendSchedProbes(); err != nil {
 			return err
 		}
+		s.schedFunc = &Function{Name: "the scheduler's probes (--why)"}
 	}
 	programs := []string{"gi_empty"}
 	if s.Opts.countOnly {
@@ -413,7 +428,7 @@ func (s *Session) open() error {
 			return fmt.Errorf("counting the calls of %d functions without uprobe_multi links (kernel 6.6+) takes a perf event each, whose detach waits 0.1-0.2 s: at most %d", len(sel.Functions), maxCountedPerfProbes)
 		}
 		s.startMeter()
-		s.Rates, err = s.countCalls(s.entryProbes(0), s.schedIdx)
+		s.Rates, err = s.countCalls(s.entryProbes(0), s.pseudoProbes(false)...)
 		return err
 	}
 	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty {

@@ -1,6 +1,9 @@
 package trace
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // Bounds on the state kept per event stream, so that memory stays bounded
 // whatever the target does.
@@ -121,6 +124,10 @@ type Builder struct {
 	// Unsplit counts the calls left without a split (WhyWindows): the
 	// scheduler's probes were off for all their time.
 	Unsplit uint64
+	// UnwoundCut counts the calls of sampled functions (Function.Sampled)
+	// dropped as Cut drops them when they would have been unwound: their
+	// return may have come after their window's probes went.
+	UnwoundCut uint64
 
 	coverage whyCoverage
 }
@@ -302,10 +309,40 @@ func (b *Builder) dropUnseen(c *Call) {
 	}
 }
 
+// unwindTop completes the goroutine's innermost open call as unwound: it
+// ended without its return seen. A call of a sampled function is reported
+// whole or not at all, and its return may have been lost with its
+// window's probes (a goroutine that exits, or calls again, before the
+// window's end cuts it): it is dropped instead, as Cut drops it.
 func (b *Builder) unwindTop(st *goroutineState, now uint64) {
 	c := st.stack[len(st.stack)-1]
+	if c.Func.Sampled {
+		b.UnwoundCut++
+		b.dropTop(st)
+		return
+	}
 	c.End, c.Unwound = now, true
 	b.pop(st)
+}
+
+// dropTop removes the goroutine's innermost open call as though it had
+// never been entered (see Cut), freeing the goroutine's state when none
+// is left open.
+func (b *Builder) dropTop(st *goroutineState) {
+	c := st.stack[len(st.stack)-1]
+	if p := c.Parent; p != nil {
+		if i := slices.Index(p.Children, c); i >= 0 {
+			p.Children = slices.Delete(p.Children, i, i+1)
+		}
+	}
+	if b.OnCut != nil {
+		b.OnCut(c)
+	}
+	st.stack[len(st.stack)-1] = nil
+	st.stack = st.stack[:len(st.stack)-1]
+	if len(st.stack) == 0 {
+		delete(b.gs, st.key)
+	}
 }
 
 func (b *Builder) pop(st *goroutineState) {

@@ -344,8 +344,12 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	if sm := res.Sampling; sm != nil {
 		for _, f := range sm.Functions {
-			fmt.Fprintf(stderr, "gi: sampled %s: %d calls traced whole in %d windows covering %.1f%% of the trace, about %.0f in all; %.0f calls/s before the trace\n",
-				f.Func.Name, f.Calls, sm.Windows, 100*sm.TracedShare(), sm.EstimatedCalls(f), f.Rate.PerSecond)
+			cut := ""
+			if f.Cut > 0 {
+				cut = fmt.Sprintf(" (%d more cut, open when their window closed)", f.Cut)
+			}
+			fmt.Fprintf(stderr, "gi: sampled %s: %d calls traced whole%s in %d windows covering %.1f%% of the trace, about %.0f in all; %.0f calls/s before the trace\n",
+				f.Func.Name, f.Calls, cut, sm.Windows, 100*sm.TracedShare(), sm.EstimatedCalls(f), f.Rate.PerSecond)
 		}
 		if sm.Missed > 0 || sm.MissedUnknown > 0 {
 			fmt.Fprintf(stderr, "gi: calls traced whole missed about %d nested calls of sampled functions between the windows (%d of the estimates floors); %d calls no window covered\n",
@@ -355,11 +359,14 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 			fmt.Fprintf(stderr, "gi: the windows' perf events (no uprobe_multi links) took %v to attach and detach, counted against the budget as lost to the traced code\n", sm.Stalled.Round(time.Millisecond))
 		}
 		if sm.Cut > 0 {
-			fmt.Fprintf(stderr, "gi: %d sampled calls were still open when their window closed and are not shown\n", sm.Cut)
+			fmt.Fprintf(stderr, "gi: %d sampled calls were still open when their window closed and are not shown (the closings waited up to %v for them)\n", sm.Cut, sm.Closing.Round(time.Millisecond))
 		}
 		if sm.SchedWindowed {
 			fmt.Fprintf(stderr, "gi: --why: the scheduler's probes were attached in %d windows covering %.1f%% of the trace; %d calls they missed whole are not split, those they saw in part have the rest unknown\n",
 				sm.Windows, 100*sm.TracedShare(), sm.Unsplit)
+		}
+		if sm.ExitWindowed {
+			fmt.Fprintf(stderr, "gi: goroutine exits were seen only in the %d windows\n", sm.Windows)
 		}
 		for _, w := range sm.Warnings {
 			fmt.Fprintf(stderr, "gi: warning: %s\n", w)

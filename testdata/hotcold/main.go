@@ -17,6 +17,12 @@
 //	            --why's probes on the scheduler cost); its rate line
 //	            counts passes, against the process's CPU time (the pair
 //	            is not locked to a thread)
+//	-spawn      starts goroutines that end at once, 1024 at a time, and
+//	            waits for them (what the probe on goroutine exits costs);
+//	            its rate line counts goroutines, against the process's
+//	            CPU time
+//	-procs N    sets GOMAXPROCS (goroutines started and ended on one P
+//	            keep a steadier pace)
 //
 // Every -every (250 ms) it prints one line per loop: "rate <loop>
 // <calls per second over the interval> <calls per second of the loop
@@ -34,6 +40,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -41,11 +48,11 @@ import (
 )
 
 var (
-	hotCalls, workCalls, lightCalls, passes atomic.Uint64
+	hotCalls, workCalls, lightCalls, passes, spawned atomic.Uint64
 	// hotCPU and workCPU are the loop threads' CPU time, in ns, at their
-	// last count; switchCPU the process's.
-	hotCPU, workCPU, switchCPU atomic.Int64
-	sink                       atomic.Uint64
+	// last count; switchCPU and spawnCPU the process's.
+	hotCPU, workCPU, switchCPU, spawnCPU atomic.Int64
+	sink                                 atomic.Uint64
 )
 
 // threadCPU is the calling thread's CPU time in ns.
@@ -108,10 +115,15 @@ func main() {
 	lightEvery := flag.Duration("light", 0, "call main.light this often")
 	lightSleep := flag.Duration("lightsleep", 0, "each call of main.light sleeps this long")
 	switchOn := flag.Bool("switch", false, "run the ping-pong of two goroutines")
+	spawnOn := flag.Bool("spawn", false, "start goroutines that end at once, in a loop")
+	procs := flag.Int("procs", 0, "set GOMAXPROCS (0: leave it)")
 	flag.IntVar(&lightWork, "lightwork", 0, "each call of main.light calls main.work this many times")
 	flag.IntVar(&lightRounds, "lightrounds", 50000, "rounds of each call of main.work made by main.light")
 	every := flag.Duration("every", 250*time.Millisecond, "how often to print the rates")
 	flag.Parse()
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
+	}
 
 	if *hotOn {
 		var start chan os.Signal
@@ -164,6 +176,20 @@ func main() {
 			}
 		}()
 	}
+	if *spawnOn {
+		go func() {
+			var wg sync.WaitGroup
+			for {
+				for i := 0; i < 1024; i++ {
+					wg.Add(1)
+					go func() { wg.Done() }()
+				}
+				wg.Wait()
+				spawnCPU.Store(processCPU())
+				spawned.Add(1024)
+			}
+		}()
+	}
 	if *lightEvery > 0 {
 		go func() {
 			for {
@@ -180,7 +206,7 @@ func main() {
 		cpu   *atomic.Int64
 		on    bool
 	}
-	loops := []loop{{"hot", &hotCalls, &hotCPU, *hotOn}, {"work", &workCalls, &workCPU, *rounds > 0}, {"switch", &passes, &switchCPU, *switchOn}}
+	loops := []loop{{"hot", &hotCalls, &hotCPU, *hotOn}, {"work", &workCalls, &workCPU, *rounds > 0}, {"switch", &passes, &switchCPU, *switchOn}, {"spawn", &spawned, &spawnCPU, *spawnOn}}
 	last := make([]uint64, len(loops))
 	lastCPU := make([]int64, len(loops))
 	prev := time.Now()
