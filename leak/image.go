@@ -441,10 +441,12 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	var buf, whole []byte
 	if tracked == nil {
 		if h, err := heap.Read(t.Mem, &t.Layout.Heap, t.Binary.Arch, t.Bias, opts.Heap); err == nil {
-			if n := h.ScanBytes(); n >= 4<<20 && freeze {
-				buf, whole, _ = hugemem.Lazy(int(2*n + 64<<20))
-			} else if n >= 4<<20 {
-				buf, whole, _ = hugemem.Populated(int(n + n/4 + 16<<20))
+			if n := h.ScanBytes(); n >= 4<<20 {
+				if freeze {
+					buf, whole, _ = hugemem.Lazy(int(2*n + 64<<20))
+				} else {
+					buf, whole, _ = hugemem.Populated(int(n + n/4 + 16<<20))
+				}
 			}
 		}
 	}

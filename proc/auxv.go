@@ -80,16 +80,11 @@ func MonotonicOffset(pid int) (time.Duration, error) {
 // Alive reports whether process pid exists and is neither a zombie nor dead
 // (the state after the parenthesised command name in /proc/<pid>/stat).
 func Alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := readStat(pid)
 	if err != nil {
 		return false
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
+	return f[0][0] != 'Z' && f[0][0] != 'X'
 }
 
 // LoadBias returns what to add to a link-time address of exe to get its

@@ -150,30 +150,32 @@ const clockTicks = 100
 // statTime returns the process's utime plus stime, its exited threads
 // included.
 func statTime(pid int) (time.Duration, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := readStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	return parseStatTime(data)
+	return statTimeOf(f)
 }
 
 // parseStatTime reads utime and stime (fields 14 and 15) from a
-// /proc/<pid>/stat line; the command name, in parentheses, may hold
-// spaces.
+// /proc/<pid>/stat line.
 func parseStatTime(data []byte) (time.Duration, error) {
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("stat line %q", data)
+	f, err := statFields(data)
+	if err != nil {
+		return 0, err
 	}
-	f := bytes.Fields(data[i+1:])
-	// After the name: state (3), ppid ... utime is field 14, the 12th here.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("stat line has %d fields after the name", len(f))
+	return statTimeOf(f)
+}
+
+// statTimeOf is utime plus stime from the fields statFields returns.
+func statTimeOf(f [][]byte) (time.Duration, error) {
+	u, err := statUint(f, 14, "utime")
+	if err != nil {
+		return 0, err
 	}
-	u, err1 := strconv.ParseUint(string(f[11]), 10, 64)
-	s, err2 := strconv.ParseUint(string(f[12]), 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("stat utime %q stime %q", f[11], f[12])
+	s, err := statUint(f, 15, "stime")
+	if err != nil {
+		return 0, err
 	}
 	return time.Duration(u+s) * time.Second / clockTicks, nil
 }
@@ -182,19 +184,13 @@ func parseStatTime(data []byte) (time.Duration, error) {
 // 10 of /proc/<pid>/stat, its exited threads included): each maps a page
 // it had no copy of, a fresh one or a copy of one it shared and wrote.
 func MinorFaults(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := readStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	i := bytes.LastIndexByte(data, ')')
-	f := bytes.Fields(data[i+1:])
-	// After the name: state (3), ... minflt is field 10, the 8th here.
-	if i < 0 || len(f) < 8 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, data)
-	}
-	n, err := strconv.ParseUint(string(f[7]), 10, 64)
+	n, err := statUint(f, 10, "minflt")
 	if err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: minflt: %w", pid, err)
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return n, nil
 }

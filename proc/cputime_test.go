@@ -3,6 +3,7 @@ package proc
 import (
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +84,29 @@ func TestMinorFaults(t *testing.T) {
 	}
 	if after < before+64 {
 		t.Errorf("minor faults %d, then %d after writing 64 fresh pages", before, after)
+	}
+}
+
+// TestStatFields: the fields after a command name holding spaces and
+// parentheses, numbered as in proc(5); a line without a name or a state
+// is refused, and a missing field is named.
+func TestStatFields(t *testing.T) {
+	f, err := statFields([]byte("4242 (a (b) c) S 1 4242 4242 0 -1 4194560 1186 0 0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(f[0]) != "S" {
+		t.Fatalf("state %q, want S", f[0])
+	}
+	if n, err := statUint(f, 10, "minflt"); err != nil || n != 1186 {
+		t.Fatalf("minflt %d, %v; want 1186", n, err)
+	}
+	if _, err := statUint(f, 14, "utime"); err == nil || !strings.Contains(err.Error(), "utime (field 14)") {
+		t.Fatalf("a missing field: %v", err)
+	}
+	for _, bad := range []string{"", "4242 no name S 1", "4242 (x)", "4242 (x)   "} {
+		if _, err := statFields([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
 	}
 }

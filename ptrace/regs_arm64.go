@@ -1,6 +1,7 @@
 package ptrace
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
@@ -24,10 +25,8 @@ func getRegs(tid int) (Regs, error) {
 	// unix.PtraceRegsArm64 is user_pt_regs: 34 words, in its order.
 	copy(out.All[:], (*[unsafe.Sizeof(r) / 8]uint64)(unsafe.Pointer(&r))[:])
 	// TPIDR_EL0 lives in its own register set.
-	var tls uint64
-	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&tls)), Len: 8}
-	if _, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), uintptr(unix.NT_ARM_TLS), uintptr(unsafe.Pointer(&iov)), 0, 0); errno == 0 {
-		out.FSBase = tls
+	if tls, err := getRegSet(tid, unix.NT_ARM_TLS, make([]byte, 8)); err == nil && len(tls) == 8 {
+		out.FSBase = binary.LittleEndian.Uint64(tls)
 	}
 	out.Syscall, out.Arg0 = syscallOf(tid, &r)
 	return out, nil
@@ -49,9 +48,12 @@ func syscallOf(tid int, r *unix.PtraceRegsArm64) (nr int64, arg0 uint64) {
 		uint32(word[0])|uint32(word[1])<<8|uint32(word[2])<<16|uint32(word[3])<<24 == svc0 {
 		return int64(r.Regs[8]), r.Regs[0]
 	}
-	var sysno int32
-	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&sysno)), Len: 4}
-	if _, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), ntArmSystemCall, uintptr(unsafe.Pointer(&iov)), 0, 0); errno != 0 || sysno < 0 {
+	b, err := getRegSet(tid, ntArmSystemCall, make([]byte, 4))
+	if err != nil || len(b) != 4 {
+		return -1, 0
+	}
+	sysno := int32(binary.LittleEndian.Uint32(b))
+	if sysno < 0 {
 		return -1, 0
 	}
 	a, err := syscallArg0(tid, int64(sysno))
