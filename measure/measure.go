@@ -232,6 +232,8 @@ func Run(ctx context.Context, t *inspect.Target, tr *ptrace.Tracer, first *inspe
 		for _, f := range sm.Functions {
 			res.Window.Sampled = append(res.Window.Sampled, f.Func.Name)
 		}
+		// Where the budget could not be kept, or no window opened.
+		res.Window.Warnings = append(res.Window.Warnings, sm.Warnings...)
 	}
 	if run.Err != nil {
 		return nil, run.Err

@@ -64,15 +64,25 @@ type ThreadCost struct {
 }
 
 // minThreadCPU is the CPU time below which a thread's share is not
-// judged: a thread that barely ran.
-const minThreadCPU = 5 * time.Millisecond
+// judged: a thread that barely ran; nor is that of a thread that ran less
+// than minThreadShare of one CPU over the interval. A mostly idle thread
+// that runs a light function traced whole (a few microseconds of probes
+// a call, a few calls a second) would otherwise be the "worst": 10% of a
+// thread that ran 10 ms in 12 s, stretching the windows of a hot loop on
+// another thread to the longest period, and warning of a budget exceeded
+// that cost the process a fraction of a percent.
+const (
+	minThreadCPU   = 5 * time.Millisecond
+	minThreadShare = 0.1
+)
 
 // WorstThread returns the thread whose CPU time the probes took the
 // largest share of, with the share: the slowdown of the code the probes
 // slow most. ok is false when no thread ran long enough to judge.
 func (o Overhead) WorstThread() (t ThreadCost, share float64, ok bool) {
+	least := max(minThreadCPU, time.Duration(minThreadShare*float64(o.Interval)))
 	for _, th := range o.Threads {
-		if th.CPU < minThreadCPU {
+		if th.CPU < least {
 			continue
 		}
 		if s := min(1, float64(th.Probes)/float64(th.CPU)); !ok || s > share {

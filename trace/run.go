@@ -90,7 +90,9 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	b.OnCall = func(k GoroutineKey, c *Call) {
 		if c.Func.Sampled {
 			sampledCalls[c.Func]++
-			s.sampler.observe(c)
+			if sm := s.sampler; sm != nil {
+				sm.observe(c)
+			}
 		}
 		if sm := s.sampler; sm != nil {
 			if missed == nil {
@@ -301,6 +303,10 @@ loop:
 		}
 		if w := r.overBudget(s, runCost); w != "" {
 			r.Warnings = append(r.Warnings, w)
+		}
+		if r.Windows == 0 && r.FirstDelay > r.Elapsed {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("no sampling window opened: under the %.3g%% budget the first was to open after %v (what a window is estimated to cost, paid for at the budget's rate), past the end of this %v trace; trace longer, or raise --max-overhead",
+				100*r.Budget, r.FirstDelay.Round(10*time.Millisecond), r.Elapsed.Round(10*time.Millisecond)))
 		}
 		for i := range r.Functions {
 			r.Functions[i].Calls = sampledCalls[r.Functions[i].Func]

@@ -37,10 +37,16 @@ import (
 // calibrated per-hit costs), against what the budget leaves after the
 // whole functions' measured cost.
 
+// countChecks are when the counting checks what it has cost so far.
+var countChecks = []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond}
+
 // Sampling parameters.
 const (
-	// countWindow is how long the calls are counted before the trace.
+	// countWindow is how long the calls are counted before the trace;
+	// tracing, the counting stops at the first of countChecks at which
+	// its probes have cost countBudget (Session.countFor).
 	countWindow = 50 * time.Millisecond
+	countBudget = time.Millisecond
 	// minWindow is the shortest sampling window; basePeriod the period
 	// windows are spread over while they fit in it (short, frequent
 	// windows sample more evenly); maxPeriod the longest period.
@@ -117,6 +123,10 @@ type Sampling struct {
 	// in the windows: it cost too much traced whole (a process that
 	// starts and ends many goroutines).
 	ExitWindowed bool
+	// FirstDelay is how long the run waited, or was to wait, before its
+	// first window: what the budget takes to pay for one (a session's
+	// first run only).
+	FirstDelay time.Duration
 	// Warnings say where the budget could not be kept.
 	Warnings []string
 }
@@ -216,10 +226,6 @@ func (s *Session) countCalls(idx []int, pseudo ...pseudoProbes) ([]CallRate, err
 	if err != nil {
 		return nil, err
 	}
-	var clock *proc.CPUClock
-	if s.Opts.PID > 0 {
-		clock, _ = proc.NewCPUClock(s.Opts.PID)
-	}
 	// The counting probes' hits, until they are detached (perf events
 	// count on for their detach's grace periods), are costed as theirs
 	// (meter.counted), on every path.
@@ -232,14 +238,24 @@ func (s *Session) countCalls(idx []int, pseudo ...pseudoProbes) ([]CallRate, err
 			s.meter.addCounted(counted)
 		}
 	}()
-	start := time.Now()
 	links, err := s.linksFor(s.exe, s.objs.GiCount, idx, s.UprobeMulti)
 	if err != nil {
 		closeLinks(links)
 		return nil, err
 	}
-	time.Sleep(countWindow)
-	after, err := s.readHits(idx)
+	// Counted from when all the probes are in: attaching takes tens of
+	// milliseconds, in which the first probes count and the last do not.
+	from, err := s.readHits(idx)
+	if err != nil {
+		closeLinks(links)
+		return nil, err
+	}
+	var clock *proc.CPUClock
+	if s.Opts.PID > 0 {
+		clock, _ = proc.NewCPUClock(s.Opts.PID)
+	}
+	start := time.Now()
+	after, err := s.countFor(idx, from, start)
 	wall := time.Since(start)
 	var cpu time.Duration
 	if clock != nil {
@@ -269,7 +285,7 @@ func (s *Session) countCalls(idx []int, pseudo ...pseudoProbes) ([]CallRate, err
 	rates := make([]CallRate, 0, nfuncs+len(pseudo))
 	for i, pi := range idx[:nfuncs] {
 		fn := s.probes[pi].fn
-		n := after[i] - before[i]
+		n := after[i] - from[i]
 		rates = append(rates, rate(fn, n, time.Duration(n)*s.callCost(fn)))
 	}
 	// Each pseudo set's probes cost their hits, each a trap and a
@@ -279,7 +295,7 @@ func (s *Session) countCalls(idx []int, pseudo ...pseudoProbes) ([]CallRate, err
 		var hits uint64
 		var spent time.Duration
 		for _, pi := range ps.idx {
-			n := after[i] - before[i]
+			n := after[i] - from[i]
 			i++
 			hits += n
 			spent += time.Duration(n) * (s.meter.costs.of(s.probes[pi].class) + programEstimate)
@@ -287,6 +303,35 @@ func (s *Session) countCalls(idx []int, pseudo ...pseudoProbes) ([]CallRate, err
 		rates = append(rates, rate(ps.fn, hits, spent))
 	}
 	return rates, nil
+}
+
+// countFor lets the counting probes at idx (whose hits were before when
+// they were attached, at start) count for countWindow, and returns their
+// hits then. Tracing (not gi funcs), it stops early once their hits have
+// cost the process countBudget: a function called a billion times a
+// second, each call a trap, would otherwise lose most of 50 ms to the
+// counting (over a few seconds' trace, more than a 1% budget); a few
+// milliseconds show it hot all the same, and a function too rare to be
+// counted by then is cheap (the governor watches it during the trace).
+func (s *Session) countFor(idx []int, before []uint64, start time.Time) ([]uint64, error) {
+	if !s.Opts.countOnly {
+		for _, at := range countChecks {
+			time.Sleep(time.Until(start.Add(at)))
+			hits, err := s.readHits(idx)
+			if err != nil {
+				return nil, err
+			}
+			var spent time.Duration
+			for i, pi := range idx {
+				spent += time.Duration(hits[i]-before[i]) * (s.meter.costs.of(s.probes[pi].class) + countProgram)
+			}
+			if spent >= countBudget {
+				return hits, nil
+			}
+		}
+	}
+	time.Sleep(time.Until(start.Add(countWindow)))
+	return s.readHits(idx)
 }
 
 // CountCalls counts the calls of the functions opts selects in process
@@ -399,6 +444,10 @@ type sampler struct {
 	report  Sampling
 	started time.Time // when run began
 	id      uint32
+	// cost is what the probes windowed would cost attached whole (their
+	// CallRate.Cost summed): what a run's first window is expected to
+	// cost (firstDelay).
+	cost float64
 	// period and window are the next window's period and length; wait
 	// is how long its closing may wait for its calls (closed), from the
 	// durations of the sampled calls reported lately (observe; a ring,
@@ -430,6 +479,7 @@ func (sm *sampler) add(sampled []CallRate, groups []probeGroup) {
 	defer sm.mu.Unlock()
 	for _, r := range sampled {
 		sm.report.Functions = append(sm.report.Functions, SampledFunction{Func: r.Func, Rate: r})
+		sm.cost += r.Cost
 	}
 	for i, g := range groups {
 		sm.groups[i].name = g.name
@@ -437,12 +487,44 @@ func (sm *sampler) add(sampled []CallRate, groups []probeGroup) {
 	}
 }
 
-// exitWindowed records that the goroutine-exit probe is attached in the
-// windows.
-func (sm *sampler) exitWindowed() {
+// exitWindowed records that the goroutine-exit probe, which costs cost
+// traced whole, is attached in the windows.
+func (sm *sampler) exitWindowed(cost float64) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	sm.report.ExitWindowed = true
+	sm.cost += cost
+}
+
+// schedWindowed records that the scheduler's probes (Options.Why), which
+// cost cost attached whole, are attached in the windows.
+func (sm *sampler) schedWindowed(idx []int, cost float64) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.sched = idx
+	sm.report.SchedWindowed = true
+	sm.cost += cost
+}
+
+// firstDelay is how long a session's first window waits: as long as the
+// budget takes to pay for it (a later run of the session opens its first
+// window at once, its cost known). Before any window the only measure of
+// what one costs is the estimate from the calls counted (sm.cost, what
+// its probes would take of the process's CPU time, the threads' whole
+// time at most): a window and its shortest closing at that share, against
+// the budget times budgetMargin. Opening at once, the first window took
+// 0.7% of the demo service's CPU time over a 4.5 s trace under a 1%
+// budget (a service taking 7% of a CPU: one window costs a second and a
+// half of its budget).
+func (sm *sampler) firstDelay() time.Duration {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	target := sm.budget * budgetMargin
+	if sm.id > 0 || sm.cost <= 0 || target <= 0 {
+		return 0
+	}
+	window := sm.window + max(minWindow, sm.window/2, sm.wait)
+	return min(maxPeriod, time.Duration(float64(window)*min(1, sm.cost)/target))
 }
 
 // probeGroups returns the sampled functions' probes by program, as of now.
@@ -471,7 +553,11 @@ func (sm *sampler) run(ctx context.Context) {
 		sm.report.Elapsed = time.Since(start)
 		sm.mu.Unlock()
 	}()
-	next := time.Now()
+	first := sm.firstDelay()
+	sm.mu.Lock()
+	sm.report.FirstDelay = first
+	sm.mu.Unlock()
+	next := time.Now().Add(first)
 	for {
 		select {
 		case <-ctx.Done():
@@ -864,8 +950,7 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 	sampled = slices.DeleteFunc(sampled, isSched)
 	whole := s.sampleGroups(groups, sampled, "")
 	if s.schedWindowed {
-		s.sampler.sched = s.schedIdx // attached in the windows
-		s.sampler.report.SchedWindowed = true
+		s.sampler.schedWindowed(s.schedIdx, s.SchedRate.Cost)
 		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, --why's probes on the scheduler (%.0f hits/s, %.0f%% if kept) are attached in sampling windows: only the calls they saw whole are split", 100*s.Opts.MaxOverhead, s.SchedRate.PerSecond, 100*s.SchedRate.Cost))
 	}
 	return whole
@@ -967,7 +1052,7 @@ func (s *Session) sampleGroups(groups []probeGroup, sampled []CallRate, reason s
 		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, traced in sampling windows: %s", 100*s.Opts.MaxOverhead, joinNames(names)))
 	}
 	if exit != nil {
-		s.sampler.exitWindowed()
+		s.sampler.exitWindowed(exit.Cost)
 		when := "over the %.3g%% overhead budget"
 		if reason != "" {
 			when = "costly during the trace (over the %.3g%% overhead budget)"

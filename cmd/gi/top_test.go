@@ -377,7 +377,7 @@ func TestTopBudgetInTmux(t *testing.T) {
 	gi := buildGi(t)
 	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-pause", "0")
 	s := newTmux(t, "gitopbudget"+strconv.Itoa(os.Getpid()), 220, 50)
-	s.keys(gi+" top --max-overhead 0.2% "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	s.keys(gi+" top --max-overhead 2% "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
 	estimated := regexp.MustCompile(`(?m)^[ >]\s*\d+\s+.*\s~(\d+)\s+\S+\s+\S+\s+main\.handle `)
 	sc := s.waitFor("main.handle's calls estimated", func(sc string) bool {
 		m := estimated.FindStringSubmatch(sc)
