@@ -305,7 +305,7 @@ loop:
 			r.Warnings = append(r.Warnings, w)
 		}
 		if r.Windows == 0 && r.FirstDelay > r.Elapsed {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("no sampling window opened: under the %.3g%% budget the first was to open after %v (what a window is estimated to cost, paid for at the budget's rate), past the end of this %v trace; trace longer, or raise --max-overhead",
+			r.Warnings = append(r.Warnings, fmt.Sprintf("no sampling window opened: under the %.3g%% budget the first was to open %v after sampling began (what a window is estimated to cost, paid for at the budget's rate), past the end of the trace %v after; trace longer, or raise --max-overhead",
 				100*r.Budget, r.FirstDelay.Round(10*time.Millisecond), r.Elapsed.Round(10*time.Millisecond)))
 		}
 		for i := range r.Functions {

@@ -37,8 +37,10 @@ import (
 // calibrated per-hit costs), against what the budget leaves after the
 // whole functions' measured cost.
 
-// countChecks are when the counting checks what it has cost so far.
-var countChecks = []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond}
+// countChecks are when the counting checks what it has cost so far: not
+// before 10 ms, as the threads' CPU times (schedstat) of a thread running
+// are updated at the scheduler's ticks, up to 4 ms (10 ms at 100 Hz) late.
+var countChecks = []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}
 
 // Sampling parameters.
 const (
@@ -100,8 +102,10 @@ type Sampling struct {
 	Windows               int
 	Traced, Open, Elapsed time.Duration
 	// Cut counts the calls cut: still open when their window's probes
-	// went. Closing is the longest a window waited for its calls to
-	// return (maxClosing at most).
+	// went, or ended unwound (their return may have gone with the
+	// probes: Builder.UnwoundCut), with the calls open inside them.
+	// Closing is the longest a window's closing took (maxClosing at
+	// most).
 	Cut     uint64
 	Closing time.Duration
 	// Stalled is the time the windows' perf events (kernels without
@@ -136,8 +140,9 @@ type SampledFunction struct {
 	Func *Function
 	// Rate is its call rate before the trace.
 	Rate CallRate
-	// Calls counts its calls reported (whole); Cut those cut, open when
-	// their window's probes went (or when it moved to the windows).
+	// Calls counts its calls reported (whole); Cut those cut: open when
+	// their window's probes went (or when it moved to the windows), or
+	// ended unwound (see Sampling.Cut).
 	Calls, Cut uint64
 }
 
@@ -211,8 +216,8 @@ type pseudoProbes struct {
 
 // countCalls attaches a counting probe at the entry probes idx (one per
 // function, s.entryProbes), and at the probes of pseudo, for countWindow
-// and returns their call rates: each pseudo set's as those of its
-// Function, its hits per second, and their cost.
+// or less (countFor), and returns their call rates: each pseudo set's as
+// those of its Function, its hits per second, and their cost.
 func (s *Session) countCalls(idx []int, pseudo ...pseudoProbes) ([]CallRate, error) {
 	nfuncs := len(idx)
 	idx = slices.Clip(idx)
@@ -245,14 +250,17 @@ func (s *Session) countCalls(idx []int, pseudo ...pseudoProbes) ([]CallRate, err
 	}
 	// Counted from when all the probes are in: attaching takes tens of
 	// milliseconds, in which the first probes count and the last do not.
+	// The CPU clock first: reading every thread's time takes
+	// milliseconds with hundreds of threads, which the hits would count
+	// and the times not.
+	var clock *proc.CPUClock
+	if s.Opts.PID > 0 {
+		clock, _ = proc.NewCPUClock(s.Opts.PID)
+	}
 	from, err := s.readHits(idx)
 	if err != nil {
 		closeLinks(links)
 		return nil, err
-	}
-	var clock *proc.CPUClock
-	if s.Opts.PID > 0 {
-		clock, _ = proc.NewCPUClock(s.Opts.PID)
 	}
 	start := time.Now()
 	after, err := s.countFor(idx, from, start)
@@ -306,13 +314,13 @@ func (s *Session) countCalls(idx []int, pseudo ...pseudoProbes) ([]CallRate, err
 }
 
 // countFor lets the counting probes at idx (whose hits were before when
-// they were attached, at start) count for countWindow, and returns their
+// they were all in, at start) count for countWindow, and returns their
 // hits then. Tracing (not gi funcs), it stops early once their hits have
 // cost the process countBudget: a function called a billion times a
 // second, each call a trap, would otherwise lose most of 50 ms to the
-// counting (over a few seconds' trace, more than a 1% budget); a few
-// milliseconds show it hot all the same, and a function too rare to be
-// counted by then is cheap (the governor watches it during the trace).
+// counting (over a few seconds' trace, a 1% budget's worth); 10 ms show
+// it hot all the same, and a function too rare to be counted by then is
+// cheap (the governor watches it during the trace).
 func (s *Session) countFor(idx []int, before []uint64, start time.Time) ([]uint64, error) {
 	if !s.Opts.countOnly {
 		for _, at := range countChecks {
@@ -510,8 +518,8 @@ func (sm *sampler) schedWindowed(idx []int, cost float64) {
 // budget takes to pay for it (a later run of the session opens its first
 // window at once, its cost known). Before any window the only measure of
 // what one costs is the estimate from the calls counted (sm.cost, what
-// its probes would take of the process's CPU time, the threads' whole
-// time at most): a window and its shortest closing at that share, against
+// its probes would take of the process's CPU time, all of it at most):
+// a window and its shortest closing at that share, against
 // the budget times budgetMargin. Opening at once, the first window took
 // 0.7% of the demo service's CPU time over a 4.5 s trace under a 1%
 // budget (a service taking 7% of a CPU: one window costs a second and a
@@ -681,19 +689,24 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 
 // closeWindow waits, while the window closes, for the calls it opened to
 // return: until they all have, or, once the closing's wait is over (see
-// closed), until none has returned for minWindow; maxClosing at most, and
-// not past ctx. A run's first windows, before the calls' durations are
-// known, so wait as long as calls keep returning; a call that never
-// returns (a goroutine blocked for good) does not hold the closing.
+// closed), until none has returned for minWindow; maxClosing at most,
+// and once ctx is done (the run ends), the wait only: a window the end
+// of a run closes would otherwise cut every call it opened. A run's first
+// windows, before the calls' durations are known, so wait as long as
+// calls keep returning; a call that never returns (a goroutine blocked
+// for good) does not hold the closing.
 func (sm *sampler) closeWindow(ctx context.Context, opened [2]uint64) {
 	start := time.Now()
 	sm.mu.Lock()
 	wait := min(maxClosing, max(minWindow, sm.window/2, sm.wait))
 	sm.mu.Unlock()
+	// Progress is a return, a nested call's too: a closing waits while
+	// calls keep returning (a loop that never returns but calls sampled
+	// functions holds it for maxClosing, its cost measured like any).
 	lastReturn, returned := start, uint64(0)
-	for ctx.Err() == nil {
+	for {
 		now := time.Now()
-		if now.Sub(start) >= maxClosing || now.Sub(start) >= wait && now.Sub(lastReturn) >= minWindow {
+		if now.Sub(start) >= maxClosing || now.Sub(start) >= wait && (now.Sub(lastReturn) >= minWindow || ctx.Err() != nil) {
 			break
 		}
 		n, err := sm.countSampled()
@@ -735,8 +748,13 @@ func (sm *sampler) closed(took time.Duration) {
 // observe records the duration of a sampled call reported, not nested in
 // another sampled call: what the closings wait for.
 func (sm *sampler) observe(c *Call) {
-	if p := c.Parent; p != nil && p.Func.Sampled || c.End < c.Start {
+	if c.End < c.Start {
 		return
+	}
+	for p := c.Parent; p != nil; p = p.Parent {
+		if p.Func.Sampled {
+			return
+		}
 	}
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
@@ -835,13 +853,16 @@ func (sm *sampler) adapt(o Overhead, length, stalled time.Duration) {
 	fixed := max(0, length-sm.window)
 	w := time.Duration(next*float64(basePeriod)) - fixed
 	switch {
-	case w >= basePeriod-fixed:
+	case w >= basePeriod-fixed && basePeriod-fixed >= minWindow:
 		sm.window, sm.period = basePeriod-fixed, basePeriod
-	case w >= minWindow:
+	case w >= minWindow && w+fixed <= basePeriod:
 		sm.window, sm.period = w, basePeriod
 	default:
+		// The shortest window, its period stretched to the duty; never
+		// shorter than the window and its closing (a closing that waits
+		// for calls of hundreds of milliseconds can outlast basePeriod).
 		sm.window = minWindow
-		sm.period = min(maxPeriod, time.Duration(float64(minWindow+fixed)/max(next, 1e-6)))
+		sm.period = min(maxPeriod, max(minWindow+fixed, time.Duration(float64(minWindow+fixed)/max(next, 1e-6))))
 		switch {
 		case sm.period == maxPeriod && share > sm.budget && stalled > 0:
 			sm.warn(fmt.Sprintf("without uprobe_multi links (kernel 6.6+) each window attaches and detaches a perf event per probe, %v here, while the probed code runs slowed and unmeasured: with the windows %v apart that still took %.1f%% of a thread, over the budget; narrow the pattern", stalled.Round(time.Millisecond), maxPeriod, 100*share))

@@ -115,7 +115,15 @@ func TestAdapt(t *testing.T) {
 	if sm.window != minWindow || sm.period < 3*basePeriod {
 		t.Fatalf("window %v of %v after a 200 ms stall, want %v of a period stretched threefold at least", sm.window, sm.period, minWindow)
 	}
-	if sm.report.Windows != 4 || sm.report.Stalled != 200*time.Millisecond {
+	// A closing that waited 690 ms for long calls, the probes cheap: the
+	// window is never negative, nor the period shorter than the window
+	// and its closing.
+	sm.window, sm.period = minWindow, basePeriod
+	sm.adapt(Overhead{Interval: time.Second, TargetCPU: time.Second, Threads: thread(target / 10)}, 700*time.Millisecond, 0)
+	if sm.window != minWindow || sm.period < 700*time.Millisecond {
+		t.Fatalf("window %v of %v after a 690 ms closing, want %v of 700 ms at least", sm.window, sm.period, minWindow)
+	}
+	if sm.report.Windows != 5 || sm.report.Stalled != 200*time.Millisecond {
 		t.Fatalf("%d windows counted, %v stalled", sm.report.Windows, sm.report.Stalled)
 	}
 }
@@ -150,6 +158,16 @@ func TestClosingWait(t *testing.T) {
 	sm.closed(0)
 	if len(sm.durations) != maxDurations || sm.wait != maxClosing {
 		t.Fatalf("%d durations kept, wait %v, want %d and %v", len(sm.durations), sm.wait, maxDurations, maxClosing)
+	}
+	// A sampled call under a whole call under a sampled one is nested
+	// all the same.
+	kept := len(sm.durations)
+	outer := &Call{Func: handler, Start: 0, End: uint64(time.Second)}
+	mid := &Call{Func: whole, Parent: outer, Start: 0, End: uint64(time.Second)}
+	sm.nextDuration = 0
+	sm.observe(&Call{Func: helper, Parent: mid, Start: 0, End: 1})
+	if len(sm.durations) != kept || sm.durations[0] != 3*time.Second {
+		t.Fatal("a sampled call nested two deep was counted")
 	}
 	// A call whose end precedes its start (clocks of two CPUs) is not
 	// counted.

@@ -313,7 +313,9 @@ func (b *Builder) dropUnseen(c *Call) {
 // ended without its return seen. A call of a sampled function is reported
 // whole or not at all, and its return may have been lost with its
 // window's probes (a goroutine that exits, or calls again, before the
-// window's end cuts it): it is dropped instead, as Cut drops it.
+// window's end cuts it): it is dropped instead, as Cut drops it (calls
+// traced whole open inside it were unwound first, and reported so: their
+// probes never went).
 func (b *Builder) unwindTop(st *goroutineState, now uint64) {
 	c := st.stack[len(st.stack)-1]
 	if c.Func.Sampled {

@@ -538,7 +538,7 @@ func TestPsTraceBudget(t *testing.T) {
 		t.Errorf("gi ps --trace --max-overhead 5%% table (exit %d, %s):\n%s", code, stderr, table)
 	}
 	table, stderr, code = runGi(t, "ps", "--trace", "1s", "--max-overhead", "0.2%", strconv.Itoa(p.Pid))
-	if code != 0 || !strings.Contains(table, "warning: no sampling window opened: under the 0.2% budget the first was to open after") {
+	if code != 0 || !strings.Contains(table, "warning: no sampling window opened: under the 0.2% budget the first was to open") {
 		t.Errorf("gi ps --trace --max-overhead 0.2%% table (exit %d, %s):\n%s", code, stderr, table)
 	}
 	targets.CheckNotStopped(t, p.Pid)

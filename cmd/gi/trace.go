@@ -346,7 +346,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		for _, f := range sm.Functions {
 			cut := ""
 			if f.Cut > 0 {
-				cut = fmt.Sprintf(" (%d more cut, open when their window closed)", f.Cut)
+				cut = fmt.Sprintf(" (%d more cut: open when their window closed, or ended unwound)", f.Cut)
 			}
 			fmt.Fprintf(stderr, "gi: sampled %s: %d calls traced whole%s in %d windows covering %.1f%% of the trace, about %.0f in all; %.0f calls/s before the trace\n",
 				f.Func.Name, f.Calls, cut, sm.Windows, 100*sm.TracedShare(), sm.EstimatedCalls(f), f.Rate.PerSecond)
