@@ -237,17 +237,8 @@ func samplingKeepsBudget(t *testing.T, mode int) {
 	var lightsBefore, lightsAfter int
 	for range phases {
 		untraced := loopPace(t, p, "hot", 1, 6)
-		// Measured from the last rate line before the run: its first
-		// window opens at once.
-		seen := len(p.Lines())
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan trace.RunResult, 1)
-		go func() { done <- s.Run(ctx, trace.RunOptions{}, handlers) }()
-		traced := loopPaceSince(t, p, "hot", seen, intervals)
-		lightsBefore = lastLight(t, p)
-		cancel()
-		res := <-done
-		lightsAfter = lastLight(t, p)
+		traced, res, before, after := tracedPhase(t, s, p, "hot", intervals, handlers)
+		lightsBefore, lightsAfter = before, after
 		ratios = append(ratios, traced/untraced)
 		sm := res.Sampling
 		if sm == nil || len(sm.Functions) != 1 || sm.Functions[0].Func.Name != "main.hot" {
@@ -326,15 +317,8 @@ func TestSamplingGoroutineExits(t *testing.T) {
 	var lightsBefore, lightsAfter int
 	for range 6 {
 		untraced := loopPace(t, p, "spawn", 1, 6)
-		seen := len(p.Lines())
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan trace.RunResult, 1)
-		go func() { done <- s.Run(ctx, trace.RunOptions{}, handlers) }()
-		traced := loopPaceSince(t, p, "spawn", seen, 9)
-		lightsBefore = lastLight(t, p)
-		cancel()
-		res := <-done
-		lightsAfter = lastLight(t, p)
+		traced, res, before, after := tracedPhase(t, s, p, "spawn", 9, handlers)
+		lightsBefore, lightsAfter = before, after
 		ratios = append(ratios, traced/untraced)
 		sm := res.Sampling
 		if sm == nil || !sm.ExitWindowed {
@@ -411,6 +395,23 @@ func TestSamplingLongCalls(t *testing.T) {
 	if sm.Closing <= 10*time.Millisecond {
 		t.Errorf("the closings waited %v at most, no longer than the shortest", sm.Closing)
 	}
+}
+
+// tracedPhase runs s until the loop's pace has been measured over
+// intervals rate lines, from the last one before the run (a run's first
+// window may open at once), and returns it with the run's result and the
+// count of p's last "light N" line before and after the run stopped.
+func tracedPhase(t *testing.T, s *trace.Session, p *targets.Process, loop string, intervals int, hs trace.Handlers) (float64, trace.RunResult, int, int) {
+	t.Helper()
+	seen := len(p.Lines())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan trace.RunResult, 1)
+	go func() { done <- s.Run(ctx, trace.RunOptions{}, hs) }()
+	pace := loopPaceSince(t, p, loop, seen, intervals)
+	before := lastLight(t, p)
+	cancel()
+	res := <-done
+	return pace, res, before, lastLight(t, p)
 }
 
 // lightsSince returns the count of p's last "light N" line and the time
