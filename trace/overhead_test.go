@@ -284,12 +284,15 @@ func samplingKeepsBudget(t *testing.T, mode int) {
 // TestSamplingGoroutineExits traces a light function in a process that
 // starts and ends goroutines by the million a second. The probe on
 // goroutine exits (runtime.goexit1) fires at each whatever is traced:
-// kept whole it took 50% of the process's CPU time here. Counted with the
-// functions before the trace, it is attached in the sampling windows
-// under a 5% budget, and the loop keeps at least 95% of its untraced pace
-// (goroutines per second of the process's CPU time, measured by the
-// target in the same run), while every call of the light function is
-// traced whole.
+// kept whole it took 50% of the process's CPU time here, and the loop
+// kept 40 to 60% of its pace. Counted with the functions before the
+// trace, it is attached in the sampling windows under a 5% budget: the
+// probes' measured share stays within it, and the loop keeps at least
+// 90% of its untraced pace (goroutines per second of the process's CPU
+// time, measured by the target in the same run: 97.4% alone, but other
+// processes' load moves that pace by 8% between phases, as the hot
+// loop's, on a thread of its own, is not), while every call of the light
+// function is traced whole.
 func TestSamplingGoroutineExits(t *testing.T) {
 	requirePrivilege(t)
 	bin := targets.Build(t, "hotcold", targets.BuildOptions{})
@@ -315,6 +318,10 @@ func TestSamplingGoroutineExits(t *testing.T) {
 	windows := 0
 	firstLight, since := lightsSince(t, p)
 	var lightsBefore, lightsAfter int
+	opened, err := s.Overhead()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 6 {
 		untraced := loopPace(t, p, "spawn", 1, 6)
 		traced, res, before, after := tracedPhase(t, s, p, "spawn", 9, handlers)
@@ -334,8 +341,11 @@ func TestSamplingGoroutineExits(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("pace traced/untraced %.4f (median of %v); %v; goroutine exits %d hits, %v", median, ratios, o, o.Exit.Hits, o.Exit.Time)
-	if median < 0.95 {
+	if median < 0.90 {
 		t.Errorf("the loop kept %.2f%% of its untraced pace under a 5%% budget", 100*median)
+	}
+	if d := o.Sub(opened); d.Share() > 0.05 {
+		t.Errorf("the probes took %.2f%% of the process's CPU time over the phases, over the 5%% budget", 100*d.Share())
 	}
 	if windows < 6 || o.Exit.Hits == 0 {
 		t.Errorf("%d windows, %d hits of the probe on goroutine exits", windows, o.Exit.Hits)
