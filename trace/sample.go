@@ -531,7 +531,7 @@ func (sm *sampler) firstDelay() time.Duration {
 	if sm.id > 0 || sm.cost <= 0 || target <= 0 {
 		return 0
 	}
-	window := sm.window + max(minWindow, sm.window/2, sm.wait)
+	window := sm.window + sm.closingWait()
 	return min(maxPeriod, time.Duration(float64(window)*min(1, sm.cost)/target))
 }
 
@@ -698,7 +698,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 func (sm *sampler) closeWindow(ctx context.Context, opened [2]uint64) {
 	start := time.Now()
 	sm.mu.Lock()
-	wait := min(maxClosing, max(minWindow, sm.window/2, sm.wait))
+	wait := sm.closingWait()
 	sm.mu.Unlock()
 	// Progress is a return, a nested call's too: a closing waits while
 	// calls keep returning (a loop that never returns but calls sampled
@@ -723,6 +723,13 @@ func (sm *sampler) closeWindow(ctx context.Context, opened [2]uint64) {
 		time.Sleep(time.Millisecond)
 	}
 	sm.closed(time.Since(start))
+}
+
+// closingWait is how long the next closing waits at least (see closed):
+// half the window, minWindow, or what the sampled calls take, whichever
+// is longest, maxClosing at most. sm.mu is held.
+func (sm *sampler) closingWait() time.Duration {
+	return min(maxClosing, max(minWindow, sm.window/2, sm.wait))
 }
 
 // closed records that a closing took took, and sets the next closing's
