@@ -378,7 +378,7 @@ func TestSamplingLongCalls(t *testing.T) {
 	}
 	defer s.Close()
 	calls, handlers := collectCalls()
-	res := s.Run(context.Background(), trace.RunOptions{Duration: 12 * time.Second}, handlers)
+	res := s.Run(context.Background(), trace.RunOptions{Duration: 30 * time.Second}, handlers)
 	sm := res.Sampling
 	if res.Err != nil || sm == nil {
 		t.Fatalf("run: %v, sampling %+v, warnings %v", res.Err, sm, s.Warnings)

@@ -689,7 +689,7 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 
 // closeWindow waits, while the window closes, for the calls it opened to
 // return: until they all have, or, once the closing's wait is over (see
-// closed), until none has returned for minWindow; maxClosing at most,
+// closed), until none has returned for half the wait; maxClosing at most,
 // and once ctx is done (the run ends), the wait only: a window the end
 // of a run closes would otherwise cut every call it opened. A run's first
 // windows, before the calls' durations are known, so wait as long as
@@ -703,10 +703,14 @@ func (sm *sampler) closeWindow(ctx context.Context, opened [2]uint64) {
 	// Progress is a return, a nested call's too: a closing waits while
 	// calls keep returning (a loop that never returns but calls sampled
 	// functions holds it for maxClosing, its cost measured like any).
+	// Quiet for half the wait, not minWindow: calls queued on a lock
+	// return one holder's time apart, and on a loaded machine threads
+	// wait their turn to run for tens of milliseconds.
+	quiet := max(minWindow, wait/2)
 	lastReturn, returned := start, uint64(0)
 	for {
 		now := time.Now()
-		if now.Sub(start) >= maxClosing || now.Sub(start) >= wait && (now.Sub(lastReturn) >= minWindow || ctx.Err() != nil) {
+		if now.Sub(start) >= maxClosing || now.Sub(start) >= wait && (now.Sub(lastReturn) >= quiet || ctx.Err() != nil) {
 			break
 		}
 		n, err := sm.countSampled()
