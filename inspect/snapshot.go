@@ -430,15 +430,7 @@ func (t *Target) freeze(stopped *ptrace.Stopped) (*proc.Memory, string) {
 	if !t.live {
 		return nil, "not a live process"
 	}
-	f := t.Binary.Lines.FuncByName("runtime.exit")
-	if f == nil || f.End <= f.Entry || f.End-f.Entry > 256 {
-		return nil, "no runtime.exit in the binary's pclntab"
-	}
-	code := make([]byte, f.End-f.Entry)
-	if _, err := t.Mem.ReadAt(code, f.Entry+t.Bias); err != nil {
-		return nil, fmt.Sprintf("read runtime.exit: %v", err)
-	}
-	g, err := ptrace.ExitGadget(t.Binary.Arch, f.Entry+t.Bias, code)
+	g, err := t.gadget()
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -453,6 +445,24 @@ func (t *Target) freeze(stopped *ptrace.Stopped) (*proc.Memory, string) {
 	}
 	t.frozen = frozen
 	return mem, ""
+}
+
+// gadget finds the ptrace.Gadget in the code of the runtime's functions
+// it is made of, as the process maps them.
+func (t *Target) gadget() (ptrace.Gadget, error) {
+	var code [3]ptrace.Code
+	for i, name := range []string{"runtime.exit", "runtime.futex", "runtime.clone"} {
+		f := t.Binary.Lines.FuncByName(name)
+		if f == nil || f.End <= f.Entry || f.End-f.Entry > 512 {
+			return ptrace.Gadget{}, fmt.Errorf("no %s in the binary's pclntab", name)
+		}
+		b := make([]byte, f.End-f.Entry)
+		if _, err := t.Mem.ReadAt(b, f.Entry+t.Bias); err != nil {
+			return ptrace.Gadget{}, fmt.Errorf("read %s: %w", name, err)
+		}
+		code[i] = ptrace.Code{Entry: f.Entry + t.Bias, Bytes: b}
+	}
+	return ptrace.FindGadget(t.Binary.Arch, code[0], code[1], code[2])
 }
 
 // FrozenCopy returns the pid of the Frozen copy the snapshot being taken

@@ -49,3 +49,18 @@ func statUint(f [][]byte, n int, name string) (uint64, error) {
 	}
 	return v, nil
 }
+
+// StateAndExitSignal returns process pid's state letter (proc(5) field
+// 3: 'R', 'S', 'Z', ...) and the signal its parent is sent when it ends
+// (field 38, exit_signal; 0 for none).
+func StateAndExitSignal(pid int) (byte, int, error) {
+	f, err := readStat(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	sig, err := statUint(f, 38, "exit_signal")
+	if err != nil {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return f[0][0], int(sig), nil
+}

@@ -1,6 +1,8 @@
 package ptrace
 
 import (
+	"encoding/binary"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -24,29 +26,43 @@ func readCallRegs(tid int) (*callRegs, error) {
 
 func (c *callRegs) write(tid int) error { return unix.PtraceSetRegs(tid, &c.r) }
 
+// setPC sets the program counter.
+func (c *callRegs) setPC(pc uint64) { c.r.Rip = pc }
+
 // result is the system call's return value (a negative errno on failure).
 func (c *callRegs) result() int64 { return int64(c.r.Rax) }
 
 // cloneArgs orders clone's arguments (flags, stack, parent_tid,
 // child_tid, tls) as x86_64 takes them.
-func cloneArgs(flags uint64) [6]uint64 { return [6]uint64{flags} }
+func cloneArgs(flags, stack uint64) [6]uint64 { return [6]uint64{flags, stack} }
 
 // callFrame returns the registers that make the thread call nr(args) at
-// the gadget's SYSCALL: orig_rax -1, so that the kernel does not restart
-// the call the thread was stopped in; the stack pointer 512 bytes under
-// the thread's (past any red zone), where word (the gadget's exit) is to
-// be written at scratch: a copy made by the call that ever ran would RET
-// there and exit.
-func callFrame(saved *callRegs, g Gadget, nr uint64, args [6]uint64) (frame *callRegs, scratch, word uint64) {
+// pc: orig_rax -1, so that the kernel does not restart the call the
+// thread was stopped in; the rest as they were, the stack pointer
+// included (runtime.futex's: Gadget).
+func callFrame(saved *callRegs, pc, nr uint64, args [6]uint64) *callRegs {
 	f := *saved
 	r := &f.r
-	r.Rip = g.Syscall
+	r.Rip = pc
 	r.Rax, r.Orig_rax = nr, ^uint64(0)
 	r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9 = args[0], args[1], args[2], args[3], args[4], args[5]
-	scratch = (saved.r.Rsp - 512) &^ 15
-	r.Rsp = scratch
-	return &f, scratch, g.Exit
+	return &f
 }
+
+// childStack returns the stack a copy made by clone starts on, 512 bytes
+// under the parked thread's sp (past any red zone), and what to write at
+// addr for the copy to end the moment it runs: the word its RET pops,
+// the gadget's Exit.
+func childStack(g Gadget, sp uint64) (stack, addr uint64, data []byte) {
+	stack = (sp - 512) &^ 15
+	data = make([]byte, 8)
+	binary.LittleEndian.PutUint64(data, g.Exit)
+	return stack, stack, data
+}
+
+// futexOp is the futex operation a thread stopped in runtime.futex
+// passes: rsi, user_regs_struct's word 13.
+func futexOp(th *Thread) uint64 { return th.Regs.All[13] }
 
 // callable tells whether the stopped thread can make a call and be put
 // back exactly: the kernel decides a restart after the stop, from the

@@ -1,6 +1,8 @@
 package ptrace
 
 import (
+	"encoding/binary"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -26,26 +28,47 @@ func (c *callRegs) write(tid int) error {
 	return unix.PtraceSetRegSetArm64(tid, unix.NT_PRSTATUS, &c.r)
 }
 
+// setPC sets the program counter.
+func (c *callRegs) setPC(pc uint64) { c.r.Pc = pc }
+
 // result is the system call's return value (a negative errno on failure).
 func (c *callRegs) result() int64 { return int64(c.r.Regs[0]) }
 
 // cloneArgs orders clone's arguments (flags, stack, parent_tid, tls,
 // child_tid) as arm64 takes them.
-func cloneArgs(flags uint64) [6]uint64 { return [6]uint64{flags} }
+func cloneArgs(flags, stack uint64) [6]uint64 { return [6]uint64{flags, stack} }
 
 // callFrame returns the registers that make the thread call nr(args) at
-// the gadget's SVC, with the link register at the gadget's exit: a copy
-// made by the call that ever ran would return there and exit. Nothing is
-// written to memory (scratch 0).
-func callFrame(saved *callRegs, g Gadget, nr uint64, args [6]uint64) (frame *callRegs, scratch, word uint64) {
+// pc; the rest as they were, the stack pointer and the link register
+// included (runtime.futex's: Gadget).
+func callFrame(saved *callRegs, pc, nr uint64, args [6]uint64) *callRegs {
 	f := *saved
 	r := &f.r
-	r.Pc = g.Syscall
+	r.Pc = pc
 	r.Regs[8] = nr
 	copy(r.Regs[:6], args[:])
-	r.Regs[30] = g.Exit
-	return &f, 0, 0
+	return &f
 }
+
+// cloneMark is the word runtime.clone's child checks 32 bytes under its
+// stack before it goes on.
+const cloneMark = 1234
+
+// childStack returns the stack a copy made by clone starts on, 512 bytes
+// under the parked thread's sp, and what to write at addr, under it, for
+// the copy to end the moment it runs: runtime.clone's mark, and the fn,
+// g and m its child reads, fn the gadget's Exit, g and m nil.
+func childStack(g Gadget, sp uint64) (stack, addr uint64, data []byte) {
+	stack = (sp - 512) &^ 15
+	data = make([]byte, 32)
+	binary.LittleEndian.PutUint64(data[0:], cloneMark)
+	binary.LittleEndian.PutUint64(data[8:], g.Exit)
+	return stack, stack - 32, data
+}
+
+// futexOp is the futex operation a thread stopped in runtime.futex
+// passes: x1.
+func futexOp(th *Thread) uint64 { return th.Regs.All[1] }
 
 // Calls whose interrupted state arm64's stop does not show whole: the
 // kernel rewinds a thread blocked in a call to its SVC before the stop,

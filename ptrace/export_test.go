@@ -6,3 +6,6 @@ func (s *Stopped) FreezeOn(tid int, g Gadget) (*Frozen, error) { return s.freeze
 
 // MaskSwapped is maskSwapped, for its test.
 var MaskSwapped = maskSwapped
+
+// SetTestPoint sets what runs at the named points of a call (testPoint).
+func SetTestPoint(f func(string)) { testPoint = f }

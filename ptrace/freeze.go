@@ -41,6 +41,10 @@ type Frozen struct {
 	// Took is how long the copy took, in the stop; ReapPause how long
 	// Release stopped the process again to reap the copy.
 	Took, ReapPause time.Duration
+	// LeftReaped counts the copies an earlier gi, killed before it
+	// could reap them, had left as zombies of the process, reaped in
+	// this stop.
+	LeftReaped int
 
 	parent  int    // the process the copy was made of
 	gadget  Gadget // its runtime.exit, for the call that reaps the copy
@@ -69,7 +73,7 @@ func (s *Stopped) freezeOn(tid int, g Gadget) (*Frozen, error) {
 		if err != nil {
 			return err
 		}
-		f = &Frozen{Pid: child, parent: s.Pid, gadget: g, t: s.t, Took: time.Since(start)}
+		f = &Frozen{Pid: child, parent: s.Pid, gadget: g, t: s.t, Took: time.Since(start), LeftReaped: s.leftReaped}
 		f.nsPid = namespacePid(child)
 		return nil
 	})
@@ -87,14 +91,20 @@ func (s *Stopped) freezeOn(tid int, g Gadget) (*Frozen, error) {
 
 // freeze runs on the tracer thread.
 func (s *Stopped) freeze(tid int, g Gadget) (int, error) {
-	st, err := s.callThread(tid)
+	st, err := s.callThread(tid, g)
 	if err != nil {
 		return 0, err
 	}
 	if err := g.check(st.tid, runtime.GOARCH); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrFreezeRefused, err)
 	}
-	ret, child, err := s.call(st, g, sysClone, cloneArgs(unix.CLONE_FILES), true)
+	// Copies an earlier gi left (killed before it could reap them) are
+	// reaped first: zombies of the process, nothing else.
+	s.leftReaped += s.reapLeftCopies(st, g)
+	th := s.thread(st.tid)
+	stack, addr, data := childStack(g, th.Regs.SP)
+	mem := &scratch{addr: addr, data: data}
+	ret, child, err := s.call(st, g.Clone, sysClone, cloneArgs(unix.CLONE_FILES, stack), mem)
 	// A copy made but not kept is ended and reaped in this stop.
 	abandon := func(err error) (int, error) {
 		ns := namespacePid(child)
@@ -123,14 +133,49 @@ func (s *Stopped) freeze(tid int, g Gadget) (int, error) {
 	if !ws.Stopped() {
 		return abandon(fmt.Errorf("process %d: its copy %d ended: %v", s.Pid, child, ws))
 	}
+	testPoint("copy-stopped")
+	// The copy is pointed at the gadget's Exit, so that, let go, it
+	// ends whatever its memory holds; and its memory is made the
+	// process's, but for the words its own stack was given: they are
+	// put back as they were.
+	if err := pointAt(child, g.Exit); err != nil {
+		return abandon(fmt.Errorf("process %d: its copy %d: %w", s.Pid, child, err))
+	}
+	if _, err := unix.PtracePokeData(child, uintptr(addr), mem.old); err != nil {
+		return abandon(fmt.Errorf("process %d: restore its copy %d's memory at %#x: %w", s.Pid, child, addr, err))
+	}
 	return child, nil
 }
 
+// pointAt sets the program counter of stopped thread tid.
+func pointAt(tid int, pc uint64) error {
+	r, err := readCallRegs(tid)
+	if err != nil {
+		return fmt.Errorf("registers: %w", err)
+	}
+	r.setPC(pc)
+	if err := r.write(tid); err != nil {
+		return fmt.Errorf("set registers: %w", err)
+	}
+	return nil
+}
+
+// thread returns the stopped thread tid.
+func (s *Stopped) thread(tid int) *Thread {
+	for i := range s.Threads {
+		if s.Threads[i].TID == tid {
+			return &s.Threads[i]
+		}
+	}
+	return nil
+}
+
 // callThread picks the thread to make the calls (tid, or any if 0):
-// stopped by gi's interrupt alone (no signal held, not in a group stop),
-// its registers read, and not inside a system call whose restart the
-// thread's state would not carry (callable).
-func (s *Stopped) callThread(tid int) (*seized, error) {
+// parked in runtime.futex's wait (Gadget), stopped by gi's interrupt
+// alone (no signal held, not in a group stop), its registers read, and
+// not inside a system call whose restart the thread's state would not
+// carry (callable).
+func (s *Stopped) callThread(tid int, g Gadget) (*seized, error) {
 	for i := range s.Threads {
 		th := &s.Threads[i]
 		if tid != 0 && th.TID != tid {
@@ -143,29 +188,39 @@ func (s *Stopped) callThread(tid int) (*seized, error) {
 		if st.stopSig != syscall.SIGTRAP || st.event != unix.PTRACE_EVENT_STOP {
 			continue
 		}
-		if !callable(th) {
+		if !callable(th) || !g.parked(runtime.GOARCH, th.Regs.PC, futexOp(th)) {
 			continue
 		}
 		return st, nil
 	}
-	return nil, fmt.Errorf("%w: process %d: no thread stopped in a state to make a call", ErrFreezeRefused, s.Pid)
+	return nil, fmt.Errorf("%w: process %d: no thread parked in runtime.futex to make a call", ErrFreezeRefused, s.Pid)
 }
 
-// call makes the stopped thread st run system call nr(args) at the
-// gadget, and puts it back as it was: in the same interrupt stop, its
-// registers restored, the system call it was in restarting as it would
-// have (the kernel decides that after the stop, from the restored
-// registers). clone says the call may create a process (reported, then
-// seized and stopped, as child). A signal that arrives for the thread
-// meanwhile is sent to it again.
-func (s *Stopped) call(st *seized, g Gadget, nr uint64, args [6]uint64, clone bool) (ret int64, child int, err error) {
+// scratch is memory a call writes before it runs, and puts back after:
+// data at addr, old what was there.
+type scratch struct {
+	addr      uint64
+	data, old []byte
+}
+
+// call makes the stopped thread st run system call nr(args) at pc, and
+// puts it back as it was: in the same interrupt stop, its registers
+// restored, the system call it was in restarting as it would have (the
+// kernel decides that after the stop, from the restored registers), mem
+// (if not nil) written before the call and restored after. A call that
+// creates a process (clone) reports it, seized and stopped, as child. A
+// signal that arrives for the thread meanwhile is suppressed and sent to
+// it again. The thread's signal mask is left alone: a tracer that dies
+// in the middle of a call leaves nothing of it changed but the call
+// (Gadget).
+func (s *Stopped) call(st *seized, pc, nr uint64, args [6]uint64, mem *scratch) (ret int64, child int, err error) {
 	tid := st.tid
 	saved, err := readCallRegs(tid)
 	if err != nil {
 		return 0, 0, fmt.Errorf("process %d: thread %d registers: %w", s.Pid, tid, err)
 	}
 	opts := unix.PTRACE_O_TRACESYSGOOD
-	if clone {
+	if nr == sysClone {
 		opts |= unix.PTRACE_O_TRACECLONE
 	}
 	if seccompFiltered(tid) {
@@ -178,25 +233,13 @@ func (s *Stopped) call(st *seized, g Gadget, nr uint64, args [6]uint64, clone bo
 		return 0, 0, fmt.Errorf("process %d: thread %d options: %w", s.Pid, tid, err)
 	}
 	defer unix.PtraceSetOptions(tid, 0)
-	frame, scratch, word := callFrame(saved, g, nr, args)
-	var old [8]byte
-	if scratch != 0 {
-		if _, err := peek(tid, scratch, old[:]); err != nil {
-			return 0, 0, fmt.Errorf("process %d: thread %d stack at %#x: %w", s.Pid, tid, scratch, err)
+	if mem != nil {
+		mem.old = make([]byte, len(mem.data))
+		if n, err := peek(tid, mem.addr, mem.old); err != nil || n != len(mem.old) {
+			return 0, 0, fmt.Errorf("process %d: thread %d stack at %#x: %v", s.Pid, tid, mem.addr, err)
 		}
-		var w [8]byte
-		binary.LittleEndian.PutUint64(w[:], word)
-		if _, err := unix.PtracePokeData(tid, uintptr(scratch), w[:]); err != nil {
-			return 0, 0, fmt.Errorf("process %d: thread %d stack at %#x: %w", s.Pid, tid, scratch, err)
-		}
-	}
-	// Every signal blocked on the thread while it makes the call: one
-	// sent to the process stays for the thread the kernel would have
-	// chosen, one sent to this thread waits for it.
-	oldMask, maskErr := sigmask(tid, unix.PTRACE_GETSIGMASK, 0)
-	if maskErr == nil {
-		if _, err := sigmask(tid, unix.PTRACE_SETSIGMASK, ^uint64(0)); err != nil {
-			maskErr = err
+		if _, err := unix.PtracePokeData(tid, uintptr(mem.addr), mem.data); err != nil {
+			return 0, 0, fmt.Errorf("process %d: thread %d stack at %#x: %w", s.Pid, tid, mem.addr, err)
 		}
 	}
 	var signals []pendingSignal
@@ -205,14 +248,9 @@ func (s *Stopped) call(st *seized, g Gadget, nr uint64, args [6]uint64, clone bo
 		if err := saved.write(tid); err != nil {
 			first = fmt.Errorf("process %d: restore thread %d registers: %w", s.Pid, tid, err)
 		}
-		if scratch != 0 {
-			if _, err := unix.PtracePokeData(tid, uintptr(scratch), old[:]); err != nil && first == nil {
+		if mem != nil {
+			if _, err := unix.PtracePokeData(tid, uintptr(mem.addr), mem.old); err != nil && first == nil {
 				first = fmt.Errorf("process %d: restore thread %d stack: %w", s.Pid, tid, err)
-			}
-		}
-		if maskErr == nil {
-			if _, err := sigmask(tid, unix.PTRACE_SETSIGMASK, oldMask); err != nil && first == nil {
-				first = fmt.Errorf("process %d: restore thread %d signal mask: %w", s.Pid, tid, err)
 			}
 		}
 		for _, sig := range signals {
@@ -220,10 +258,11 @@ func (s *Stopped) call(st *seized, g Gadget, nr uint64, args [6]uint64, clone bo
 		}
 		return first
 	}
-	if err := frame.write(tid); err != nil {
+	if err := callFrame(saved, pc, nr, args).write(tid); err != nil {
 		restore()
 		return 0, 0, fmt.Errorf("process %d: thread %d registers: %w", s.Pid, tid, err)
 	}
+	testPoint("frame")
 	ret, child, signals, err = runCall(tid)
 	if err != nil {
 		// Back in a stop, if it can be, before its registers go back.
@@ -234,6 +273,7 @@ func (s *Stopped) call(st *seized, g Gadget, nr uint64, args [6]uint64, clone bo
 		restore()
 		return 0, child, fmt.Errorf("process %d: thread %d call: %w", s.Pid, tid, err)
 	}
+	testPoint("returned")
 	if err := restore(); err != nil {
 		return 0, child, err
 	}
@@ -269,6 +309,7 @@ func runCall(tid int) (ret int64, child int, signals []pendingSignal, err error)
 		case sig == syscall.SIGTRAP|0x80:
 			if !entered {
 				entered = true
+				testPoint("entry")
 				break
 			}
 			entered = false
@@ -281,6 +322,7 @@ func runCall(tid int) (ret int64, child int, signals []pendingSignal, err error)
 				break // restarted after a signal: entered again
 			}
 			returned = true
+			testPoint("exit")
 			if err := unix.PtraceInterrupt(tid); err != nil {
 				return ret, child, signals, err
 			}
@@ -342,21 +384,10 @@ func (p pendingSignal) send(pid, tid int) {
 	unix.Kill(pid, p.sig)
 }
 
-// sigmask gets (PTRACE_GETSIGMASK) or sets (PTRACE_SETSIGMASK, to mask)
-// the blocked signals of the stopped thread tid.
-func sigmask(tid, req int, mask uint64) (uint64, error) {
-	_, _, errno := unix.Syscall6(unix.SYS_PTRACE, uintptr(req), uintptr(tid), 8, uintptr(unsafe.Pointer(&mask)), 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return mask, nil
-}
-
 // maskSwapped tells whether system call nr (its fifth argument arg4)
 // is one of masked, calls that run with a signal mask of their own and
-// put the thread's back as they return (the kernel's saved_sigmask): gi
-// blocking the thread's signals for a call would lose the mask to put
-// back. epoll_pwait swaps only when given a mask (its fifth argument);
+// put the thread's back as they return (the kernel's saved_sigmask),
+// which a call made in their place would lose. epoll_pwait swaps only when given a mask (its fifth argument);
 // Go's runtime gives none.
 func maskSwapped(nr int64, arg4 uint64, epollPwait int, masked ...int) bool {
 	if nr < 0 {
@@ -506,11 +537,11 @@ func (f *Frozen) reap() error {
 // reapCopy has the stopped process collect its ended copy nsPid (as its
 // PID namespace numbers it) with wait4. It runs on the tracer thread.
 func (s *Stopped) reapCopy(nsPid int, g Gadget) error {
-	st, err := s.callThread(0)
+	st, err := s.callThread(0, g)
 	if err != nil {
 		return err
 	}
-	ret, _, err := s.call(st, g, sysWait4, [6]uint64{uint64(nsPid), 0, unix.WNOHANG | unix.WALL}, false)
+	ret, _, err := s.call(st, g.Syscall, sysWait4, [6]uint64{uint64(nsPid), 0, unix.WNOHANG | unix.WALL}, nil)
 	if err != nil {
 		return err
 	}
@@ -520,13 +551,32 @@ func (s *Stopped) reapCopy(nsPid int, g Gadget) error {
 	return nil
 }
 
+// reapLeftCopies reaps, with thread st, the copies of the stopped
+// process that a gi killed before it could reap them left: its children
+// that ended (zombies) and were made to send no signal when they did
+// (exit_signal 0), as gi's copies are; a Go program makes none (os/exec's
+// children signal SIGCHLD). It runs on the tracer thread; what it cannot
+// reap stays for the next.
+func (s *Stopped) reapLeftCopies(st *seized, g Gadget) (reaped int) {
+	for _, c := range proc.Children(s.Pid) {
+		if state, sig, err := proc.StateAndExitSignal(c); err != nil || state != 'Z' || sig != 0 {
+			continue
+		}
+		ret, _, err := s.call(st, g.Syscall, sysWait4, [6]uint64{uint64(namespacePid(c)), 0, unix.WNOHANG | unix.WALL}, nil)
+		if err == nil && ret > 0 {
+			reaped++
+		}
+	}
+	return reaped
+}
+
 // FreezeBlocked tells, before any stop, what would make Freeze refuse
 // process pid for certain: an architecture gi has no gadget for, or a
 // seccomp filter on its threads and no CAP_SYS_ADMIN for gi to suspend
 // it. nil does not promise Freeze succeeds (the kernel, the process's
 // limits may still refuse).
 func FreezeBlocked(pid int) error {
-	if _, ok := exitSequences[runtime.GOARCH]; !ok {
+	if _, ok := gadgetCode[runtime.GOARCH]; !ok {
 		return fmt.Errorf("%w: no exit gadget known for %s", ErrFreezeRefused, runtime.GOARCH)
 	}
 	if has, _ := proc.HasCapabilities(unix.CAP_SYS_ADMIN); seccompFiltered(pid) && !has {

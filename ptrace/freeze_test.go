@@ -1,6 +1,7 @@
 package ptrace_test
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,22 +20,53 @@ import (
 	"github.com/gi-debug/gi/ptrace"
 )
 
-func TestExitGadget(t *testing.T) {
-	amd := []byte{0x8b, 0x7c, 0x24, 0x08, 0xb8, 0xe7, 0, 0, 0, 0x0f, 0x05, 0xc3}
-	g, err := ptrace.ExitGadget("amd64", 0x480640, amd)
-	if err != nil || g.Exit != 0x480644 || g.Syscall != 0x480649 {
-		t.Errorf("amd64: %+v, %v; want exit 0x480644, syscall 0x480649", g, err)
+func TestFindGadget(t *testing.T) {
+	amdExit := ptrace.Code{Entry: 0x480640, Bytes: []byte{0x8b, 0x7c, 0x24, 0x08, 0xb8, 0xe7, 0, 0, 0, 0x0f, 0x05, 0xc3}}
+	amdFutex := ptrace.Code{Entry: 0x481000, Bytes: []byte{
+		0x48, 0x8b, 0x7c, 0x24, 0x08, 0x8b, 0x74, 0x24, 0x10, 0x8b, 0x54, 0x24, 0x14, 0x4c, 0x8b, 0x54, 0x24, 0x18,
+		0x4c, 0x8b, 0x44, 0x24, 0x20, 0x44, 0x8b, 0x4c, 0x24, 0x28, 0xb8, 0xca, 0, 0, 0, 0x0f, 0x05, 0x89, 0x44, 0x24, 0x30, 0xc3}}
+	g, err := ptrace.FindGadget("amd64", amdExit, amdFutex, ptrace.Code{})
+	if err != nil || g.Exit != 0x480644 || g.Syscall != 0x480649 || g.Clone != g.Syscall || g.Futex != 0x481021 {
+		t.Errorf("amd64: %+v, %v; want exit 0x480644, syscall and clone 0x480649, futex 0x481021", g, err)
 	}
-	arm := []byte{0xe0, 0x0b, 0x80, 0xb9, 0xc8, 0x0b, 0x80, 0xd2, 0x01, 0, 0, 0xd4, 0xc0, 0x03, 0x5f, 0xd6}
-	g, err = ptrace.ExitGadget("arm64", 0x8a940, arm)
-	if err != nil || g.Exit != 0x8a944 || g.Syscall != 0x8a948 {
-		t.Errorf("arm64: %+v, %v; want exit 0x8a944, syscall 0x8a948", g, err)
+	framed := amdFutex
+	framed.Bytes = append([]byte{0x55}, amdFutex.Bytes...) // PUSHQ BP: a frame
+	if _, err := ptrace.FindGadget("amd64", amdExit, framed, ptrace.Code{}); err == nil {
+		t.Error("a runtime.futex with a frame was taken")
 	}
-	if _, err := ptrace.ExitGadget("amd64", 0x1000, amd[:8]); err == nil {
-		t.Error("a cut sequence was taken for the gadget")
+	cut := amdExit
+	cut.Bytes = cut.Bytes[:8]
+	if _, err := ptrace.FindGadget("amd64", cut, amdFutex, ptrace.Code{}); err == nil {
+		t.Error("a cut exit sequence was taken for the gadget")
 	}
-	if _, err := ptrace.ExitGadget("riscv64", 0x1000, amd); err == nil {
+	if _, err := ptrace.FindGadget("riscv64", amdExit, amdFutex, ptrace.Code{}); err == nil {
 		t.Error("a gadget was found for an architecture gi knows none for")
+	}
+	le := func(ws ...uint32) []byte {
+		b := make([]byte, 4*len(ws))
+		for i, w := range ws {
+			binary.LittleEndian.PutUint32(b[4*i:], w)
+		}
+		return b
+	}
+	// Go 1.20 to 1.26, as go tool objdump shows them.
+	armExit := ptrace.Code{Entry: 0x8a940, Bytes: le(0xb9800be0, 0xd2800bc8, 0xd4000001, 0xd65f03c0)}
+	armFutex := ptrace.Code{Entry: 0x8b000, Bytes: le(0xf94007e0, 0xb98013e1, 0xb98017e2, 0xf9400fe3, 0xf94013e4,
+		0xb9802be5, 0xd2800c48, 0xd4000001, 0xb90033e0, 0xd65f03c0)}
+	armClone := ptrace.Code{Entry: 0x8c000, Bytes: le(0xb9800be0, 0xf9400be1, 0xf9400fea, 0xf94013eb, 0xf94017ec,
+		0xf81f802a, 0xf81f002b, 0xf81e802c, 0xd2809a4a, 0xf81e002a, 0xd2801b88, 0xd4000001, 0xeb1f001f, 0x54000060,
+		0xb90033e0, 0xd65f03c0, 0xf85e03ea, 0xd2809a40, 0xeb00015f, 0x54000060, 0xaa1f03e0, 0xf9000000, 0xd2801648,
+		0xd4000001, 0xf85e83ec, 0xf85f03eb, 0xf85f83ea, 0xf100015f, 0x540000c0, 0xf100017f, 0x54000080, 0xf9002540,
+		0xf900196a, 0xaa0b03fc, 0xaa0c03e0, 0xd63f0000, 0x52800de0, 0xd2800ba8, 0xd4000001, 0x17fffffe)}
+	g, err = ptrace.FindGadget("arm64", armExit, armFutex, armClone)
+	if err != nil || g.Exit != 0x8a944 || g.Syscall != 0x8a948 || g.Futex != 0x8b01c || g.Clone != 0x8c02c {
+		t.Errorf("arm64: %+v, %v; want exit 0x8a944, syscall 0x8a948, futex 0x8b01c, clone 0x8c02c", g, err)
+	}
+	moved := armClone
+	moved.Bytes = append([]byte(nil), armClone.Bytes...)
+	copy(moved.Bytes[34*4:], le(0xd503201f)) // NOP where fn is loaded for the call
+	if _, err := ptrace.FindGadget("arm64", armExit, armFutex, moved); err == nil {
+		t.Error("a runtime.clone whose child does not call fn was taken")
 	}
 }
 
@@ -63,15 +96,19 @@ func startSyscaller(t *testing.T, args ...string) *frozenTarget {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mem.Close() })
-	f := exe.Lines.FuncByName("runtime.exit")
-	if f == nil {
-		t.Fatal("no runtime.exit in the target's pclntab")
+	var code [3]ptrace.Code
+	for i, name := range []string{"runtime.exit", "runtime.futex", "runtime.clone"} {
+		f := exe.Lines.FuncByName(name)
+		if f == nil {
+			t.Fatalf("no %s in the target's pclntab", name)
+		}
+		b := make([]byte, f.End-f.Entry)
+		if _, err := mem.ReadAt(b, f.Entry); err != nil {
+			t.Fatal(err)
+		}
+		code[i] = ptrace.Code{Entry: f.Entry, Bytes: b}
 	}
-	code := make([]byte, f.End-f.Entry)
-	if _, err := mem.ReadAt(code, f.Entry); err != nil {
-		t.Fatal(err)
-	}
-	g, err := ptrace.ExitGadget(runtime.GOARCH, f.Entry, code)
+	g, err := ptrace.FindGadget(runtime.GOARCH, code[0], code[1], code[2])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,23 +169,21 @@ func TestFreeze(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	callers := map[int]bool{}
+	callers, refused := map[int]bool{}, map[int]bool{}
 	for i := 0; i < 60; i++ {
 		s, err := tr.Stop(ft.p.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}
 		v0 := readWord(t, ft.mem, ft.counter)
-		// Every thread in turn makes the call: blocked in read(2),
-		// nanosleep(2), a futex wait with or without a timeout,
-		// epoll, or running.
+		// Every thread in turn is asked to make the call: blocked in
+		// read(2), nanosleep(2), a futex wait with or without a
+		// timeout, epoll, or running. Only one parked in
+		// runtime.futex's wait may (ptrace.Gadget).
 		tid := s.Threads[i%len(s.Threads)].TID
 		f, err := s.FreezeOn(tid, ft.gadget)
 		if errors.Is(err, ptrace.ErrFreezeRefused) {
-			// This thread may not make the call: stopped holding a
-			// signal for the target (a child's SIGCHLD, a
-			// preemption's SIGURG), or, on arm64, in a call its stop
-			// does not show whole. Another must, in the same stop.
+			refused[tid] = true
 			f, err = s.Freeze(ft.gadget)
 		} else {
 			callers[tid] = true
@@ -172,8 +207,8 @@ func TestFreeze(t *testing.T) {
 		checkAndRelease(t, ft, f, v0, i)
 		targets.CheckNotStopped(t, ft.p.Pid)
 	}
-	if len(callers) < 5 {
-		t.Errorf("only %d threads made the call", len(callers))
+	if len(callers) < 2 || len(refused) == 0 {
+		t.Errorf("%d threads made the call, %d were refused: want 2 or more parked in runtime.futex making it, the others (in read, nanosleep, epoll, running) refused", len(callers), len(refused))
 	}
 	after, err := ft.p.Do("check", 10*time.Second)
 	if err != nil {
@@ -243,7 +278,7 @@ func TestFreezeGiKilled(t *testing.T) {
 	ft := startSyscaller(t)
 	for i := 0; i < 2; i++ {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestFreezeGiKilled$")
-		cmd.Env = append(os.Environ(), "GI_FREEZE_HELPER="+fmt.Sprintf("%d %d %d", ft.p.Pid, ft.gadget.Syscall, ft.gadget.Exit))
+		cmd.Env = append(os.Environ(), "GI_FREEZE_HELPER="+helperArgs(ft, "", ""))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -277,12 +312,31 @@ func TestFreezeGiKilled(t *testing.T) {
 	}
 }
 
+// helperArgs is GI_FREEZE_HELPER's value: the target, its gadget, and
+// where the helper kills itself: at point ("" for never) of the clone's
+// call or, phase "reap", of the call that reaps the copy.
+func helperArgs(ft *frozenTarget, point, phase string) string {
+	g := ft.gadget
+	return fmt.Sprintf("%d %d %d %d %d %s %s", ft.p.Pid, g.Syscall, g.Exit, g.Clone, g.Futex, cmp.Or(point, "-"), cmp.Or(phase, "-"))
+}
+
 // freezeHelper freezes the process GI_FREEZE_HELPER names, prints the
-// copy's pid and waits to be killed.
+// copy's pid and waits to be killed; or kills itself (SIGKILL) at the
+// point it names, in the call that makes the copy or in the one that
+// reaps it.
 func freezeHelper() {
 	var pid int
 	var g ptrace.Gadget
-	fmt.Sscan(os.Getenv("GI_FREEZE_HELPER"), &pid, &g.Syscall, &g.Exit)
+	var point, phase string
+	fmt.Sscan(os.Getenv("GI_FREEZE_HELPER"), &pid, &g.Syscall, &g.Exit, &g.Clone, &g.Futex, &point, &phase)
+	die := func(p string) {
+		if p == point {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+	}
+	if phase != "reap" {
+		ptrace.SetTestPoint(die)
+	}
 	tr := ptrace.NewTracer()
 	s, err := tr.Stop(pid)
 	if err != nil {
@@ -292,11 +346,139 @@ func freezeHelper() {
 	f, err := s.Freeze(g)
 	s.Resume()
 	if err != nil {
-		fmt.Println(-1)
+		fmt.Println(-1, err)
 		return
 	}
 	fmt.Println(f.Pid)
+	if phase == "reap" {
+		ptrace.SetTestPoint(die)
+		f.Release()
+		fmt.Println("released")
+	}
 	time.Sleep(time.Minute)
+}
+
+// TestFreezeTracerKilledInCall kills the tracer (SIGKILL) at each point
+// of the calls it makes the target's thread make, the clone that makes
+// the copy and the wait4 that reaps it: registers set and not yet run,
+// in the call's entry stop, in its exit stop, back in the interrupt stop
+// before the registers go back, with the copy stopped. Let go there, the
+// thread makes the call itself and returns from runtime.futex as from a
+// wait that woke early; the copy ends the moment it runs. After each,
+// the target runs on, saw nothing, and has no child but zombie copies,
+// which the next freeze reaps.
+func TestFreezeTracerKilledInCall(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping another process and making it call clone")
+	ft := startSyscaller(t)
+	tr := ptrace.NewTracer()
+	defer tr.Close()
+	before, err := ft.p.Do("check", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ point, phase string }{
+		{"frame", "clone"}, {"entry", "clone"}, {"exit", "clone"}, {"returned", "clone"}, {"copy-stopped", "clone"},
+		{"frame", "reap"}, {"entry", "reap"}, {"exit", "reap"}, {"returned", "reap"},
+	}
+	for round := 0; round < 3; round++ {
+		for _, c := range cases {
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestFreezeGiKilled$")
+			cmd.Env = append(os.Environ(), "GI_FREEZE_HELPER="+helperArgs(ft, c.point, c.phase))
+			out, err := cmd.Output()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("%s %s: the helper was not killed there: %v\n%s", c.phase, c.point, err, out)
+			}
+			if strings.HasPrefix(string(out), "-1") {
+				t.Fatalf("%s %s: the helper could not freeze: %s", c.phase, c.point, out)
+			}
+			if c.phase == "reap" && !strings.Contains(string(out), "\n") {
+				t.Fatalf("%s %s: the helper died before the copy was made: %q", c.phase, c.point, out)
+			}
+			// The target runs on: not stopped, its counter moving, its
+			// checks passing, and no child of it left running.
+			if !proc.Alive(ft.p.Pid) {
+				t.Fatalf("%s %s: the target ended: %s", c.phase, c.point, strings.Join(ft.p.Lines(), "\n"))
+			}
+			targets.CheckNotStopped(t, ft.p.Pid)
+			v0 := readWord(t, ft.mem, ft.counter)
+			deadline := time.Now().Add(5 * time.Second)
+			for readWord(t, ft.mem, ft.counter) == v0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s %s: the target's counter stopped", c.phase, c.point)
+				}
+				runtime.Gosched()
+			}
+			res, err := ft.p.Do("check", 10*time.Second)
+			if err != nil {
+				t.Fatalf("%s %s: the target does not answer: %v", c.phase, c.point, err)
+			}
+			if res["bad"] != "0" {
+				t.Fatalf("%s %s: the target saw wrong results: %v\n%s", c.phase, c.point, res, strings.Join(ft.p.Lines(), "\n"))
+			}
+			deadline = time.Now().Add(5 * time.Second)
+			for {
+				running := copiesRunning(ft.p.Pid)
+				if len(running) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s %s: children of the target left running: %v", c.phase, c.point, running)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// The next freeze reaps what was left.
+			s, err := tr.Stop(ft.p.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := s.Freeze(ft.gadget)
+			if err == nil {
+				err = f.ReleaseIn(s)
+			}
+			s.Resume()
+			if err != nil {
+				t.Fatalf("%s %s: the next freeze: %v", c.phase, c.point, err)
+			}
+			if z := zombieCopies(ft.p.Pid); len(z) > 0 {
+				t.Fatalf("%s %s: zombie copies left after the next freeze (which reaped %d): %v", c.phase, c.point, f.LeftReaped, z)
+			}
+		}
+	}
+	after, err := ft.p.Do("check", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"reads", "sleeps", "children"} {
+		if after[k] == before[k] {
+			t.Errorf("the target's %s did not advance: %s", k, after[k])
+		}
+	}
+}
+
+// copiesRunning returns the target's children that run with no exit
+// signal (gi's copies; its own children signal SIGCHLD) and have not
+// ended.
+func copiesRunning(pid int) []int {
+	var out []int
+	for _, c := range proc.Children(pid) {
+		if st, sig, err := proc.StateAndExitSignal(c); err == nil && sig == 0 && st != 'Z' {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// zombieCopies returns the target's children that ended with no exit
+// signal and were not reaped.
+func zombieCopies(pid int) []int {
+	var out []int
+	for _, c := range proc.Children(pid) {
+		if st, sig, err := proc.StateAndExitSignal(c); err == nil && sig == 0 && st == 'Z' {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func TestMaskSwapped(t *testing.T) {

@@ -2,64 +2,199 @@ package ptrace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 )
 
-// Gadget locates the instructions Freeze has a stopped thread run, in the
-// Go runtime's runtime.exit (the same on every release gi supports):
+// Gadget locates the instructions of the Go runtime that Freeze has a
+// stopped thread run, and the one place a thread may be made to run them
+// from. A thread is only ever made to call from runtime.futex, parked in
+// a FUTEX_WAIT (Parked): its caller, runtime.futexsleep, ignores what the
+// wait returns and waits again if it must. Each call is arranged so that
+// the thread, let go in the middle of it by a tracer that dies, returns
+// from runtime.futex as from a wait that woke early, and the copy a clone
+// made ends itself at once (exit_group):
 //
-//	amd64: MOVL $231, AX; SYSCALL; RET
-//	arm64: MOVD $94, R8; SVC $0; RET
-//
-// The thread makes its system call at Syscall; the process the call
-// creates, which gi stops before it runs, would return from there to Exit
-// (the RET pops the word gi put under the stack pointer, or jumps to the
-// link register gi set), which ends it with exit_group: should gi die
-// before it ends the copy, the copy ends itself the moment it runs.
+//   - amd64: the call is made at runtime.exit's SYSCALL, followed by RET.
+//     The stack pointer is runtime.futex's own (it has no frame: the word
+//     there is its return address), so RET returns to its caller. The
+//     copy starts on a stack of its own (clone's stack argument) whose
+//     word is Exit: its RET goes there.
+//   - arm64: RET returns to the link register, which the copy shares, so
+//     clone is made at runtime.clone's SVC. Its parent side stores the
+//     result where runtime.futex stores its own (both leaf functions with
+//     the same arguments' frame) and returns through the link register to
+//     runtime.futex's caller; its child side, on the stack clone gives
+//     it, checks the runtime's mark there and calls the function it names
+//     (Exit) with no M, which ends the copy. Calls that create nothing
+//     (wait4) are made at runtime.exit's SVC, followed by RET.
 type Gadget struct {
-	// Syscall is the address of the system call instruction.
+	// Syscall is the address of runtime.exit's system call instruction,
+	// followed by a return.
 	Syscall uint64
 	// Exit is the address of the instruction sequence that calls
-	// exit_group.
+	// exit_group (runtime.exit's number load).
 	Exit uint64
+	// Clone is the address of the system call instruction clone is made
+	// at: Syscall on amd64, runtime.clone's SVC on arm64.
+	Clone uint64
+	// Futex is the address of runtime.futex's system call instruction,
+	// where a parked thread stands (or just past it).
+	Futex uint64
 }
 
-// exitSequences are runtime.exit's last instructions: the exit_group
-// number loaded, the system call, the return.
-var exitSequences = map[string]struct {
+// Code is a function's machine code as the process maps it: its entry
+// address and bytes.
+type Code struct {
+	Entry uint64
+	Bytes []byte
+}
+
+// sequence is machine code to find: what it is, its bytes, and the
+// offset of the system call instruction in them.
+type sequence struct {
 	code    []byte
-	syscall int // the system call instruction's offset in code
-}{
-	"amd64": {[]byte{0xb8, 0xe7, 0, 0, 0, 0x0f, 0x05, 0xc3}, 5},
-	"arm64": {[]byte{0xc8, 0x0b, 0x80, 0xd2, 0x01, 0, 0, 0xd4, 0xc0, 0x03, 0x5f, 0xd6}, 4},
+	syscall int
 }
 
-// ExitGadget finds the Gadget in the code of runtime.exit, which starts
-// at entry, for arch ("amd64", "arm64").
-func ExitGadget(arch string, entry uint64, code []byte) (Gadget, error) {
-	seq, ok := exitSequences[arch]
+// arm64 instruction words, little-endian.
+func words(ws ...uint32) []byte {
+	b := make([]byte, 4*len(ws))
+	for i, w := range ws {
+		binary.LittleEndian.PutUint32(b[4*i:], w)
+	}
+	return b
+}
+
+// gadgetCode is, per architecture, what Gadget's functions must hold (the
+// same on every Go release gi supports, 1.20 to 1.27):
+//
+//   - exit: runtime.exit's exit_group number load, system call, return;
+//   - futexEntry: runtime.futex's first instruction, which reads its
+//     first argument one word above the stack pointer (no frame);
+//   - futex: its futex number load, system call, result store and
+//     return;
+//   - clone (arm64): runtime.clone from its clone number load to the
+//     child's check of the mark 1234 under its stack, its loads of fn, g
+//     and m from under it, and its branch to calling fn when m is nil;
+//     cloneCall, 5 words after that branch: fn called (MOVD R12, R0;
+//     CALL (R0)).
+var gadgetCode = map[string]struct {
+	exit, futexEntry, futex, clone, cloneCall sequence
+}{
+	"amd64": {
+		exit:       sequence{[]byte{0xb8, 0xe7, 0, 0, 0, 0x0f, 0x05, 0xc3}, 5},
+		futexEntry: sequence{[]byte{0x48, 0x8b, 0x7c, 0x24, 0x08}, 0},
+		futex:      sequence{[]byte{0xb8, 0xca, 0, 0, 0, 0x0f, 0x05, 0x89, 0x44, 0x24, 0x30, 0xc3}, 5},
+	},
+	"arm64": {
+		exit:       sequence{words(0xd2800bc8, 0xd4000001, 0xd65f03c0), 4},
+		futexEntry: sequence{words(0xf94007e0), 0},
+		futex:      sequence{words(0xd2800c48, 0xd4000001, 0xb90033e0, 0xd65f03c0), 4},
+		clone: sequence{words(
+			0xd2801b88, 0xd4000001, // MOVD $220, R8; SVC
+			0xeb1f001f, 0x54000060, 0xb90033e0, 0xd65f03c0, // parent: CMP ZR, R0; BEQ child; MOVW R0, 48(RSP); RET
+			0xf85e03ea, 0xd2809a40, 0xeb00015f, 0x54000060, // child: MOVD -32(RSP), R10; MOVD $1234, R0; CMP; BEQ good
+			0xaa1f03e0, 0xf9000000, // crash
+			0xd2801648, 0xd4000001, // good: gettid
+			0xf85e83ec, 0xf85f03eb, 0xf85f83ea, // MOVD -24(RSP), R12; -16(RSP), R11; -8(RSP), R10
+			0xf100015f, 0x540000c0, // CMP $0, R10; BEQ nog
+		), 4},
+		cloneCall: sequence{words(0xaa0c03e0, 0xd63f0000), 0},
+	},
+}
+
+// syscallLen is the length of the system call instruction.
+var syscallLen = map[string]uint64{"amd64": 2, "arm64": 4}
+
+// find returns the address of seq's system call instruction in c.
+func (c Code) find(seq sequence, what string) (uint64, error) {
+	i := bytes.Index(c.Bytes, seq.code)
+	if i < 0 {
+		return 0, fmt.Errorf("%s at %#x: not the runtime's code gi knows (%d bytes)", what, c.Entry, len(c.Bytes))
+	}
+	return c.Entry + uint64(i+seq.syscall), nil
+}
+
+// FindGadget finds the Gadget for arch ("amd64", "arm64") in the code of
+// runtime.exit, runtime.futex and runtime.clone (read on arm64 only).
+func FindGadget(arch string, exit, futex, clone Code) (Gadget, error) {
+	seqs, ok := gadgetCode[arch]
 	if !ok {
 		return Gadget{}, fmt.Errorf("no exit gadget known for %s", arch)
 	}
-	i := bytes.Index(code, seq.code)
-	if i < 0 {
-		return Gadget{}, fmt.Errorf("runtime.exit at %#x: no exit_group sequence in its %d bytes", entry, len(code))
+	var g Gadget
+	var err error
+	if g.Syscall, err = exit.find(seqs.exit, "runtime.exit"); err != nil {
+		return Gadget{}, err
 	}
-	return Gadget{Syscall: entry + uint64(i+seq.syscall), Exit: entry + uint64(i)}, nil
+	g.Exit = g.Syscall - uint64(seqs.exit.syscall)
+	if !bytes.HasPrefix(futex.Bytes, seqs.futexEntry.code) {
+		return Gadget{}, fmt.Errorf("runtime.futex at %#x: a frame gi does not know", futex.Entry)
+	}
+	if g.Futex, err = futex.find(seqs.futex, "runtime.futex"); err != nil {
+		return Gadget{}, err
+	}
+	g.Clone = g.Syscall
+	if seqs.clone.code != nil {
+		if g.Clone, err = clone.find(seqs.clone, "runtime.clone"); err != nil {
+			return Gadget{}, err
+		}
+		call := g.Clone - uint64(seqs.clone.syscall) + uint64(len(seqs.clone.code)) + 5*4
+		off := call - clone.Entry
+		if off+uint64(len(seqs.cloneCall.code)) > uint64(len(clone.Bytes)) ||
+			!bytes.Equal(clone.Bytes[off:off+uint64(len(seqs.cloneCall.code))], seqs.cloneCall.code) {
+			return Gadget{}, fmt.Errorf("runtime.clone at %#x: its child does not call fn where gi expects", clone.Entry)
+		}
+	}
+	return g, nil
+}
+
+// futexWait is FUTEX_WAIT, and futexCmdMask the bits of a futex
+// operation that are not flags (FUTEX_PRIVATE_FLAG, FUTEX_CLOCK_REALTIME).
+const (
+	futexWait    = 0
+	futexCmdMask = ^uint64(128 | 256)
+)
+
+// parked tells whether a thread stopped at pc, with futex operation op
+// in its second argument register, is parked in runtime.futex's
+// FUTEX_WAIT: on its system call instruction (arm64 rewinds a blocked
+// call there before the stop) or just past it.
+func (g Gadget) parked(arch string, pc, op uint64) bool {
+	if g.Futex == 0 || op&futexCmdMask != futexWait {
+		return false
+	}
+	return pc == g.Futex || pc == g.Futex+syscallLen[arch]
 }
 
 // check reads the gadget's instructions back from the stopped thread tid.
 func (g Gadget) check(tid int, arch string) error {
-	seq, ok := exitSequences[arch]
+	seqs, ok := gadgetCode[arch]
 	if !ok {
 		return fmt.Errorf("no exit gadget known for %s", arch)
 	}
-	got := make([]byte, len(seq.code))
-	if n, err := peek(tid, g.Exit, got); err != nil || n != len(got) {
-		return fmt.Errorf("read the exit gadget at %#x: %v", g.Exit, err)
+	expect := []struct {
+		at  uint64
+		seq sequence
+	}{{g.Exit, seqs.exit}, {g.Futex - uint64(seqs.futex.syscall), seqs.futex}}
+	if seqs.clone.code != nil {
+		expect = append(expect, struct {
+			at  uint64
+			seq sequence
+		}{g.Clone - uint64(seqs.clone.syscall), seqs.clone})
 	}
-	if !bytes.Equal(got, seq.code) || g.Syscall != g.Exit+uint64(seq.syscall) {
-		return fmt.Errorf("the code at %#x is not runtime.exit's exit_group sequence", g.Exit)
+	for _, e := range expect {
+		got := make([]byte, len(e.seq.code))
+		if n, err := peek(tid, e.at, got); err != nil || n != len(got) {
+			return fmt.Errorf("read the runtime's code at %#x: %v", e.at, err)
+		}
+		if !bytes.Equal(got, e.seq.code) {
+			return fmt.Errorf("the code at %#x is not the runtime's code gi knows", e.at)
+		}
+	}
+	if g.Syscall != g.Exit+uint64(seqs.exit.syscall) {
+		return fmt.Errorf("the gadget's system call %#x is not runtime.exit's", g.Syscall)
 	}
 	return nil
 }

@@ -240,6 +240,7 @@ type Stopped struct {
 
 	threadsState map[int]*seized
 	onResume     func() // from Tracer.WhileStopped
+	leftReaped   int    // copies earlier gis left, reaped (Frozen.LeftReaped)
 	finishOnce   sync.Once
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/internal/targets"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 )
 
@@ -367,6 +368,101 @@ func TestKillGiMidSnapshot(t *testing.T) {
 	if inStop < aimed*9/10 {
 		t.Errorf("only %d of %d aimed signals landed while gi held the target's threads", inStop, aimed)
 	}
+}
+
+// TestKillGiMidLeaks signals gi ps --leaks at random moments inside its
+// stops, 40 times (mostly SIGKILL, some SIGINT and SIGTERM): the stop in
+// which the target's thread makes the clone of the frozen copy, and the
+// one in which it reaps the copy. Every time the target runs on (alive,
+// neither stopped nor traced, its threads all there, its CPU time
+// moving) and has no copy left running; the zombies of copies a killed
+// gi could not reap are reaped by the next gi ps --leaks.
+func TestKillGiMidLeaks(t *testing.T) {
+	requirePrivilege(t)
+	gi := buildGi(t)
+	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "2", "-ballast-mb", "32", "-churn-mb", "48")
+	pid := strconv.Itoa(p.Pid)
+	threads := func() int {
+		ents, _ := os.ReadDir("/proc/" + pid + "/task")
+		return len(ents)
+	}
+	n0 := threads()
+	signals := []syscall.Signal{syscall.SIGKILL, syscall.SIGKILL, syscall.SIGINT, syscall.SIGKILL, syscall.SIGKILL, syscall.SIGTERM}
+	held := 0
+	for i := 0; i < 40; i++ {
+		sig := signals[i%len(signals)]
+		cmd := exec.Command(gi, "ps", "--leaks", pid)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Inside the stop: gi holds the target's threads, and makes one
+		// of them call clone (and, its copy read, wait4) 0-12 ms on.
+		if waitTraced(p.Pid, cmd.Process.Pid, 5*time.Second) {
+			held++
+		}
+		time.Sleep(time.Duration(rand.Intn(12000)) * time.Microsecond)
+		cmd.Process.Signal(sig)
+		cmd.Wait()
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) && !running(p.Pid) {
+			time.Sleep(time.Millisecond)
+		}
+		if !proc.Alive(p.Pid) {
+			t.Fatalf("run %d (%v): the target ended: %v\n%s", i, sig, p.Cmd.ProcessState, strings.Join(p.Lines(), "\n"))
+		}
+		targets.CheckNotStopped(t, p.Pid)
+		if n := threads(); n < n0 {
+			t.Fatalf("run %d (%v): the target has %d threads, had %d", i, sig, n, n0)
+		}
+		clock, err := proc.NewCPUClock(p.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu0, _ := clock.Read()
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if cpu, _ := clock.Read(); cpu > cpu0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d (%v): the target's CPU time stopped moving", i, sig)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for deadline := time.Now().Add(5 * time.Second); len(leftCopies(p.Pid, false)) > 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d (%v): copies of the target left running: %v", i, sig, leftCopies(p.Pid, false))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if t.Failed() {
+			t.Fatalf("target harmed after run %d (%v)", i, sig)
+		}
+	}
+	zombies := len(leftCopies(p.Pid, true))
+	giOK(t, "ps", "--leaks", pid)
+	if z := leftCopies(p.Pid, true); len(z) > 0 {
+		t.Errorf("zombie copies left after a whole gi ps --leaks: %v", z)
+	}
+	if kids := targets.Children(p.Pid); len(kids) != 0 {
+		t.Errorf("the target has children: %v", kids)
+	}
+	t.Logf("%d of 40 signals while gi held the target; %d zombie copies left by killed runs, reaped by the next", held, zombies)
+	if held < 36 {
+		t.Errorf("only %d of 40 signals came while gi held the target's threads", held)
+	}
+}
+
+// leftCopies returns the children of process pid that send no signal
+// when they end (gi's frozen copies; a Go program's own children signal
+// SIGCHLD): those ended and not reaped (zombie), or the others.
+func leftCopies(pid int, zombie bool) []int {
+	var out []int
+	for _, c := range proc.Children(pid) {
+		if st, sig, err := proc.StateAndExitSignal(c); err == nil && sig == 0 && (st == 'Z') == zombie {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // waitTraced waits until process pid is traced (TracerPid, which names the
