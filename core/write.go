@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-delve/delve/pkg/elfwriter"
 
+	"github.com/gi-debug/gi/internal/outfile"
 	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 )
@@ -61,14 +62,14 @@ func Write(path string, img *Image) error {
 	if len(img.Memory)+1 > maxSegments {
 		return fmt.Errorf("write core %s: %d segments, more than %d", path, len(img.Memory), maxSegments)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// Written under a temporary name and renamed over path once
+	// whole: a link planted at path is replaced, not written through;
+	// a gi killed midway leaves nothing under the name.
+	out, err := outfile.Create(path, 0o600)
 	if err != nil {
 		return fmt.Errorf("write core: %w", err)
 	}
-	if err := f.Chmod(0o600); err != nil { // a file that was there kept its mode
-		f.Close()
-		return fmt.Errorf("write core: %w", err)
-	}
+	f := out.File
 	bw := &bufferedFile{f: f, w: bufio.NewWriterSize(f, 1<<20)}
 	w := elfwriter.New(bw, &elf.FileHeader{Class: elf.ELFCLASS64, Data: elf.ELFDATA2LSB, Version: elf.EV_CURRENT,
 		OSABI: elf.ELFOSABI_NONE, Type: elf.ET_CORE, Machine: img.Machine})
@@ -92,11 +93,11 @@ func Write(path string, img *Image) error {
 	if ferr := bw.Flush(); err == nil {
 		err = ferr
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = out.Commit()
 	}
 	if err != nil {
-		os.Remove(path)
+		out.Abort()
 		return fmt.Errorf("write core %s: %w", path, err)
 	}
 	return nil

@@ -4,12 +4,12 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gi-debug/gi/core"
+	"github.com/gi-debug/gi/internal/outfile"
 	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 )
@@ -43,23 +43,16 @@ type CoreWritten struct {
 // SnapshotCore takes a snapshot as Snapshot does and, from the same stop,
 // writes a core file of the process to path (mode 0600: a core holds the
 // process's secrets), readable by gi (core.Open), gdb and Delve. The
-// file is created before the stop: one that cannot be written fails
-// before the process is touched.
+// file's directory is tried before the stop: a file that cannot be
+// written fails before the process is touched; it is written under a
+// temporary name and renamed to path once whole (outfile).
 func (t *Target) SnapshotCore(tr *ptrace.Tracer, path string, o CoreOptions) (*Snapshot, *CoreWritten, error) {
 	if !t.live || t.process == nil {
 		return nil, nil, errors.New("a core file is written of a live process")
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := outfile.Probe(path); err != nil {
 		return nil, nil, fmt.Errorf("core file: %w", err)
 	}
-	f.Close()
-	written := false
-	defer func() {
-		if !written {
-			os.Remove(path)
-		}
-	}()
 	maps, err := proc.Mappings(t.PID)
 	if err != nil {
 		return nil, nil, err
@@ -134,7 +127,6 @@ func (t *Target) SnapshotCore(tr *ptrace.Tracer, path string, o CoreOptions) (*S
 	if err := core.Write(path, img); err != nil {
 		return nil, nil, err
 	}
-	written = true
 	w := &CoreWritten{Path: path, AfterStop: after, Segments: len(ranges), Write: time.Since(start)}
 	for _, r := range ranges {
 		w.Memory += int64(r.Len)

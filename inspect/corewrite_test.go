@@ -159,6 +159,25 @@ func describeGoroutine(g *inspect.Goroutine) string {
 	return b.String()
 }
 
+// gdbGuessesIntelXSave tells whether gdb is older than 14 and the
+// processor AMD's: gdb 13 reads an XSAVE area by Intel's offsets.
+func gdbGuessesIntelXSave() bool {
+	cpu, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil || !strings.Contains(string(cpu), "AuthenticAMD") {
+		return false
+	}
+	out, err := exec.Command("gdb", "--version").Output()
+	if err != nil {
+		return false
+	}
+	m := regexp.MustCompile(`GNU gdb .*?(\d+)\.\d+`).FindSubmatch(out)
+	if m == nil {
+		return false
+	}
+	major, _ := strconv.Atoi(string(m[1]))
+	return major < 14
+}
+
 // checkGDB has gdb open the core: it must list the core's threads, by
 // the ids the core gives them, and read the runtime's count of goroutines.
 func checkGDB(t *testing.T, exe, path string, c *core.Core, goroutines int) {
@@ -190,6 +209,12 @@ func checkGDB(t *testing.T, exe, path string, c *core.Core, goroutines int) {
 	// (gdb warns that the core "may not match" its executable when the
 	// executable's name is longer than the 15 bytes of the process's name
 	// the core holds, as for the kernel's own cores: not a complaint.)
+	// gdb before 14 takes every XSAVE area for Intel's layout, and finds
+	// the one an AMD processor with AVX-512 saves (the kernel's size, as
+	// in its own cores) too small for it: its limit, not the core's.
+	if gdbGuessesIntelXSave() {
+		text = regexp.MustCompile("(?m)^.*Section `.reg-xstate/\\d+' in core file too small.*$").ReplaceAllString(text, "")
+	}
 	for _, complaint := range []string{"too small", "Couldn't find general-purpose registers", "Cannot access memory"} {
 		if strings.Contains(text, complaint) {
 			t.Errorf("gdb complains (%q):\n%s", complaint, text)

@@ -465,6 +465,43 @@ func leftCopies(pid int, zombie bool) []int {
 	return out
 }
 
+// TestOutputsReplacePlantedLinks has gi, as root, write --core and
+// --pprof to names where a symbolic link to another file was planted (as
+// anyone can in /tmp): the link is replaced by gi's file, and the file
+// it pointed at keeps its bytes and its mode.
+func TestOutputsReplacePlantedLinks(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "psstates", targets.BuildOptions{}), "-park", "20")
+	dir := t.TempDir()
+	for _, c := range []struct{ flag, check string }{{"--core", "ELF"}, {"--pprof", "\x1f\x8b"}} {
+		victim := filepath.Join(dir, "victim"+c.flag)
+		if err := os.WriteFile(victim, []byte("not gi's"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "out"+c.flag)
+		if err := os.Symlink(victim, out); err != nil {
+			t.Fatal(err)
+		}
+		giOK(t, "ps", c.flag, out, strconv.Itoa(p.Pid))
+		if b, err := os.ReadFile(victim); err != nil || string(b) != "not gi's" {
+			t.Errorf("%s: the link's target was written: %.20q %v", c.flag, b, err)
+		}
+		if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm() != 0o640 {
+			t.Errorf("%s: the link's target changed mode: %v %v", c.flag, fi, err)
+		}
+		fi, err := os.Lstat(out)
+		if err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("%s: %s is not a regular file: %v %v", c.flag, out, fi, err)
+		}
+		if b, _ := os.ReadFile(out); !strings.Contains(string(b[:min(len(b), 8)]), c.check) {
+			t.Errorf("%s: %s does not start with %q: %.8q", c.flag, out, c.check, b)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 4 {
+		t.Errorf("files left beside the outputs: %v", ents)
+	}
+}
+
 // waitTraced waits until process pid is traced (TracerPid, which names the
 // tracing thread of gi, not gi's pid), polling as fast as /proc allows;
 // false if the tracer process exits or time runs out.

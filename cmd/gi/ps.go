@@ -20,6 +20,7 @@ import (
 
 	"github.com/gi-debug/gi/core"
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/internal/outfile"
 	"github.com/gi-debug/gi/leak"
 	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/report"
@@ -209,12 +210,12 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	}
 	// An output file that cannot be written fails before the target is
 	// touched.
-	var pprofOut *os.File
+	var pprofOut *outfile.File
 	if o.pprofFile != "" {
-		if pprofOut, err = os.Create(o.pprofFile); err != nil {
+		if pprofOut, err = outfile.Create(o.pprofFile, 0o644); err != nil {
 			return fmt.Errorf("--pprof: %w", err)
 		}
-		defer pprofOut.Close()
+		defer pprofOut.Abort()
 	}
 	var t *inspect.Target
 	var snap *inspect.Snapshot
@@ -319,7 +320,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		if err := inspect.WritePprof(pprofOut, snap, gs); err != nil {
 			return fmt.Errorf("write pprof profile: %w", err)
 		}
-		if err := pprofOut.Close(); err != nil {
+		if err := pprofOut.Commit(); err != nil {
 			return fmt.Errorf("--pprof: %w", err)
 		}
 		if !o.json && !o.stacks && !o.group {
