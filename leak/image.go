@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -394,23 +395,42 @@ func threadStacks(mem heap.Reader, l *runtimelayout.RuntimeLayout, threads []ptr
 // and the globals are copied before the stop, while the process runs,
 // and in the stop only the pages it wrote since are read again;
 // elsewhere, on a refused freeze, and with InStop, they are copied in
-// the stop. The hooks the Target already has still run. A failed
-// capture returns the snapshot with the error.
+// the stop. The pages the process writes while its copy lives are
+// charged to its memory cgroups: it is not frozen where half the room
+// left below their tightest limit (gi's own buffers counted where gi is
+// under that limit too) is less than the heap, and the copy is given up
+// past that half (polled: guard) and the heap copied in a second stop
+// instead; where a limit gi shares leaves no room for gi's copy, nothing
+// is copied. The hooks the Target already has still run. A failed
+// capture returns the snapshot with the error; a process, or a copy,
+// that died meanwhile (ErrDied) returns no snapshot.
 func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Options) (*inspect.Snapshot, *Image, error) {
 	var tracked *proc.Tracked
 	var precopy time.Duration
 	why := "asked to (a core of the stop holds what it copies)"
 	liveMem, live := t.Mem.(*proc.Memory)
+	// The heap as it is now sizes gi's buffer and the room a copy of
+	// the process needs in its memory cgroups (and gi's in its own).
+	var scan int64
+	if h, err := heap.Read(t.Mem, &t.Layout.Heap, t.Binary.Arch, t.Bias, opts.Heap); err == nil {
+		scan = h.ScanBytes()
+	}
+	plan := &memoryPlan{budget: proc.NoMemoryLimit}
+	if live {
+		plan = planMemory(t.PID, scan)
+	}
 	freeze := false
-	if !opts.InStop {
+	if !opts.InStop && plan.noRoom == nil {
 		why = "the process's memory is not a live process's"
 		if live {
 			if opts.NoFreeze {
 				why = "asked not to freeze the process"
-			} else if err := ptrace.FreezeBlocked(t.PID); err == nil {
-				freeze = true
-			} else {
+			} else if err := ptrace.FreezeBlocked(t.PID); err != nil {
 				why = err.Error()
+			} else if plan.noFreeze != "" {
+				why = plan.noFreeze
+			} else {
+				freeze = true
 			}
 		}
 		if live && !freeze {
@@ -439,15 +459,11 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	// less for a 1 GiB heap on a Firecracker guest: hugemem.Lazy). A
 	// freeze refused in the stop copies into it there, faulting.
 	var buf, whole []byte
-	if tracked == nil {
-		if h, err := heap.Read(t.Mem, &t.Layout.Heap, t.Binary.Arch, t.Bias, opts.Heap); err == nil {
-			if n := h.ScanBytes(); n >= 4<<20 {
-				if freeze {
-					buf, whole, _ = hugemem.Lazy(int(2*n + 64<<20))
-				} else {
-					buf, whole, _ = hugemem.Populated(int(n + n/4 + 16<<20))
-				}
-			}
+	if n := scan; tracked == nil && plan.noRoom == nil && n >= 4<<20 {
+		if freeze {
+			buf, whole, _ = hugemem.Lazy(int(2*n + 64<<20))
+		} else {
+			buf, whole, _ = hugemem.Populated(int(n + n/4 + 16<<20))
 		}
 	}
 	var modules []string
@@ -469,13 +485,20 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	}
 	// The process's faults are counted from before the stop: the copy
 	// is read from the stop on (the goroutines' stacks first).
+	// The copy's cost in the process's memory cgroups is polled from
+	// before the stop until the copy is gone (guard).
 	var faults uint64
 	faultsErr := errors.New("not counted")
+	var grd *guard
+	copyDied := false
 	hooks.Stopping = func() {
 		if prev != nil && prev.Stopping != nil {
 			prev.Stopping()
 		}
 		faults, faultsErr = proc.MinorFaults(t.PID)
+		if freeze && plan.limited() && grd == nil {
+			grd = startGuard(t.PID, plan)
+		}
 	}
 	hooks.Stopped = func(threads []ptrace.Thread, now int64) error {
 		if prev != nil && prev.Stopped != nil {
@@ -484,6 +507,10 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 			}
 		}
 		threads = append([]ptrace.Thread(nil), threads...)
+		if plan.noRoom != nil {
+			capErr = plan.noRoom
+			return nil
+		}
 		if frozen := t.FrozenCopy() != 0; frozen || tracked == nil {
 			// t.Mem is the frozen copy, the process running, or the
 			// stopped process.
@@ -491,12 +518,37 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 				why = "the process could not be frozen: " + t.FreezeRefused()
 			}
 			var check func() error
-			if frozen && faultsErr == nil {
+			if frozen {
 				// The process runs on, sharing its memory with the
 				// copy: each page it writes is copied.
-				check = growthCheck(t.PID, faults, opts.Growth)
+				var growth func() error
+				if faultsErr == nil {
+					growth = growthCheck(t.PID, faults, opts.Growth)
+				}
+				check = func() error {
+					if err := grd.tripped(); err != nil {
+						return err
+					}
+					if growth != nil {
+						return growth()
+					}
+					return nil
+				}
 			}
 			im, capErr = capture(t.Mem, t.Binary, t.Layout, t.Bias, threads, opts, buf, check)
+			if frozen {
+				// Dead (a zombie until gi collects it), and not
+				// by the guard: its memory cgroup's OOM killer,
+				// or anyone's kill.
+				alive := proc.Alive(t.FrozenCopy())
+				if err := grd.tripped(); err != nil {
+					if im == nil {
+						capErr = err
+					}
+				} else if !alive {
+					copyDied = true
+				}
+			}
 			if im != nil {
 				im.buffer, whole = whole, nil
 				im.Frozen = frozen
@@ -529,7 +581,38 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 			unix.Munmap(whole)
 		}
 	}()
+	if freeze {
+		// The copy is made by a thread parked in runtime.futex's wait
+		// (ptrace.Gadget): a busy process may have none at an
+		// instant, so gi waits a little for one before it stops it.
+		waitParked(t.PID)
+	}
 	snap, err := snapshot()
+	tripped := grd.end()
+	grd = nil
+	if died := plan.died(t.PID, freeze, copyDied || err != nil && freeze && tripped == nil && plan.oomKills() != ""); died != nil {
+		im.Release()
+		return nil, nil, died
+	}
+	if tripped != nil && (err != nil || capErr != nil) {
+		// The copy given up: copied in the stop of a second snapshot
+		// instead, which costs the process nothing in its cgroups.
+		im.Release()
+		im, capErr, why = nil, nil, tripped.Error()+"; copied in a second stop instead"
+		freeze, t.Freeze = false, false
+		if whole != nil {
+			unix.Munmap(whole)
+			buf, whole = nil, nil
+		}
+		if n := scan; n >= 4<<20 {
+			buf, whole, _ = hugemem.Populated(int(n + n/4 + 16<<20))
+		}
+		snap, err = snapshot()
+		if died := plan.died(t.PID, false, false); died != nil {
+			im.Release()
+			return nil, nil, died
+		}
+	}
 	if err != nil {
 		im.Release()
 		return nil, nil, err
@@ -611,4 +694,19 @@ func GoModules(root string, paths []string, exe *elfbin.Binary) []string {
 		f.Close()
 	}
 	return out
+}
+
+// futexNr is the futex system call's number, as /proc/<tid>/syscall
+// shows it.
+var futexNr = map[string]string{"amd64": "202", "arm64": "98"}[runtime.GOARCH]
+
+// waitParked waits, up to 250 ms, until a thread of process pid is
+// blocked in a futex wait.
+func waitParked(pid int) {
+	for deadline := time.Now().Add(250 * time.Millisecond); time.Now().Before(deadline); {
+		if proc.ThreadInFutexWait(pid, futexNr) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

@@ -29,3 +29,32 @@ func Children(pid int) []int {
 	}
 	return out
 }
+
+// maxThreadsPolled bounds the threads ThreadInFutexWait reads.
+const maxThreadsPolled = 1 << 14
+
+// ThreadInFutexWait tells whether a thread of process pid is blocked in
+// a futex wait (FUTEX_WAIT, private or not), as /proc/<pid>/task/<tid>/
+// syscall shows it: the system call futexNr ("202" on amd64, "98" on
+// arm64) and an operation whose command is 0.
+func ThreadInFutexWait(pid int, futexNr string) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, _ := os.ReadDir(dir)
+	for i, task := range tasks {
+		if i >= maxThreadsPolled {
+			break
+		}
+		b, err := os.ReadFile(dir + task.Name() + "/syscall")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 3 || f[0] != futexNr {
+			continue
+		}
+		if op, err := strconv.ParseUint(strings.TrimPrefix(f[2], "0x"), 16, 64); err == nil && op&^(128|256) == 0 {
+			return true
+		}
+	}
+	return false
+}

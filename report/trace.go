@@ -116,9 +116,13 @@ type TraceSummary struct {
 	Lost   uint64 `json:"lost"`
 	// UnreadFloats counts calls whose float registers were not read.
 	UnreadFloats uint64 `json:"unread_floats,omitempty"`
-	Probes       int    `json:"probes"`
-	AttachNS     int64  `json:"attach_ns"`
-	DetachNS     int64  `json:"detach_ns"`
+	// Dropped counts the calls whose lines were not printed: the output
+	// was not read fast enough, and gi drops lines rather than hold up
+	// the trace (trace.OutputQueue).
+	Dropped  uint64 `json:"dropped,omitempty"`
+	Probes   int    `json:"probes"`
+	AttachNS int64  `json:"attach_ns"`
+	DetachNS int64  `json:"detach_ns"`
 	// Overhead is what the probes cost the traced process (nil when
 	// every process running a binary was traced).
 	Overhead *TraceOverhead `json:"overhead,omitempty"`

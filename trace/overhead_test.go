@@ -42,34 +42,11 @@ func loopPaceSince(t testing.TB, p *targets.Process, loop string, seen, n int) f
 }
 
 // paceFrom measures the loop's pace from the from-th "rate <loop>" line
-// printed after the first seen lines to n lines after it.
+// printed after the first seen lines to n lines after it
+// (targets.Process.LoopPace).
 func paceFrom(t testing.TB, p *targets.Process, loop string, seen, from, n int) float64 {
 	t.Helper()
-	var first, last [2]float64 // calls, CPU ns
-	for got := 1; got <= from+n; got++ {
-		line, err := p.WaitLineAfter(seen, "rate "+loop+" ", 10*time.Second)
-		if err != nil {
-			t.Fatalf("target's %s rate: %v", loop, err)
-		}
-		seen = line.Index + 1
-		f := strings.Fields(line.Text)
-		if len(f) != 6 {
-			t.Fatalf("rate line %q", line.Text)
-		}
-		calls, err1 := strconv.ParseFloat(f[4], 64)
-		cpu, err2 := strconv.ParseFloat(f[5], 64)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("rate line %q", line.Text)
-		}
-		if got == from {
-			first = [2]float64{calls, cpu}
-		}
-		last = [2]float64{calls, cpu}
-	}
-	if last[1] <= first[1] {
-		t.Fatalf("the %s loop's thread took no CPU time", loop)
-	}
-	return (last[0] - first[0]) / ((last[1] - first[1]) / 1e9)
+	return p.LoopPace(t, loop, seen, from, n)
 }
 
 // TestOverheadMatchesSlowdown traces a CPU-bound loop of calls long enough

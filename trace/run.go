@@ -14,6 +14,13 @@ import (
 const DrainInterval = 10 * time.Millisecond
 
 // Handlers receive what a running trace produces. Any may be nil.
+//
+// They run on Run's goroutine, the one that also drains the ring buffer,
+// ends the sampling windows and keeps the overhead budget
+// (Options.MaxOverhead): a handler must not block. One that writes where
+// a reader may fall behind (a pipe, a terminal, a file on a slow disk)
+// writes through an OutputQueue, which drops whole units of output past
+// its backlog instead of waiting.
 type Handlers struct {
 	// Call is called for every completed call, innermost first.
 	Call func(h Header, c *Call)

@@ -20,10 +20,14 @@ import (
 type traceExports struct {
 	perfetto     *export.Perfetto
 	perfettoFile *os.File
-	profile      *export.Profile
-	pprofPath    string
-	otlp         *export.OTLP
-	otlpURL      string
+	// perfettoOut queues what perfetto writes to perfettoFile: a file
+	// that cannot take it (a pipe, a slow disk) costs calls, dropped and
+	// counted, never the trace's pace (trace.OutputQueue).
+	perfettoOut *trace.OutputQueue
+	profile     *export.Profile
+	pprofPath   string
+	otlp        *export.OTLP
+	otlpURL     string
 }
 
 // otlpCloseTimeout bounds how long gi waits at exit for the collector to
@@ -115,7 +119,8 @@ func (f *exportFiles) close() {
 func openExports(o traceOptions, files *exportFiles, clock trace.Clock, sym *trace.Symbols, service string) (*traceExports, error) {
 	e := &traceExports{pprofPath: o.pprofFile}
 	if files.perfetto != nil {
-		e.perfettoFile, e.perfetto = files.perfetto, export.NewPerfetto(files.perfetto, clock)
+		e.perfettoFile, e.perfettoOut = files.perfetto, trace.NewOutputQueue(files.perfetto, outputBacklog())
+		e.perfetto = export.NewPerfetto(e.perfettoOut, clock)
 		files.perfetto = nil
 	}
 	if o.pprofFile != "" {
@@ -148,7 +153,7 @@ func (e *traceExports) wrap(hs trace.Handlers) trace.Handlers {
 			call(h, c)
 		}
 		if e.perfetto != nil {
-			e.perfetto.Call(h, c)
+			e.perfettoOut.Print(func() { e.perfetto.Call(h, c) })
 		}
 		if e.otlp != nil {
 			e.otlp.Call(h, c)
@@ -182,6 +187,7 @@ func (e *traceExports) wrap(hs trace.Handlers) trace.Handlers {
 		}
 		if e.perfetto != nil {
 			e.perfetto.Flush() // the file is readable while the trace runs
+			e.perfettoOut.Flush()
 		}
 	}
 	return hs
@@ -194,6 +200,10 @@ func (e *traceExports) close(stderr io.Writer, sampling *trace.Sampling) error {
 	if e.perfetto != nil {
 		e.perfetto.Sampling(sampling, uint64(trace.MonotonicNow()))
 		err := e.perfetto.Close()
+		// As long as the file's reader takes: the caller detached first.
+		if qerr := e.perfettoOut.Close(); err == nil {
+			err = qerr
+		}
 		if cerr := e.perfettoFile.Close(); err == nil {
 			err = cerr
 		}
@@ -201,6 +211,10 @@ func (e *traceExports) close(stderr io.Writer, sampling *trace.Sampling) error {
 			first = fmt.Errorf("--perfetto: %w", err)
 		} else {
 			fmt.Fprintf(stderr, "gi: wrote %d call slices to %s\n", e.perfetto.Slices, e.perfettoFile.Name())
+		}
+		if n := e.perfettoOut.Dropped(); n > 0 {
+			fmt.Fprintf(stderr, "gi: warning: --perfetto %s was not read fast enough: %d calls dropped (past a backlog of %s, rather than slow the trace and the overhead budget)\n",
+				e.perfettoFile.Name(), n, kib(outputBacklog()))
 		}
 		e.perfetto = nil
 	}

@@ -57,6 +57,22 @@ func addBudgetFlag(f *pflag.FlagSet, v *string, more string) {
 	f.StringVar(v, "max-overhead", defaultMaxOverhead, "keep the share of the target's CPU time the probes take at or below `P` (5%, 1%): the costliest functions are traced in sampling windows, each call whole or not at all; none for no bound"+more)
 }
 
+// outputBacklog is how much of gi trace's output (stdout, and each
+// export file) waits in memory for a slow reader before whole calls,
+// trees or tables are dropped: trace.DefaultOutputBacklog, or
+// GI_OUTPUT_BACKLOG bytes (for tests).
+func outputBacklog() int {
+	if n, err := strconv.Atoi(os.Getenv("GI_OUTPUT_BACKLOG")); err == nil && n > 0 {
+		return n
+	}
+	return trace.DefaultOutputBacklog
+}
+
+// kib says n bytes in KiB.
+func kib(n int) string {
+	return fmt.Sprintf("%d KiB", (n+1023)/1024)
+}
+
 // parseBudget reads --max-overhead: a percentage ("5%", "0.5%"), or
 // "none" or "0" for no budget (0).
 func parseBudget(s string) (float64, error) {
@@ -261,8 +277,24 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		fmt.Fprintf(stderr, "gi: calls before the trace: %s\n", line)
 	}
 
-	bw := bufio.NewWriterSize(stdout, 1<<16)
-	defer bw.Flush()
+	// The handlers run on the loop that drains the ring buffer and keeps
+	// the budget: they print into a queue that never blocks, and a reader
+	// that falls behind its backlog costs whole units of output (calls,
+	// trees, tables), counted, never the target's pace.
+	out := trace.NewOutputQueue(stdout, outputBacklog())
+	bw := bufio.NewWriterSize(out, 1<<16)
+	defer func() {
+		bw.Flush()
+		out.Close()
+	}()
+	// printUnit prints one unit through bw, or drops it past the backlog.
+	printUnit := func(print func()) {
+		out.Print(func() {
+			print()
+			bw.Flush()
+		})
+	}
+	unit := "calls"
 	sym := s.Symbols()
 	clock := trace.NewClock()
 	stats := trace.NewStats()
@@ -271,31 +303,45 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	switch {
 	case o.json:
 		jw = report.NewTraceWriter(bw, sym, clock)
-		hs.Call = func(h trace.Header, c *trace.Call) { jw.Call(trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, c) }
+		hs.Call = func(h trace.Header, c *trace.Call) {
+			printUnit(func() { jw.Call(trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, c) })
+		}
+		// At exit, never dropped: the probes are gone before gi waits
+		// for the reader.
 		hs.Running = func(h trace.Header, open []*trace.Call) {
 			jw.Running(trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, open)
 		}
 	case o.stats:
+		unit = "interval tables"
 		hs.Call = func(_ trace.Header, c *trace.Call) { stats.Add(c) }
 		hs.Tick = func() {
-			fmt.Fprintf(bw, "%s\n", time.Now().Format("15:04:05"))
-			writeStats(bw, stats, s.Sampling())
-			bw.WriteByte('\n')
-			bw.Flush()
+			printUnit(func() {
+				fmt.Fprintf(bw, "%s\n", time.Now().Format("15:04:05"))
+				writeStats(bw, stats, s.Sampling())
+				bw.WriteByte('\n')
+			})
+			out.Flush()
 		}
 	default:
+		unit = "call trees"
 		tp := &treePrinter{W: bw, Symbols: sym, Clock: clock, ShowPID: pid == 0}
-		printRoot := func(h trace.Header, root *trace.Call) {
-			if time.Duration(root.Duration()) < o.minDuration {
-				return
+		shown := func(root *trace.Call) bool { return time.Duration(root.Duration()) >= o.minDuration }
+		hs.Root = func(h trace.Header, root *trace.Call) {
+			if shown(root) {
+				printUnit(func() { tp.Print(h, root) })
 			}
-			tp.Print(h, root)
 		}
-		hs.Root = printRoot
 		// At exit, the trees of calls still running (worker loops,
 		// functions that never return), with their time so far.
-		hs.Running = func(h trace.Header, open []*trace.Call) { printRoot(h, open[0]) }
-		hs.Tick = func() { bw.Flush() }
+		hs.Running = func(h trace.Header, open []*trace.Call) {
+			if shown(open[0]) {
+				tp.Print(h, open[0])
+			}
+		}
+		hs.Tick = func() {
+			bw.Flush()
+			out.Flush()
+		}
 		o.interval = 200 * time.Millisecond
 	}
 	exports, err := openExports(o, files, clock, sym, serviceName(pid, s.Binary.Path, o.service))
@@ -314,24 +360,30 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		}
 	}
 	res := s.Run(ctx, ro, hs)
+	// Detached before anything waits for a reader: from here on gi's
+	// output may take as long as its reader does.
+	overhead, overheadErr := s.Overhead()
+	closeErr := s.Close()
+	stop() // a signal while gi waits for its reader ends it at once
+	dropped := out.Dropped()
 	if o.stats {
 		writeStats(bw, stats, res.Sampling)
 	}
-	bw.Flush()
-	overhead, overheadErr := s.Overhead()
-	closeErr := s.Close()
 	if err := exports.close(stderr, res.Sampling); err != nil && closeErr == nil {
 		closeErr = err
 	}
 	if jw != nil {
-		sum := report.TraceSummary{Events: res.Events, Lost: res.Lost, UnreadFloats: res.UnreadFloats, Probes: s.Probes,
+		sum := report.TraceSummary{Events: res.Events, Lost: res.Lost, UnreadFloats: res.UnreadFloats, Dropped: dropped, Probes: s.Probes,
 			AttachNS: s.AttachTime.Nanoseconds(), DetachNS: s.DetachTime.Nanoseconds()}
 		if overheadErr == nil {
 			sum.Overhead = report.NewTraceOverhead(overhead)
 		}
 		sum.Sampling = report.NewTraceSampling(res.Sampling)
 		jw.Summary(sum)
-		bw.Flush()
+	}
+	bw.Flush()
+	if err := out.Close(); err != nil && closeErr == nil {
+		closeErr = fmt.Errorf("write the output: %w", err)
 	}
 	fmt.Fprintf(stderr, "gi: %d events, %d lost, %d calls still running; detached in %v\n",
 		res.Events, res.Lost, res.Running, s.DetachTime.Round(time.Microsecond))
@@ -377,6 +429,10 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	if res.Lost > 0 {
 		fmt.Fprintf(stderr, "gi: warning: %d events lost (ring buffer full): trees and counts are incomplete\n", res.Lost)
+	}
+	if dropped > 0 {
+		fmt.Fprintf(stderr, "gi: warning: the output was not read fast enough: %d %s dropped (past a backlog of %s, rather than slow the trace and the overhead budget)\n",
+			dropped, unit, kib(outputBacklog()))
 	}
 	if res.UnreadFloats > 0 {
 		fmt.Fprintf(stderr, "gi: warning: %d calls show float arguments or results as ?: their thread did not take the SIGURG that reads them right after the probe (blocked)\n", res.UnreadFloats)

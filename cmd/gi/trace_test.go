@@ -41,12 +41,22 @@ type giTrace struct {
 // was in one run.
 func startGiTrace(t *testing.T, args ...string) *giTrace {
 	t.Helper()
+	return startGiTraceWith(t, nil, args...)
+}
+
+// startGiTraceWith is startGiTrace with setup, if set, run on the command
+// before it starts (its stdout elsewhere than g.stdout, say).
+func startGiTraceWith(t *testing.T, setup func(*exec.Cmd), args ...string) *giTrace {
+	t.Helper()
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--max-overhead") }) {
 		args = append([]string{"--max-overhead", "none"}, args...)
 	}
 	cmd := exec.Command(buildGi(t), append([]string{"trace"}, args...)...)
 	g := &giTrace{cmd: cmd, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout = g.stdout
+	if setup != nil {
+		setup(cmd)
+	}
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
