@@ -112,19 +112,19 @@ func (c *compression) decode(r io.Reader, use func(io.Reader) error) (err error)
 
 // openELF opens the core at path as an ELF file: the file itself, or a
 // compressed core's decompressed copy.
-func openELF(path string) (*elf.File, error) {
+func openELF(path string) (*coreELF, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	c := compressionOf(f)
 	if c == nil {
-		f.Close()
-		e, err := elf.Open(path)
+		e, err := readCoreELF(f)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNotCore, err)
+			f.Close()
+			return nil, err
 		}
-		return e, nil
+		return &coreELF{File: e, closer: f}, nil
 	}
 	defer f.Close()
 	tmp, err := decompress(f, c)
@@ -142,7 +142,7 @@ func openELF(path string) (*elf.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: its %s stream holds no ELF file: %v", ErrNotCore, c.name, err)
 	}
-	return e, nil
+	return &coreELF{File: e, closer: e}, nil
 }
 
 // decompress decompresses the stream in f into a temporary file, unlinked

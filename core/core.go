@@ -109,7 +109,7 @@ func Open(path, exe string) (*Core, error) {
 		return nil, fmt.Errorf("core %s: machine %v: gi reads amd64 and arm64 cores", path, f.Machine)
 	}
 	c := &Core{Path: path}
-	n, err := c.readNotes(f)
+	n, err := c.readNotes(f.File)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("core %s: %w", path, err)

@@ -19,7 +19,7 @@ import (
 // may be stale: a core that leaves such a mapping out (coredump_filter)
 // lacks it. What a read needs and the core lacks is recorded (Missing).
 type memory struct {
-	f    *elf.File
+	f    *coreELF
 	path string
 	segs []*elf.Prog
 	exe  *elfbin.Binary
@@ -38,8 +38,8 @@ type memory struct {
 	size     int64
 }
 
-func newMemory(f *elf.File, path string, exe *elfbin.Binary, bias uint64, exeMaps []Mapping) (*memory, error) {
-	m := &memory{f: f, path: path, segs: sortedSegments(f), exe: exe, bias: bias, exeMaps: exeMaps}
+func newMemory(f *coreELF, path string, exe *elfbin.Binary, bias uint64, exeMaps []Mapping) (*memory, error) {
+	m := &memory{f: f, path: path, segs: sortedSegments(f.File), exe: exe, bias: bias, exeMaps: exeMaps}
 	if len(m.segs) == 0 {
 		return nil, fmt.Errorf("no memory (PT_LOAD) in it")
 	}

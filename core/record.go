@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 
@@ -44,6 +45,7 @@ type Recorder struct {
 	// held in the reader's own buffer (held), copied once it is resumed.
 	pieces [3][]piece
 	held   []piece
+	seq    int // reads recorded
 	// kept holds the copies, outside the Go heap: no collection walks
 	// them, and no page of them faults one by one.
 	kept   arena
@@ -61,6 +63,7 @@ const (
 type piece struct {
 	addr uint64
 	data []byte
+	seq  int // when it was read, in the order of reads
 }
 
 // NewRecorder returns a Recorder reading through mem.
@@ -107,10 +110,12 @@ func (r *Recorder) ReadBatch(ranges []proc.Range, dst []byte) error {
 // keep records b, read at addr: copied, or held if copy is false.
 func (r *Recorder) keep(addr uint64, b []byte, copied bool) {
 	if !copied {
-		r.held = append(r.held, piece{addr, b})
+		r.seq++
+		r.held = append(r.held, piece{addr, b, r.seq})
 		return
 	}
-	r.pieces[r.stage] = append(r.pieces[r.stage], piece{addr, r.kept.copy(b)})
+	r.seq++
+	r.pieces[r.stage] = append(r.pieces[r.stage], piece{addr, r.kept.copy(b), r.seq})
 }
 
 // Stats forwards the statistics of the memory it reads through, if it
@@ -135,7 +140,7 @@ func (r *Recorder) Resumed() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.held {
-		r.pieces[stageIn] = append(r.pieces[stageIn], piece{p.addr, r.kept.copy(p.data)})
+		r.pieces[stageIn] = append(r.pieces[stageIn], piece{p.addr, r.kept.copy(p.data), p.seq})
 	}
 	r.held = nil
 	r.stage = stageAfter
@@ -187,6 +192,39 @@ func (r *Recorder) Layout(extra []proc.Range) (ranges []proc.Range, afterStop in
 		afterStop += int64(s.hi - s.lo)
 	}
 	return ranges, max(0, afterStop-r.recordedSpan()), nil
+}
+
+// ReadOrder returns the indices of ranges (Layout's, sorted by address)
+// in the order they were first read, those read in the stop first: the
+// ranges no read fell in last.
+func (r *Recorder) ReadOrder(ranges []proc.Range) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := make([]int, len(ranges))
+	for i := range first {
+		first[i] = math.MaxInt
+	}
+	for stage, ps := range r.pieces {
+		// The stop's reads first (the goroutines' list, their g
+		// structs), then those before it (stacks copied ahead), then
+		// after.
+		rank := 1 << 40
+		if stage == stageIn {
+			rank = 0
+		}
+		for _, p := range ps {
+			i := sort.Search(len(ranges), func(i int) bool { return ranges[i].Addr+uint64(ranges[i].Len) > p.addr })
+			if i < len(ranges) && ranges[i].Addr <= p.addr {
+				first[i] = min(first[i], rank+p.seq)
+			}
+		}
+	}
+	order := make([]int, len(ranges))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return first[order[a]] < first[order[b]] })
+	return order
 }
 
 // Fill fills dst with the memory at addr for the core: as the process

@@ -45,6 +45,10 @@ type Image struct {
 	// Memory at a time or less.
 	Memory []proc.Range
 	Fill   func(addr uint64, dst []byte)
+	// Order, if not nil, is the order of Memory's ranges in the file
+	// (indices): what a reader needs first (Recorder.ReadOrder), for a
+	// core cut short to keep it.
+	Order []int
 }
 
 // Write writes img as an ELF core file to path, created or truncated
@@ -73,11 +77,31 @@ func Write(path string, img *Image) error {
 	bw := &bufferedFile{f: f, w: bufio.NewWriterSize(f, 1<<20)}
 	w := elfwriter.New(bw, &elf.FileHeader{Class: elf.ELFCLASS64, Data: elf.ELFDATA2LSB, Version: elf.EV_CURRENT,
 		OSABI: elf.ELFOSABI_NONE, Type: elf.ET_CORE, Machine: img.Machine})
+	// Room for the program headers right after the ELF header, as the
+	// kernel puts them: a core cut short keeps what says where its
+	// notes and memory are (elfwriter writes them last; they are moved
+	// here once written).
+	phoff := w.Here()
+	nprogs := len(img.Memory) + 1
+	w.Write(make([]byte, nprogs*phentSize))
 	w.Progs = append(w.Progs, w.WriteNotes(img.notes()))
 	// The memory goes through one buffer, a chunk at a time.
 	const chunk = 8 << 20
 	buf := make([]byte, chunk)
-	for _, m := range img.Memory {
+	// The segments in the order the listing read them (Image.Order:
+	// the runtime's globals, the goroutines' list, their g structs,
+	// their stacks), so that a core cut short keeps what a listing needs
+	// first; the program headers stay in address order.
+	order := img.Order
+	if len(order) != len(img.Memory) {
+		order = make([]int, len(img.Memory))
+		for i := range order {
+			order[i] = i
+		}
+	}
+	loads := make([]*elf.ProgHeader, len(img.Memory))
+	for _, i := range order {
+		m := img.Memory[i]
 		w.Align(pageSize)
 		off := w.Here()
 		for done := 0; done < m.Len && w.Err == nil; done += chunk {
@@ -85,13 +109,18 @@ func Write(path string, img *Image) error {
 			img.Fill(m.Addr+uint64(done), b)
 			w.Write(b)
 		}
-		w.Progs = append(w.Progs, &elf.ProgHeader{Type: elf.PT_LOAD, Flags: elf.PF_R | elf.PF_W,
-			Off: uint64(off), Vaddr: m.Addr, Filesz: uint64(m.Len), Memsz: uint64(m.Len), Align: pageSize})
+		loads[i] = &elf.ProgHeader{Type: elf.PT_LOAD, Flags: elf.PF_R | elf.PF_W,
+			Off: uint64(off), Vaddr: m.Addr, Filesz: uint64(m.Len), Memsz: uint64(m.Len), Align: pageSize}
 	}
+	w.Progs = append(w.Progs, loads...)
+	end := w.Here()
 	w.WriteProgramHeaders()
 	err = w.Err
 	if ferr := bw.Flush(); err == nil {
 		err = ferr
+	}
+	if err == nil && len(w.Progs) == nprogs {
+		err = movePhdrs(f, end, phoff, nprogs)
 	}
 	if err == nil {
 		err = out.Commit()
@@ -101,6 +130,28 @@ func Write(path string, img *Image) error {
 		return fmt.Errorf("write core %s: %w", path, err)
 	}
 	return nil
+}
+
+// phentSize is the size of an ELF64 program header.
+const phentSize = 56
+
+// movePhdrs moves the nprogs program headers elfwriter wrote at end (the
+// end of the file) to phoff, where room was left for them, and points
+// the ELF header there.
+func movePhdrs(f *os.File, end, phoff int64, nprogs int) error {
+	b := make([]byte, nprogs*phentSize)
+	if _, err := f.ReadAt(b, end); err != nil {
+		return fmt.Errorf("read the program headers back: %w", err)
+	}
+	if _, err := f.WriteAt(b, phoff); err != nil {
+		return err
+	}
+	var off [8]byte
+	binary.LittleEndian.PutUint64(off[:], uint64(phoff))
+	if _, err := f.WriteAt(off[:], 0x20); err != nil { // e_phoff
+		return err
+	}
+	return f.Truncate(end)
 }
 
 // The size of elf_prstatus's and elf_prpsinfo's fields gi writes.

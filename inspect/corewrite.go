@@ -121,7 +121,7 @@ func (t *Target) SnapshotCore(tr *ptrace.Tracer, path string, o CoreOptions) (*S
 	if err != nil {
 		return nil, nil, err
 	}
-	img.Memory, img.Fill = ranges, rec.Fill
+	img.Memory, img.Fill, img.Order = ranges, rec.Fill, rec.ReadOrder(ranges)
 	img.Epoll = epoll
 	img.FDs = describedFDs(snap)
 	if err := core.Write(path, img); err != nil {

@@ -288,7 +288,7 @@ func TestPsErrors(t *testing.T) {
 	t.Run("unwritable pprof file", func(t *testing.T) {
 		p := targets.Start(t, targets.Build(t, "psstates", targets.BuildOptions{}))
 		_, stderr, code := runGi(t, "ps", "--trace", "1s", "--pprof", "/no/such/dir/g.pb.gz", strconv.Itoa(p.Pid))
-		checkOneLineError(t, stderr, code, `^gi: --pprof: open /no/such/dir/g\.pb\.gz: no such file or directory`)
+		checkOneLineError(t, stderr, code, `^gi: --pprof: create /no/such/dir/g\.pb\.gz: no such file or directory`)
 	})
 }
 

@@ -48,7 +48,7 @@ func TestPsWritesCore(t *testing.T) {
 	_, stderr, code = runGi(t, "ps", "--core-all", strconv.Itoa(p.Pid))
 	checkOneLineError(t, stderr, code, `--core-all goes with --core FILE`)
 	_, stderr, code = runGi(t, "ps", "--core", "/no/such/dir/core", strconv.Itoa(p.Pid))
-	checkOneLineError(t, stderr, code, `core file: open /no/such/dir/core: no such file or directory`)
+	checkOneLineError(t, stderr, code, `core file: create /no/such/dir/core: no such file or directory`)
 	if err := targets.NotStopped(p.Pid); err != nil {
 		t.Fatal(err)
 	}

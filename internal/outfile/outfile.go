@@ -8,7 +8,9 @@
 package outfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -32,6 +34,11 @@ func Create(path string, perm os.FileMode) (*File, error) {
 	}
 	f, err := os.CreateTemp(dir, "."+base+".gi-*")
 	if err != nil {
+		// The temporary name is gi's business: the error names path.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	if err := f.Chmod(perm); err != nil {
