@@ -208,10 +208,17 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 			}
 			if regs.SP >= rg.stackLo && regs.SP < rg.stackHi && t.sym.isGoCode(regs.PC) {
 				rg.pc, rg.sp, rg.lr, rg.trap = regs.PC, regs.SP, regs.LR, true
+				continue
+			}
+			// A signal handler interrupted the goroutine (a crash
+			// dump's SIGQUIT, a profiling signal): where it was is in
+			// the signal's frame, as the runtime's own dump reads it.
+			if pc, sp, lr, ok := t.signalContext(regs); ok && sp >= rg.stackLo && sp < rg.stackHi && t.sym.isGoCode(pc) {
+				rg.pc, rg.sp, rg.lr, rg.trap = pc, sp, lr, true
 			}
 			// Otherwise the thread runs on a system stack (systemstack,
-			// signal handler, vDSO or C code): g.sched holds where the
-			// goroutine left its own stack.
+			// vDSO or C code): g.sched holds where the goroutine left
+			// its own stack.
 		}
 	}
 

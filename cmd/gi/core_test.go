@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gi-debug/gi/internal/targets"
 )
@@ -82,4 +83,68 @@ func TestPsCore(t *testing.T) {
 	if out := giOK(t, "ps", "--binary", bin, movedCore); strings.Count(out, "main.parked") != 10 {
 		t.Errorf("with --binary: %d rows in main.parked, want 10:\n%s", strings.Count(out, "main.parked"), out)
 	}
+}
+
+// TestCrashCoreRunningGoroutine lists the kernel's core of a target
+// killed by SIGQUIT under GOTRACEBACK=crash, the signal sent to a thread
+// running a spinning goroutine: the runtime's handler ran on that thread
+// when the core was written, in nested signal frames (its dump's own
+// raise), and gi finds where the goroutine was in the signal's frame,
+// as the runtime's dump does: main.spin, for every goroutine the dump
+// shows running in it.
+func TestCrashCoreRunningGoroutine(t *testing.T) {
+	requirePrivilege(t)
+	bin := targets.Build(t, "psstates", targets.BuildOptions{})
+	compared := 0
+	for try := 0; try < 6 && compared < 3; try++ {
+		c := targets.StartToCrash(t, bin, "-park", "20")
+		tid := runningThread(c.Pid)
+		if tid == 0 {
+			c.Crash(t)
+			continue
+		}
+		core := c.CrashThread(t, tid)
+		// The dump's goroutines running main.spin.
+		want := map[string]bool{}
+		for _, block := range strings.Split(c.Dump(t), "\n\n") {
+			m := regexp.MustCompile(`^goroutine (\d+) .*\[running\]:\n(main\.spin|.*\n.*main\.spin)`).FindStringSubmatch(strings.TrimSpace(block))
+			if m != nil {
+				want[m[1]] = true
+			}
+		}
+		if len(want) == 0 {
+			continue
+		}
+		out := giOK(t, "ps", "--stacks", "--binary", bin, core)
+		for goid := range want {
+			m := regexp.MustCompile(`(?m)^goroutine ` + goid + ` \[running\]:\n(.*\n.*\n)`).FindStringSubmatch(out)
+			if m == nil || !strings.Contains(m[1], "main.spin") {
+				t.Errorf("try %d: goroutine %s runs main.spin in the runtime's dump; gi lists it:\n%v", try, goid, m)
+			}
+		}
+		compared++
+	}
+	if compared == 0 {
+		t.Fatal("no crash left a goroutine running main.spin in the runtime's dump")
+	}
+}
+
+// runningThread returns a thread of process pid the kernel has running
+// (state R), 0 if none.
+func runningThread(pid int) int {
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i+1:]), " R") {
+				tid, _ := strconv.Atoi(task.Name())
+				return tid
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return 0
 }

@@ -82,6 +82,33 @@ func (c *Crashing) Crash(t testing.TB) string {
 	if err := syscall.Kill(c.Pid, syscall.SIGQUIT); err != nil {
 		t.Fatal(err)
 	}
+	return c.wait(t)
+}
+
+// CrashThread is Crash with SIGQUIT sent to thread tid: the runtime's
+// handler then runs on that thread, interrupting what it ran.
+func (c *Crashing) CrashThread(t testing.TB, tid int) string {
+	t.Helper()
+	if err := syscall.Tgkill(c.Pid, tid, syscall.SIGQUIT); err != nil {
+		t.Fatal(err)
+	}
+	return c.wait(t)
+}
+
+// Dump returns what the target printed on stderr (the runtime's dump of
+// every goroutine as it crashed).
+func (c *Crashing) Dump(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// wait waits for the crashed target and returns its core.
+func (c *Crashing) wait(t testing.TB) string {
+	t.Helper()
 	err := c.Cmd.Wait()
 	if ws, ok := c.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.CoreDump() {
 		t.Fatalf("the target did not dump core: %v", err)
