@@ -500,6 +500,26 @@ func TestOutputsReplacePlantedLinks(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 4 {
 		t.Errorf("files left beside the outputs: %v", ents)
 	}
+	// gi trace: its profile, written whole at the end, replaces the
+	// link; its Perfetto trace, streamed as it goes, refuses it.
+	victim := filepath.Join(dir, "victim-trace")
+	if err := os.WriteFile(victim, []byte("not gi's"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"trace.pb.gz", "trace.json"} {
+		if err := os.Symlink(victim, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	giOK(t, "trace", "--duration", "300ms", "--max-overhead", "none", "--pprof", filepath.Join(dir, "trace.pb.gz"), strconv.Itoa(p.Pid), "main.spin")
+	if fi, err := os.Lstat(filepath.Join(dir, "trace.pb.gz")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("gi trace --pprof: the link was not replaced by the profile: %v %v", fi, err)
+	}
+	_, stderr, code := runGi(t, "trace", "--duration", "300ms", "--perfetto", filepath.Join(dir, "trace.json"), strconv.Itoa(p.Pid), "main.spin")
+	checkOneLineError(t, stderr, code, `--perfetto: .*trace\.json is a symbolic link: gi does not write through one`)
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "not gi's" {
+		t.Errorf("gi trace: the link's target was written: %.20q %v", b, err)
+	}
 }
 
 // waitTraced waits until process pid is traced (TracerPid, which names the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/export"
+	"github.com/gi-debug/gi/internal/outfile"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -84,24 +85,24 @@ type exportFiles struct {
 	perfetto *os.File
 }
 
-// createExportFiles creates the files of --perfetto and --pprof (the
-// profile is written whole at the end; its file is made now to fail now).
+// createExportFiles creates the file of --perfetto, refusing a symbolic
+// link at its name, and tries the directory of --pprof's (the profile
+// is written whole at the end, under a temporary name renamed over the
+// name: outfile), to fail now.
 func (o traceOptions) createExportFiles() (*exportFiles, error) {
 	files := &exportFiles{}
 	if o.perfetto != "" {
-		f, err := os.Create(o.perfetto)
+		f, err := outfile.OpenStream(o.perfetto, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("--perfetto: %w", err)
 		}
 		files.perfetto = f
 	}
 	if o.pprofFile != "" {
-		f, err := os.Create(o.pprofFile)
-		if err != nil {
+		if err := outfile.Probe(o.pprofFile); err != nil {
 			files.close()
 			return nil, fmt.Errorf("--pprof: %w", err)
 		}
-		f.Close()
 	}
 	return files, nil
 }
@@ -220,12 +221,12 @@ func (e *traceExports) close(stderr io.Writer, sampling *trace.Sampling) error {
 	}
 	if e.profile != nil {
 		e.profile.Sampling(sampling)
-		f, err := os.Create(e.pprofPath)
+		f, err := outfile.Create(e.pprofPath, 0o644)
 		if err == nil {
-			err = e.profile.Write(f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
+			if err = e.profile.Write(f); err == nil {
+				err = f.Commit()
 			}
+			f.Abort()
 		}
 		if err != nil && first == nil {
 			first = fmt.Errorf("--pprof: %w", err)

@@ -329,10 +329,10 @@ func TestTraceErrorsCLI(t *testing.T) {
 	// attached: one line, no "tracing" line, no warning.
 	for _, flag := range []string{"--perfetto", "--pprof"} {
 		_, stderr, code = runGi(t, "trace", flag, "/no/such/dir/out", strconv.Itoa(p.Pid), "main.chainA")
-		checkOneLineError(t, stderr, code, `^gi: `+flag+`: open /no/such/dir/out: no such file or directory\n$`)
+		checkOneLineError(t, stderr, code, `^gi: `+flag+`: (open|create) /no/such/dir/out: no such file or directory\n$`)
 	}
 	_, stderr, code = runGi(t, "ps", "--trace", "1s", "--pprof", "/no/such/dir/out", strconv.Itoa(p.Pid))
-	checkOneLineError(t, stderr, code, `^gi: --pprof: open /no/such/dir/out`)
+	checkOneLineError(t, stderr, code, `^gi: --pprof: create /no/such/dir/out: no such file or directory`)
 
 	cmd := exec.Command(buildGi(t), "trace", strconv.Itoa(p.Pid), "main.*")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}

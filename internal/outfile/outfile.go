@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // File is a file being written under a temporary name; Commit puts it
@@ -89,4 +90,23 @@ func Probe(path string) error {
 	}
 	f.Abort()
 	return nil
+}
+
+// OpenStream opens path for a file written as it goes (a trace streamed
+// to a file or a named pipe), truncated or created with permissions
+// perm, refusing a symbolic link at the name (O_NOFOLLOW): a link
+// planted in a shared directory cannot redirect it.
+func OpenStream(path string, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, perm)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: gi does not write through one", path)
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return f, nil
 }
