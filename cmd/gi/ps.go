@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/core"
@@ -23,6 +25,7 @@ import (
 	"github.com/gi-debug/gi/internal/outfile"
 	"github.com/gi-debug/gi/leak"
 	"github.com/gi-debug/gi/measure"
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/report"
 )
 
@@ -71,6 +74,9 @@ given with --binary.`,
   kubectl debug -it mypod --target=app --image=gi --profile=sysadmin -- gi ps 1`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkPsDurations(cmd.Flags(), o); err != nil {
+				return err
+			}
 			return runPs(a, cmd.OutOrStdout(), cmd.ErrOrStderr(), firstArg(args), o)
 		},
 	}
@@ -107,6 +113,77 @@ given with --binary.`,
 	return cmd
 }
 
+// checkPsDurations fails on a negative duration, and on a --trace or
+// --watch given as zero (a window or an interval of no time); --min-wait 0
+// keeps every goroutine.
+func checkPsDurations(f *pflag.FlagSet, o psOptions) error {
+	for _, d := range []struct {
+		flag, eg string
+		v        time.Duration
+	}{{"trace", "2s", o.trace}, {"watch", "5s", o.watch}} {
+		if f.Changed(d.flag) && d.v <= 0 {
+			return fmt.Errorf("--%s needs a positive duration (e.g. %s), not %v", d.flag, d.eg, d.v)
+		}
+	}
+	if o.minWait < 0 {
+		return fmt.Errorf("--min-wait %v: want a duration of 0 or more (0: every goroutine)", o.minWait)
+	}
+	return nil
+}
+
+// checkFileTarget says in one line why target, a file that is no core,
+// is not something gi ps reads; nil when it is no file, or names a process
+// as well. A target with a "/" is a path: a process name has none.
+func checkFileTarget(target string) error {
+	if _, err := strconv.Atoi(target); err == nil {
+		return nil // a pid
+	}
+	path := strings.Contains(target, "/")
+	st, err := os.Stat(target)
+	if err != nil {
+		var pe *os.PathError
+		if path && errors.As(err, &pe) {
+			return fmt.Errorf("core file %s: %w", target, pe.Err)
+		}
+		return nil
+	}
+	if !path {
+		if _, err := proc.Find(target); err == nil || errors.Is(err, proc.ErrAmbiguous) {
+			return nil // a process by that name: resolved as one
+		}
+	}
+	switch {
+	case st.IsDir():
+		return fmt.Errorf("%s is a directory, not a core file", target)
+	case isListing(target):
+		return fmt.Errorf("%s is not an ELF core file: a saved gi ps --json listing? compare listings with --since FILE", target)
+	}
+	if err := notCoreELF(target); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: not an ELF core file", target)
+}
+
+// notCoreELF says what the ELF file at path is instead of a core gi reads;
+// nil when it is no ELF file.
+func notCoreELF(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	kind := "file of type " + f.Type.String()
+	switch f.Type {
+	case elf.ET_EXEC, elf.ET_DYN:
+		return fmt.Errorf("%s is not a core file but an ELF executable (or library): give the pid or name of a process running it", path)
+	case elf.ET_REL:
+		kind = "object file"
+	case elf.ET_CORE:
+		return fmt.Errorf("%s: an ELF core of a %v %v machine: gi reads little-endian amd64 and arm64 cores", path, f.ByteOrder, f.Machine)
+	}
+	return fmt.Errorf("%s is not a core file but an ELF %s", path, kind)
+}
+
 // coreOrigin names a core file, its process, the signal that ended it
 // and when the core was written.
 func coreOrigin(c *core.Core) string {
@@ -139,6 +216,11 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 	}
 	fromCore := target != "" && core.IsCore(target)
+	if !fromCore && target != "" && !(o.since != "" && isListing(target)) {
+		if err := checkFileTarget(target); err != nil {
+			return err
+		}
+	}
 	if fromCore && o.trace > 0 {
 		return fmt.Errorf("--trace measures a live process; %s is a core file", target)
 	}
@@ -157,11 +239,14 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.leakMaxGrowth < -1 || o.leakMaxGrowth == 0 || o.leakMaxGrowth > 1<<30 {
 		return fmt.Errorf("--leaks-max-growth: %d MiB; want a bound from 1 to %d, or -1 for none", o.leakMaxGrowth, 1<<30)
 	}
+	if o.watch < 0 {
+		return fmt.Errorf("--watch needs a positive duration (e.g. 5s), not %v", o.watch)
+	}
+	if o.watchCount < 0 {
+		return fmt.Errorf("--count must not be negative")
+	}
 	if o.watchCount != 0 && o.watch == 0 {
 		return fmt.Errorf("--count goes with --watch D")
-	}
-	if o.watch < 0 || o.watchCount < 0 {
-		return fmt.Errorf("--watch and --count must not be negative")
 	}
 	if (o.watch > 0 || o.since != "") && (o.trace > 0 || o.leaks || o.coreFile != "" || o.stacks || o.group || o.objects || o.pprofFile != "") {
 		return fmt.Errorf("--watch and --since print how goroutines grew, with --json or alone")
@@ -298,13 +383,18 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.trace > 0 {
 		ctx, stop := a.traceContext()
 		rows := func(s *inspect.Snapshot) []*inspect.Goroutine { return filterGoroutines(s.Goroutines, o, re) }
+		ended := func() {}
 		res, err = measure.Run(ctx, t, a.tracer, snap, measure.Options{Duration: o.trace, Depth: o.traceDepth, Rows: rows, Why: o.why, MaxOverhead: budget,
 			Attached: func(functions, probes, goroutines int, warnings []string) {
 				for _, w := range warnings {
 					fmt.Fprintf(errOut, "gi: warning: %s\n", w)
 				}
 				fmt.Fprintf(errOut, "gi: tracing %d functions (%d probes) of %d goroutines for %v\n", functions, probes, goroutines, o.trace)
+				// As gi trace's (watchEnd), but the window's end also
+				// detaches the probes and takes the last snapshot.
+				ended = a.watchEnd(ctx, o.trace, psTraceGrace(probes), nil, errOut)
 			}})
+		ended()
 		stop()
 		if err != nil {
 			return fmt.Errorf("--trace: %w", err)
@@ -389,6 +479,13 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 	}
 	return nil
+}
+
+// psTraceGrace is how long gi ps --trace may take past its window before
+// gi exits (watchEnd): the window's end detaches the probes (up to 100 ms
+// each without uprobe_multi links) and takes a snapshot.
+func psTraceGrace(probes int) time.Duration {
+	return 30*time.Second + time.Duration(probes)*100*time.Millisecond
 }
 
 // checkState fails on a --state that no goroutine of the target can be in,

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -187,6 +189,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	if err != nil {
 		return err
 	}
+	if err := o.checkDurations(); err != nil {
+		return err
+	}
 	if o.interval > 0 && !o.stats {
 		return errors.New("--interval needs --stats")
 	}
@@ -217,6 +222,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	if err != nil {
 		return err
+	}
+	if path != "" && isSelf(path) {
+		return fmt.Errorf("%s is gi's own executable: traced by path, gi would trace itself; give the pid of the process to trace", target)
 	}
 	// Loading would fail with EPERM anyway; say what is needed first (root
 	// in a container often lacks these capabilities).
@@ -359,7 +367,25 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 			return l
 		}
 	}
+	// The run checks for its end (the duration, a signal) between two
+	// reads of the ring buffer, and some reads (at each Tick, the last
+	// one, with the probes still attached) last until the buffer is
+	// empty: events coming faster than gi handles them keep it from ever
+	// ending. So a run that has not ended traceGrace after it was to, and
+	// still reads events, is cut short: gi exits, and the kernel detaches
+	// the probes with its descriptors.
+	var handled atomic.Uint64
+	delay := testEventDelay()
+	hs.Event = func(*trace.Event) {
+		handled.Add(1)
+		if delay > 0 {
+			spin(delay)
+		}
+	}
+	started := time.Now()
+	ended := a.watchEnd(ctx, o.duration, traceGrace, handled.Load, stderr)
 	res := s.Run(ctx, ro, hs)
+	ended()
 	// Detached before anything waits for a reader: from here on gi's
 	// output may take as long as its reader does.
 	overhead, overheadErr := s.Overhead()
@@ -439,12 +465,119 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	if res.Err != nil {
 		if errors.Is(res.Err, trace.ErrTargetExited) {
-			fmt.Fprintf(stderr, "gi: %v\n", res.Err)
-			return exitError{code: 0}
+			// What was traced is printed; a script tells a cut trace from a
+			// whole one by the exit status.
+			fmt.Fprintf(stderr, "gi: the traced process (pid %s) exited %.1fs into the trace\n", pidText(pid, nsPid), time.Since(started).Seconds())
+			return exitError{code: exitTargetExited}
 		}
 		return res.Err
 	}
 	return closeErr
+}
+
+// exitTargetExited is gi trace's exit status when the traced process
+// exited before the trace's end.
+const exitTargetExited = 3
+
+// checkDurations fails on a negative duration: --duration 0 traces until
+// Ctrl-C, --interval 0 prints the table at the end only, --min-duration 0
+// prints every tree.
+func (o traceOptions) checkDurations() error {
+	for _, d := range []struct {
+		flag, zero string
+		v          time.Duration
+	}{{"duration", "until Ctrl-C", o.duration}, {"interval", "the table at the end only", o.interval}, {"min-duration", "every tree", o.minDuration}} {
+		if d.v < 0 {
+			return fmt.Errorf("--%s %v: want a duration of 0 (%s) or more", d.flag, d.v, d.zero)
+		}
+	}
+	return nil
+}
+
+// isSelf reports whether the file at path is gi's own executable.
+func isSelf(path string) bool {
+	self, err := os.Stat("/proc/self/exe")
+	if err != nil {
+		return false
+	}
+	st, err := os.Stat(path)
+	return err == nil && os.SameFile(self, st)
+}
+
+// traceGrace is how long a trace that is over may still read events before
+// gi gives up on ending it cleanly.
+const traceGrace = 5 * time.Second
+
+// watchEnd makes sure a trace ends: once ctx is done or d (if positive)
+// has passed, if the run has not ended (by calling the function returned)
+// within grace, and handled, the count of events it has read, still grows
+// (nil: in any case), it prints one line and exits, as a second Ctrl-C
+// does; the kernel detaches the probes with gi's descriptors. A run that
+// has stopped reading events (closing sampling windows, say) is left to
+// end.
+func (a *app) watchEnd(ctx context.Context, d, grace time.Duration, handled func() uint64, stderr io.Writer) (ended func()) {
+	done := make(chan struct{})
+	go func() {
+		var deadline <-chan time.Time
+		if d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			deadline = t.C
+		}
+		why := ""
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			why = "the signal"
+		case <-deadline:
+			why = "its end (" + d.String() + ")"
+		}
+		count := func() uint64 { return 0 }
+		if handled != nil {
+			count = handled
+		}
+		tick := time.NewTicker(grace)
+		defer tick.Stop()
+		for last := count(); ; {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			n := count()
+			if handled != nil && n == last {
+				continue
+			}
+			more := ""
+			if handled != nil {
+				more = fmt.Sprintf(": events came faster than gi could read them (%d more since), and it reads until the ring buffer is empty", n-last)
+			}
+			fmt.Fprintf(stderr, "gi: the trace did not end within %v of %s%s; exiting (the kernel detaches the probes)\n", grace, why, more)
+			a.tracer.ResumeAll()
+			os.Exit(1)
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// testEventDelay is how long gi trace spends on each event on top of its
+// work, from GI_TEST_EVENT_DELAY (for tests: a reader slower than the
+// probes fill the ring buffer); 0 when unset.
+func testEventDelay() time.Duration {
+	d, err := time.ParseDuration(os.Getenv("GI_TEST_EVENT_DELAY"))
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
+}
+
+// spin busies the thread for d: the cost of handling an event is CPU
+// time, not a sleep.
+func spin(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
 }
 
 // whereError names the --where flag in a filter's error, and
