@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -35,5 +36,55 @@ func TestListingMatchesTablewriter(t *testing.T) {
 	}
 	if a.String() != b.String() {
 		t.Errorf("listing:\n%q\ntablewriter:\n%q", a.String(), b.String())
+	}
+}
+
+// TestListingFits shortens the shrinkable columns of a listing to a
+// width, the first first, with "…", never below their floor; no line
+// ends in spaces; without a width nothing is shortened.
+func TestListingFits(t *testing.T) {
+	rows := [][]string{
+		{"1", "select", "main.main", "demo/main.go:120", strings.Repeat("chan 0xc000123000 (unbuffered, 2 receivers, 0 senders); ", 4)},
+		{"18", "sync.Mutex.Lock", "main.handle", "demo/main.go:88", "mutex main.slowMu (locked, 3 waiters)"},
+		{"7", "IO wait", "main.serve", "demo/main.go:71", ""},
+	}
+	render := func(width int) []string {
+		var b bytes.Buffer
+		l := newListing(&b)
+		l.width = width
+		l.Header("GOID", "STATE", "FUNCTION", "LOCATION", "WAITING ON")
+		l.Shrink("WAITING ON", "LOCATION")
+		for _, r := range rows {
+			l.Append(r)
+		}
+		if err := l.Render(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	}
+	for _, width := range []int{80, 120, 200} {
+		lines := render(width)
+		if len(lines) != 4 {
+			t.Fatalf("width %d: %d lines, want 4", width, len(lines))
+		}
+		for _, line := range lines {
+			if n := cellWidth(line); n > width {
+				t.Errorf("width %d: a line of %d columns: %q", width, n, line)
+			}
+			if strings.HasSuffix(line, " ") {
+				t.Errorf("width %d: a line ends in a space: %q", width, line)
+			}
+		}
+		if !strings.Contains(lines[1], "…") || !strings.Contains(lines[2], "mutex main.slowMu") {
+			t.Errorf("width %d: the long cell is not shortened with …, or the short one is: %q", width, lines)
+		}
+	}
+	whole := render(0)
+	if !strings.Contains(whole[1], rows[0][4][:len(rows[0][4])-2]) {
+		t.Errorf("without a width a cell was shortened: %q", whole[1])
+	}
+	// Too narrow for the floors: the shrinkable columns stop at theirs.
+	if narrow := render(30); !strings.Contains(narrow[2], "mutex mai…") {
+		t.Errorf("at 30 columns: %q", narrow)
 	}
 }

@@ -164,6 +164,7 @@ func newRootCommand(a *app) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().BoolVar(&wideOutput, "wide", false, "print every cell whole: a listing on a terminal is otherwise shortened with … to its width (never when piped)")
 	noCache := root.PersistentFlags().Bool("no-cache", false,
 		"do not read or write the cache of what gi derives from binaries ($XDG_CACHE_HOME/gi, by build ID)")
 	root.PersistentPreRun = func(*cobra.Command, []string) {

@@ -543,9 +543,9 @@ func formatWait(d time.Duration, known bool) string {
 }
 
 // newTable returns gi's borderless table on w, its columns left-aligned
-// unless opts say otherwise.
+// unless opts say otherwise, no line ending in spaces (trimWriter).
 func newTable(w io.Writer, opts ...tablewriter.Option) *tablewriter.Table {
-	return tablewriter.NewTable(w, append([]tablewriter.Option{
+	return tablewriter.NewTable(&trimWriter{w: w}, append([]tablewriter.Option{
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
 			Borders: tw.BorderNone,
 			Settings: tw.Settings{
@@ -643,6 +643,7 @@ func writeObjects(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine
 	objs := inspect.WaitedObjects(gs)
 	tbl := newListing(out)
 	tbl.Header("WAITERS", "KIND", "OBJECT", "TYPE", "STATE", "BY SIDE", "LONGEST WAIT", "GOIDS")
+	tbl.Shrink("GOIDS", "STATE", "TYPE", "OBJECT")
 	for _, wo := range objs {
 		o := wo.Object
 		ref := o.Name
@@ -756,6 +757,7 @@ func (c psColumns) row(first []string, g *inspect.Goroutine, latency func() []st
 func writeRows(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine, header []any, each func(add func([]string) error) error) error {
 	tbl := newListing(out)
 	tbl.Header(header...)
+	tbl.Shrink("WAITING ON", "CREATED BY", "GOIDS", "LABELS", "LOCATION", "IN CALL", "FUNCTION", "STATE")
 	if err := each(tbl.Append); err != nil {
 		return err
 	}

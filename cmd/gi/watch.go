@@ -91,6 +91,7 @@ func writeGrowth(out io.Writer, pid int, g *inspect.Growth, json bool, pause tim
 	fmt.Fprintln(out)
 	sites := newListing(out)
 	sites.Header("GROWTH", "NOW", "BEFORE", "RATE", "UNMOVED", "CREATED AT")
+	sites.Shrink("CREATED AT")
 	for _, s := range doc.Sites {
 		where := s.Function
 		if s.File != "" {
@@ -105,6 +106,7 @@ func writeGrowth(out io.Writer, pid int, g *inspect.Growth, json bool, pause tim
 	}
 	stacks := newListing(out)
 	stacks.Header("GROWTH", "NOW", "BEFORE", "RATE", "UNMOVED", "STATE", "FUNCTION", "LOCATION", "E.G.")
+	stacks.Shrink("E.G.", "LOCATION", "FUNCTION")
 	for _, s := range doc.Stacks {
 		if err := stacks.Append([]string{delta(s.After, s.Before), strconv.Itoa(s.After), strconv.Itoa(s.Before), rate(s.PerSec), strconv.Itoa(s.Unmoved),
 			s.State, s.Function, fmt.Sprintf("%s:%d", shortFile(s.File), s.Line), strconv.FormatUint(s.Goid, 10)}); err != nil {
