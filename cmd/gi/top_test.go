@@ -331,7 +331,8 @@ func TestTopFollowsNewFunctions(t *testing.T) {
 // wait for the shared mutex about five times as long as they hold it:
 // main.handle's row must say it is mostly sync.Mutex.Lock (as gi ps
 // --trace --why does, TestPsTraceWhy), and quitting must detach the
-// scheduler's probes with the rest.
+// scheduler's probes with the rest. Traced whole (--max-overhead none), as
+// the budget would sample main.handle and the scheduler's probes.
 func TestTopWhyInTmux(t *testing.T) {
 	requirePrivilege(t)
 	if _, err := exec.LookPath("tmux"); err != nil {
@@ -340,7 +341,7 @@ func TestTopWhyInTmux(t *testing.T) {
 	gi := buildGi(t)
 	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-pause", "0")
 	s := newTmux(t, "gitopwhy"+strconv.Itoa(os.Getpid()), 220, 50)
-	s.keys(gi+" top --why "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	s.keys(gi+" top --max-overhead none --why "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
 	mostly := regexp.MustCompile(`(?m)^[ >]\s*\d+\s+.*\s(\S+) (\d+)%\s+main\.handle `)
 	sc := s.waitFor("main.handle mostly waiting for the mutex", func(sc string) bool {
 		m := mostly.FindStringSubmatch(sc)
@@ -355,7 +356,7 @@ func TestTopWhyInTmux(t *testing.T) {
 			t.Errorf("main.handle mostly sync.Mutex.Lock %d%%, want about 5/6:\n%s", share, sc)
 		}
 	}
-	giPid := findProcess(t, "top --why "+strconv.Itoa(p.Pid))
+	giPid := findProcess(t, "top --max-overhead none --why "+strconv.Itoa(p.Pid))
 	progs, links := bpfObjectsOf(t, giPid)
 	s.keys("q")
 	s.waitFor("gi exiting", contains("GI-EXIT=0"))

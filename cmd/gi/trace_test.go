@@ -765,11 +765,16 @@ func TestParseBudget(t *testing.T) {
 // TestTraceMaxOverheadCLI traces a function a goroutine calls as fast as
 // it can under gi's default budget: gi names it as sampled at start, says
 // what it sampled at exit, and the JSON summary (valid by the schema)
-// carries the sampling and the overhead.
+// carries the sampling and the overhead. main.hot would take its thread
+// many times over traced whole, whatever the machine, so the first window
+// waits what one costs at a whole CPU against 40% of the budget, a
+// second: a 4 s trace has one at least. How many follow depends on what
+// the first measured (their period runs from 0.5 to 10 s), which is
+// TestSamplingKeepsBudget's to check.
 func TestTraceMaxOverheadCLI(t *testing.T) {
 	requirePrivilege(t)
 	p := targets.Start(t, targets.Build(t, "hotcold", targets.BuildOptions{}), "-hot", "-light", "100ms")
-	out, stderr, code := runGi(t, "trace", "--json", "--duration", "2s", strconv.Itoa(p.Pid), "main.hot", "main.light")
+	out, stderr, code := runGi(t, "trace", "--json", "--duration", "4s", strconv.Itoa(p.Pid), "main.hot", "main.light")
 	if code != 0 {
 		t.Fatalf("gi trace: %s", stderr)
 	}
@@ -791,9 +796,9 @@ func TestTraceMaxOverheadCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	sm := sum.Summary.Sampling
-	if sm == nil || sm.Budget != 0.05 || sm.Windows < 2 || len(sm.Functions) != 1 || sm.Functions[0].Function != "main.hot" ||
+	if sm == nil || sm.Budget != 0.05 || sm.Windows < 1 || len(sm.Functions) != 1 || sm.Functions[0].Function != "main.hot" ||
 		sm.Functions[0].Calls == 0 || sm.Functions[0].EstimatedCalls <= float64(sm.Functions[0].Calls) {
-		t.Errorf("sampling summary %+v", sm)
+		t.Errorf("sampling summary %+v; stderr:\n%s", sm, stderr)
 	}
 	hot := 0
 	for _, l := range lines[:len(lines)-1] {
@@ -936,11 +941,16 @@ func TestTraceWhyCLI(t *testing.T) {
 // process whose goroutines switch millions of times a second: the
 // start-up warning says the scheduler's probes go in sampling windows,
 // the exit line how many windows and calls unsplit, and the JSON
-// summary says so too, in the schema.
+// summary says so too, in the schema. The scheduler's probes would take
+// the process's CPU time over again traced whole (141% here), 28 times
+// the budget, whatever the machine; the first window waits a second for
+// the budget to pay for it, so the trace lasts several.
 func TestTraceWhyBudgetCLI(t *testing.T) {
 	requirePrivilege(t)
 	p := targets.Start(t, targets.Build(t, "hotcold", targets.BuildOptions{}), "-switch", "-light", "100ms", "-lightsleep", "20ms")
-	out, stderr, code := runGi(t, "trace", "--why", "--json", "--duration", "2s", strconv.Itoa(p.Pid), "main.light")
+	before := lastLightLine(t, p)
+	out, stderr, code := runGi(t, "trace", "--why", "--json", "--duration", "4s", strconv.Itoa(p.Pid), "main.light")
+	after := lastLightLine(t, p)
 	if code != 0 {
 		t.Fatalf("gi trace exited %d: %s", code, stderr)
 	}
@@ -974,13 +984,29 @@ func TestTraceWhyBudgetCLI(t *testing.T) {
 	}
 	sm := sum.Summary.Sampling
 	if sm == nil || !sm.WhyWindowed || sm.Windows == 0 || len(sm.Functions) != 0 {
-		t.Fatalf("summary's sampling %+v: want the scheduler's probes in windows, no function sampled", sm)
+		t.Fatalf("summary's sampling %+v: want the scheduler's probes in windows, no function sampled; stderr:\n%s", sm, stderr)
 	}
-	// main.light, eight calls a second, traced whole: every call shown,
-	// those without a time split as many as the summary says.
-	if calls < 12 || unsplit != sm.Unsplit {
-		t.Errorf("%d calls of main.light in 2 s, %d without a split, the summary says %d", calls, unsplit, sm.Unsplit)
+	// main.light, eight calls a second, traced whole: every call shown
+	// (no more than the target made while gi ran, and most of them:
+	// gi's start, counting and attaching before the probes went in take
+	// a second or two of a busy machine), those without a time split as
+	// many as the summary says.
+	made := after - before
+	if calls > made+1 || calls < made/2 || unsplit != sm.Unsplit {
+		t.Errorf("%d calls of main.light, the target made %d while gi ran; %d without a split, the summary says %d", calls, made, unsplit, sm.Unsplit)
 	}
+}
+
+// lastLightLine returns the count of hotcold p's last "light N" line.
+func lastLightLine(t *testing.T, p *targets.Process) int {
+	t.Helper()
+	lines := p.Lines()
+	for i := len(lines) - 1; i >= 0; i-- {
+		if n, ok := strings.CutPrefix(lines[i], "light "); ok {
+			return atoiT(t, n)
+		}
+	}
+	return 0
 }
 
 // TestFuncsRatesCLI: gi funcs on a process counts each function's calls
@@ -1035,7 +1061,10 @@ func TestFuncsRatesCLI(t *testing.T) {
 // TestTraceMissedCLI: hotcold's light function makes 400 calls of
 // main.work a call, which --max-overhead 5% samples. The trees say under
 // each light call what it missed of them, the JSON call lines carry it
-// (valid by the schema), and the exit line and the summary sum it up.
+// (valid by the schema), and the exit line and the summary sum it up. How
+// close the estimates come is TestSampledChildrenMissed's to check,
+// against the spread the machine gives them: a call a window covered 4%
+// of, on a busy machine, saw 54 of its 400 there and estimated ~1500.
 func TestTraceMissedCLI(t *testing.T) {
 	requirePrivilege(t)
 	p := targets.Start(t, targets.Build(t, "hotcold", targets.BuildOptions{}), "-light", "20ms", "-lightwork", "400")
@@ -1062,7 +1091,7 @@ func TestTraceMissedCLI(t *testing.T) {
 		validate(t, schema, "a light call line", l)
 		m := c.Missed[0]
 		switch {
-		case len(c.Missed) != 1 || m.Function != "main.work" || m.Seen+m.Missed > 800 || m.Floor:
+		case len(c.Missed) != 1 || m.Function != "main.work" || m.Seen > 400 || m.Floor:
 			t.Errorf("light call: missed %+v", c.Missed)
 		case m.Unknown:
 			unknown++

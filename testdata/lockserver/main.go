@@ -7,7 +7,8 @@
 //
 //	stall D              a janitor holds the lock for duration D, from now
 //	stats START END      count, p50, p99, max of the handle calls that began
-//	                     and ended within [START, END] (Unix ns)
+//	                     and ended within [START, END] (Unix ns), then
+//	                     p05, p10, p25, p75, p90, p95
 //	calls                the number of handle calls so far
 //
 // It prints READY once the workers run.
@@ -121,7 +122,8 @@ func main() {
 				}
 				return ds[int(p*float64(len(ds)-1))]
 			}
-			fmt.Printf("DONE stats calls=%d p50_ns=%d p99_ns=%d max_ns=%d\n", len(ds), q(0.5), q(0.99), q(1))
+			fmt.Printf("DONE stats calls=%d p50_ns=%d p99_ns=%d max_ns=%d p05_ns=%d p10_ns=%d p25_ns=%d p75_ns=%d p90_ns=%d p95_ns=%d\n",
+				len(ds), q(0.5), q(0.99), q(1), q(0.05), q(0.1), q(0.25), q(0.75), q(0.9), q(0.95))
 		case "calls":
 			recMu.Lock()
 			n := len(records)
