@@ -86,6 +86,28 @@ func LoadSpecs() (*ebpf.CollectionSpec, *Specs, error) {
 // program without probes is better not loaded; it stays nil in the
 // objects.
 func Load(spec *ebpf.CollectionSpec, programs ...string) (*Objects, error) {
+	return load(spec, nil, programs)
+}
+
+// LoadSharing loads the programs of spec named, as Load does, but on the
+// maps of maps (loaded by Load from the same spec, the same sizes set)
+// instead of new ones: programs loaded after others, sharing their
+// state, so that those can run while the verifier checks these. The
+// Objects returned hold those programs and their own references to the
+// maps; closing either Objects leaves the other's working.
+func LoadSharing(spec *ebpf.CollectionSpec, maps *Objects, programs ...string) (*Objects, error) {
+	replace := map[string]*ebpf.Map{}
+	v := reflect.ValueOf(&maps.giMaps).Elem()
+	for i := range v.NumField() {
+		if m, ok := v.Field(i).Interface().(*ebpf.Map); ok && m != nil {
+			replace[v.Type().Field(i).Tag.Get("ebpf")] = m
+		}
+	}
+	return load(spec, replace, programs)
+}
+
+// load is Load, with the maps of replace instead of new ones by name.
+func load(spec *ebpf.CollectionSpec, replace map[string]*ebpf.Map, programs []string) (*Objects, error) {
 	spec = spec.Copy()
 	if len(programs) > 0 {
 		for name := range spec.Programs {
@@ -99,7 +121,7 @@ func Load(spec *ebpf.CollectionSpec, programs ...string) (*Objects, error) {
 			}
 		}
 	}
-	c, err := ebpf.NewCollection(spec)
+	c, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replace})
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +130,20 @@ func Load(spec *ebpf.CollectionSpec, programs ...string) (*Objects, error) {
 	assignTagged(&o.giMaps, c.Maps)
 	c.Close() // what was not assigned: the data sections' maps (the programs keep their own references)
 	return o, nil
+}
+
+// MovePrograms moves the programs of src (loaded by LoadSharing on dst's
+// maps) into dst's fields that have none, and closes src's references to
+// the maps: dst then holds both loads' programs.
+func MovePrograms(dst, src *Objects) {
+	d, sp := reflect.ValueOf(&dst.giPrograms).Elem(), reflect.ValueOf(&src.giPrograms).Elem()
+	for i := range sp.NumField() {
+		if p, ok := sp.Field(i).Interface().(*ebpf.Program); ok && p != nil && d.Field(i).IsNil() {
+			d.Field(i).Set(sp.Field(i))
+			sp.Field(i).SetZero()
+		}
+	}
+	src.Close() // what was not moved: src's maps, a program dst had
 }
 
 // assignTagged sets each field of the struct dst points to from byName,

@@ -374,6 +374,17 @@ struct {
 	__type(value, struct thread_cost);
 } thread_costs SEC(".maps");
 
+// The same sums over every hit of the probes of functions traced whole
+// (and of the goroutine-exit probe while it is), whatever the thread: one
+// counter gi reads every few milliseconds to see, long before it reads
+// hits again, that a function traced whole has turned hot.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_cost);
+} whole_cost SEC(".maps");
+
 // count_hit counts a hit of the probe with cookie.
 static __always_inline void count_hit(__u64 cookie)
 {
@@ -401,6 +412,17 @@ static __always_inline void account(__u32 kind, __u64 start, __u64 cookie)
 	if (c) {
 		c->runs += 1;
 		c->ns += ns;
+	}
+	if (kind <= GI_COST_GOEXIT && !(cookie & GI_COOKIE_SAMPLED)) {
+		__u32 zero = 0;
+		struct thread_cost *w = bpf_map_lookup_elem(&whole_cost, &zero);
+		if (w) {
+			if (cookie & GI_COOKIE_STEPPED)
+				w->stepped += 1;
+			else
+				w->emulated += 1;
+			w->ns += ns;
+		}
 	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;

@@ -139,6 +139,7 @@ const (
 	giMapSampledCount       = "sampled_count"
 	giMapSampledOpen        = "sampled_open"
 	giMapThreadCosts        = "thread_costs"
+	giMapWholeCost          = "whole_cost"
 	giMapWhyGoids           = "why_goids"
 	giMapWindow             = "window"
 	giProgGiCount           = "gi_count"
@@ -246,6 +247,7 @@ type giMapSpecs struct {
 	SampledCount  *ebpf.MapSpec `ebpf:"sampled_count"`
 	SampledOpen   *ebpf.MapSpec `ebpf:"sampled_open"`
 	ThreadCosts   *ebpf.MapSpec `ebpf:"thread_costs"`
+	WholeCost     *ebpf.MapSpec `ebpf:"whole_cost"`
 	WhyGoids      *ebpf.MapSpec `ebpf:"why_goids"`
 	Window        *ebpf.MapSpec `ebpf:"window"`
 }
@@ -315,6 +317,7 @@ type giMaps struct {
 	SampledCount  *ebpf.Map `ebpf:"sampled_count"`
 	SampledOpen   *ebpf.Map `ebpf:"sampled_open"`
 	ThreadCosts   *ebpf.Map `ebpf:"thread_costs"`
+	WholeCost     *ebpf.Map `ebpf:"whole_cost"`
 	WhyGoids      *ebpf.Map `ebpf:"why_goids"`
 	Window        *ebpf.Map `ebpf:"window"`
 }
@@ -336,6 +339,7 @@ func (m *giMaps) Close() error {
 		m.SampledCount,
 		m.SampledOpen,
 		m.ThreadCosts,
+		m.WholeCost,
 		m.WhyGoids,
 		m.Window,
 	)

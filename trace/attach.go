@@ -33,11 +33,16 @@ func newProbeGroups() []probeGroup {
 
 // appendProbes adds the probes of fns to the table: an entry probe each
 // (reporting the return too for a leaf whose entry is its RET) and one on
-// every RET. It returns the new probes by the program that serves them.
+// every RET, right after it (see callCostAt). It returns the new probes by
+// the program that serves them.
 func (s *Session) appendProbes(fns []*Function) []probeGroup {
 	groups := newProbeGroups()
 	ret := s.returnClass()
+	if s.entryProbe == nil {
+		s.entryProbe = make(map[*Function]int, len(fns))
+	}
 	for _, fn := range fns {
+		s.entryProbe[fn] = len(s.probes)
 		both := s.entryIsReturn(fn)
 		entry := probe{fn: fn, kind: bpf.KindEntry, site: fn.EntrySite, class: s.siteClassAt(fn.EntrySite), costKind: costEntry}
 		if both {

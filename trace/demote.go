@@ -18,7 +18,8 @@ import (
 // traced whole at any cost. So while a run goes, the measured cost of the
 // functions traced whole is checked every governPeriod; past the budget's
 // margin, the costliest are moved to the sampling windows (demote), until
-// the rest costs half the margin.
+// the rest costs half the margin. A jump past the budget itself is caught
+// sooner, at the drains between (watch.go).
 
 // governPeriod is how often the cost of the functions traced whole is
 // checked; governTrigger is the share of the budget they may take over a
@@ -87,8 +88,9 @@ func (s *Session) wholeLinks() []link.Link {
 // the run, and moves the costliest to the sampling windows when they take
 // more than governTrigger of the budget, until the rest takes half the
 // margin. It returns the functions moved, and when they stopped
-// reporting (see demote).
-func (s *Session) govern(d Overhead) ([]*Function, uint64, error) {
+// reporting (see demote); rose, if set, is when their cost rose past the
+// budget (the watch's last check within it).
+func (s *Session) govern(d Overhead, rose time.Time) ([]*Function, uint64, error) {
 	cpu := d.TargetCPU
 	if cpu <= 0 {
 		cpu = d.Interval // one CPU's worth
@@ -131,7 +133,7 @@ func (s *Session) govern(d Overhead) ([]*Function, uint64, error) {
 		moved = append(moved, r)
 		whole -= r.Cost
 	}
-	stopped, err := s.demote(moved)
+	stopped, err := s.demote(moved, rose)
 	if stopped == 0 {
 		return nil, 0, err
 	}
@@ -157,13 +159,17 @@ var errNoRelink = errors.New("the probes find their cookies by address: a functi
 //     rest take their new links', which report from then on (for a moment
 //     both links of a probe fire, one reporting; a hit whose two program
 //     runs straddle the flip is reported twice or not at all);
-//   - the old links closed (a perf event alone), and the moving functions
-//     handed to the sampler (made if there is none), marked Sampled.
+//   - the old links closed (a perf event alone) in the background: their
+//     breakpoints leave the code as the close begins, which then waits
+//     for the kernel's grace periods (closeLater); and the moving
+//     functions handed to the sampler (made if there is none), marked
+//     Sampled.
 //
 // It returns when the moving functions stopped reporting (CLOCK_MONOTONIC
 // ns): their calls open since are unseen, and cut. An error after the
-// first step is returned with that time.
-func (s *Session) demote(rates []CallRate) (uint64, error) {
+// first step is returned with that time. rose, if set, is when their cost
+// rose past the budget, for the report (SampledFunction.Reaction).
+func (s *Session) demote(rates []CallRate, rose time.Time) (uint64, error) {
 	if len(rates) == 0 {
 		return 0, nil
 	}
@@ -263,23 +269,29 @@ func (s *Session) demote(rates []CallRate) (uint64, error) {
 	note(s.flipGens(rets))
 	stopped := uint64(monotonicNow())
 	note(s.flipGens(rest))
+	var reaction time.Duration
+	if !rose.IsZero() {
+		reaction = time.Since(rose)
+	}
 	// The old links, and the hand-over.
 	groups := newProbeGroups()
+	var old []link.Link
 	for _, c := range changes {
 		groups[c.old.group].idx = append(groups[c.old.group].idx, c.gone...)
 		if s.UprobeMulti {
-			note(closeLinks(c.old.links))
+			old = append(old, c.old.links...)
 			if c.relinked != nil {
 				keep = append(keep, c.relinked)
 			}
 			continue
 		}
-		note(closeLinks(c.goneLinks))
+		old = append(old, c.goneLinks...)
 		if len(c.rest) > 0 {
 			keep = append(keep, &wholeLink{group: c.old.group, idx: c.rest, links: c.restLinks, gen: c.old.gen})
 		}
 	}
 	s.whole = keep
+	s.closeLater(old)
 	counted := s.Rates
 	if s.ExitRate != nil {
 		counted = append(slices.Clip(counted), *s.ExitRate)
@@ -293,8 +305,29 @@ func (s *Session) demote(rates []CallRate) (uint64, error) {
 			}
 		}
 	}
-	s.sampleGroups(groups, rates, "became costly during the trace")
+	s.sampleGroups(groups, rates, &movedNote{at: stopped, reaction: reaction})
 	return stopped, first
+}
+
+// closeLater closes links in the background: a link's close removes its
+// probes from the code at once, then waits for the kernel's grace periods
+// (tens of milliseconds for a uprobe_multi link, 0.1-0.2 s per perf
+// event), which Run's loop need not wait for. Close waits for them.
+func (s *Session) closeLater(links []link.Link) {
+	if len(links) == 0 {
+		return
+	}
+	s.closing.Add(1)
+	go func() {
+		defer s.closing.Done()
+		if err := closeLinks(links); err != nil {
+			s.closeMu.Lock()
+			if s.closeErr == nil {
+				s.closeErr = err
+			}
+			s.closeMu.Unlock()
+		}
+	}()
 }
 
 // setGen sets the generation the cookies of probes idx carry.

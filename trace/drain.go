@@ -64,8 +64,18 @@ func (s *Session) DrainAll(fn func(*Event)) error {
 const heldTimeout = time.Second
 
 func (s *Session) drain(fn func(*Event), timeout time.Duration) error {
+	return s.drainFor(fn, timeout, 0)
+}
+
+// drainFor is drain, stopping after limit (if set) with events left: a
+// flood the programs write as fast as gi reads does not hold the caller.
+func (s *Session) drainFor(fn func(*Event), timeout, limit time.Duration) error {
 	s.rd.SetDeadline(time.Now().Add(-time.Second))
-	for {
+	start := time.Now()
+	for n := 1; ; n++ {
+		if limit > 0 && n%256 == 0 && time.Since(start) > limit {
+			break
+		}
 		err := s.rd.ReadInto(&s.rec)
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {

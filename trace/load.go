@@ -31,6 +31,10 @@ type loadSetup struct {
 	// signal, when set, is where gi_signal goes: plans read float
 	// registers.
 	signal *signalProbe
+	// maps, when set, are the maps to load the programs on (loaded
+	// with the counting program first: Session.countWhileLoading)
+	// instead of new ones.
+	maps *bpf.Objects
 }
 
 // loaded is the outcome of loadObjects.
@@ -205,7 +209,13 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 		// a few per CPU at once.
 		specs.Held.MaxEntries = uint32(max(256, 16*runtime.NumCPU()))
 	}
-	if l.objs, err = bpf.Load(spec, setup.programs...); err != nil {
+	load := bpf.Load
+	if setup.maps != nil {
+		load = func(spec *ebpf.CollectionSpec, programs ...string) (*bpf.Objects, error) {
+			return bpf.LoadSharing(spec, setup.maps, programs...)
+		}
+	}
+	if l.objs, err = load(spec, setup.programs...); err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			l.err = s.permissionError(err)
 		} else {

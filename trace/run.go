@@ -13,6 +13,13 @@ import (
 // DrainInterval is how often the ring buffer is emptied.
 const DrainInterval = 10 * time.Millisecond
 
+// tickDrain bounds a drain at a tick: the rest is read at the next, after
+// the watch's check (watch.go).
+const tickDrain = 20 * time.Millisecond
+
+// finalDrain bounds the drain that ends a run.
+const finalDrain = 2 * time.Second
+
 // Handlers receive what a running trace produces. Any may be nil.
 //
 // They run on Run's goroutine, the one that also drains the ring buffer,
@@ -197,8 +204,8 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	// drain reads the ring buffer; events it lost meanwhile leave the
 	// splits of the calls open then partial.
 	lost := uint64(0)
-	drain := func() error {
-		err := s.Drain(handle)
+	drainFor := func(limit time.Duration) error {
+		err := s.drainFor(handle, heldTimeout, limit)
 		if b.Why {
 			if n := s.Lost(); n > lost {
 				lost = n
@@ -207,6 +214,7 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		}
 		return err
 	}
+	drain := func() error { return drainFor(0) }
 	// endWindow cuts the calls of sampled functions still open when the
 	// probes of their window, closed at time end, went.
 	endWindow := func(end uint64) error {
@@ -217,29 +225,33 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	// Under a budget, the cost of the functions traced whole is checked
 	// every governPeriod, and the costliest moved to the sampling windows
 	// past it (Session.govern).
+	// A jump is caught sooner: at each drain, the watch checks their
+	// summed cost since the last (watch.go).
 	warned := len(s.Warnings)
 	var governing <-chan time.Time
 	var lastCost, runCost Overhead
+	var w *watch
 	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty {
 		if o, err := s.Overhead(); err == nil {
 			lastCost, runCost = o, o
 			t := time.NewTicker(governPeriod)
 			defer t.Stop()
 			governing = t.C
+			w = s.newWatch()
 		}
 	}
-	// govern checks the period past, and cuts the calls of the functions
-	// moved that are still open: their RETs' probes went with the links.
-	govern := func() error {
-		o, err := s.Overhead()
-		if err != nil {
-			return nil
+	// move moves the costliest functions traced whole to the sampling
+	// windows if their costs over d say so (rose: when the watch saw
+	// their cost rise), and cuts the calls of those moved that are still
+	// open: their RETs' probes went with the links.
+	move := func(d Overhead, rose time.Time) error {
+		moved, stopped, err := s.govern(d, rose)
+		if w != nil && len(moved) > 0 {
+			w.moved()
 		}
-		moved, stopped, err := s.govern(o.Sub(lastCost))
-		lastCost = o
 		if err != nil {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("--max-overhead: the functions traced whole took more than the budget, and moving the costliest to the sampling windows failed: %v", err))
-			governing = nil
+			governing, w = nil, nil
 		}
 		if len(moved) == 0 {
 			return nil
@@ -252,6 +264,16 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		cut += uint64(b.Cut(func(c *Call) bool { return slices.Contains(moved, c.Func) && c.Start <= stopped }))
 		startSampling()
 		return nil
+	}
+	// govern checks the period past.
+	govern := func() error {
+		o, err := s.Overhead()
+		if err != nil {
+			return nil
+		}
+		d := o.Sub(lastCost)
+		lastCost = o
+		return move(d, time.Time{})
 	}
 loop:
 	for {
@@ -271,14 +293,24 @@ loop:
 				break loop
 			}
 		case <-interval:
-			if err := drain(); err != nil {
+			if err := drainFor(tickDrain); err != nil {
 				res.Err = err
 				break loop
 			}
 			hs.Tick()
 			startSampling()
 		case <-tick.C:
-			if err := drain(); err != nil {
+			// Before the drain, which a function turned hot floods
+			// (bounded: the next check is not held by it either).
+			if w != nil && w.check() {
+				if d, rose := w.confirm(); d != nil {
+					if err := move(*d, rose); err != nil {
+						res.Err = err
+						break loop
+					}
+				}
+			}
+			if err := drainFor(tickDrain); err != nil {
 				res.Err = err
 				break loop
 			}
@@ -294,8 +326,15 @@ loop:
 			res.Err = err
 		}
 	}
-	if err := s.DrainAll(handle); err != nil && res.Err == nil {
+	// The last events, bounded: a process whose traced calls come
+	// faster than gi reads them (gi tracing what it runs itself) would
+	// hold the end of the run, its probes attached, for ever.
+	endDrain := time.Now()
+	if err := s.drainFor(handle, 0, finalDrain); err != nil && res.Err == nil {
 		res.Err = err
+	}
+	if time.Since(endDrain) >= finalDrain {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("events were still coming faster than gi read them at the end of the trace: after %v, the rest were not read", finalDrain))
 	}
 	if s.schedWindowed {
 		b.SchedCoverage(s.sampler.schedCoverage())

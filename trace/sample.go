@@ -144,6 +144,15 @@ type SampledFunction struct {
 	// their window's probes went (or when it moved to the windows), or
 	// ended unwound (see Sampling.Cut).
 	Calls, Cut uint64
+	// Moved is when a function traced whole that became costly during
+	// the trace stopped being traced whole (CLOCK_MONOTONIC ns; 0 for a
+	// function sampled from its start), and Reaction how long after its
+	// probes' cost rose past the budget, as far as gi knows: from the
+	// last check that found the cost of the functions traced whole
+	// within it (the watch at each drain, watch.go; 0 when the move came
+	// from the governor's check, every governPeriod).
+	Moved    uint64
+	Reaction time.Duration
 }
 
 // TracedShare is the share of the run the windows covered.
@@ -359,40 +368,6 @@ func CountCalls(opts Options) ([]CallRate, error) {
 	return s.Rates, nil
 }
 
-// callCost estimates what one call of fn traced whole costs the process:
-// the traps at its entry and at one RET, and two program runs.
-func (s *Session) callCost(fn *Function) time.Duration {
-	var c time.Duration
-	for _, p := range s.probes {
-		if p.fn != fn {
-			continue
-		}
-		if p.kind == bpf.KindEntry {
-			c += s.meter.costs.of(p.class) + programEstimate
-			if p.costKind == costEntryReturn {
-				break
-			}
-		} else {
-			c += s.meter.costs.of(p.class) + programEstimate
-			break // one RET per call
-		}
-	}
-	return c
-}
-
-// readHits returns the hits of probes idx, summed over CPUs.
-func (s *Session) readHits(idx []int) ([]uint64, error) {
-	out := make([]uint64, len(idx))
-	for i, pi := range idx {
-		n, err := sumPerCPU(s.objs.Hits, uint32(pi))
-		if err != nil {
-			return nil, fmt.Errorf("probe hits: %w", err)
-		}
-		out[i] = n
-	}
-	return out, nil
-}
-
 // partition chooses the functions to sample among rates, beside functions
 // traced whole already that cost whole (wholeCPU of one CPU): none while
 // tracing every function whole fits the budget's margin, or takes less
@@ -469,24 +444,28 @@ type sampler struct {
 	fresh bool
 }
 
-func newSampler(s *Session, sampled []CallRate, budget float64, groups []probeGroup) *sampler {
+func newSampler(s *Session, budget float64) *sampler {
 	sm := &sampler{s: s, budget: budget, ends: make(chan uint64, 16),
 		period: basePeriod, window: minWindow}
 	sm.report.Budget = budget
 	objs := s.objs
 	sm.progs = []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit}
 	sm.groups = make([]probeGroup, len(sm.progs))
-	sm.add(sampled, groups)
 	return sm
 }
 
 // add has the sampler attach the probes of groups in its windows from the
 // next one on: those of the functions sampled.
-func (sm *sampler) add(sampled []CallRate, groups []probeGroup) {
+// mv, if set, says they were traced whole until then.
+func (sm *sampler) add(sampled []CallRate, groups []probeGroup, mv *movedNote) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	for _, r := range sampled {
-		sm.report.Functions = append(sm.report.Functions, SampledFunction{Func: r.Func, Rate: r})
+		f := SampledFunction{Func: r.Func, Rate: r}
+		if mv != nil {
+			f.Moved, f.Reaction = mv.at, mv.reaction
+		}
+		sm.report.Functions = append(sm.report.Functions, f)
 		sm.cost += r.Cost
 	}
 	for i, g := range groups {
@@ -980,7 +959,7 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 	isPseudo := func(r CallRate) bool { return isSched(r) || isExit(r) }
 	s.Rates = slices.DeleteFunc(rates, isPseudo)
 	sampled = slices.DeleteFunc(sampled, isSched)
-	whole := s.sampleGroups(groups, sampled, "")
+	whole := s.sampleGroups(groups, sampled, nil)
 	if s.schedWindowed {
 		s.sampler.schedWindowed(s.schedIdx, s.SchedRate.Cost)
 		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, --why's probes on the scheduler (%.0f hits/s, %.0f%% if kept) are attached in sampling windows: only the calls they saw whole are split", 100*s.Opts.MaxOverhead, s.SchedRate.PerSecond, 100*s.SchedRate.Cost))
@@ -1008,7 +987,7 @@ func (s *Session) sampleAdded(groups []probeGroup, first, n int) []probeGroup {
 	s.wholeCost += cost
 	s.wholeCPU += cpu
 	s.Rates = append(s.Rates, rates...)
-	return s.sampleGroups(groups, sampled, "")
+	return s.sampleGroups(groups, sampled, nil)
 }
 
 // notEnforcedPerf is the warning that the budget is not kept on n
@@ -1029,12 +1008,21 @@ func wholeCost(rates []CallRate) (cost, cpu float64) {
 	return cost, cpu
 }
 
+// movedNote says when functions traced whole that became costly during a
+// run were moved to the windows (demote).
+type movedNote struct {
+	// at is when they stopped reporting (CLOCK_MONOTONIC ns); reaction
+	// how long after their cost rose past the budget (0: not known).
+	at       uint64
+	reaction time.Duration
+}
+
 // sampleGroups returns groups without the probes of the sampled functions
 // (marked Sampled), and hands those to the sampler, made if there is none
 // yet (none is made without a function sampled, unless the scheduler's
-// probes are). reason, if set, says why they are sampled only now, in the
-// warning.
-func (s *Session) sampleGroups(groups []probeGroup, sampled []CallRate, reason string) []probeGroup {
+// probes are). mv, if set, says that they were traced whole and became
+// costly during the trace, in the warning.
+func (s *Session) sampleGroups(groups []probeGroup, sampled []CallRate, mv *movedNote) []probeGroup {
 	if len(sampled) == 0 && (!s.schedWindowed || s.sampler != nil) {
 		return groups
 	}
@@ -1068,17 +1056,23 @@ func (s *Session) sampleGroups(groups []probeGroup, sampled []CallRate, reason s
 		sampled = slices.Delete(slices.Clone(sampled), i, i+1)
 	}
 	if s.sampler == nil {
-		s.sampler = newSampler(s, sampled, s.Opts.MaxOverhead, windowed)
-	} else {
-		s.sampler.add(sampled, windowed)
+		s.sampler = newSampler(s, s.Opts.MaxOverhead)
 	}
+	s.sampler.add(sampled, windowed, mv)
 	names := make([]string, 0, len(sampled))
 	for _, r := range sampled {
 		names = append(names, fmt.Sprintf("%s (%.0f calls/s, %.0f%% if traced whole)", r.Func.Name, r.PerSecond, 100*r.Cost))
 	}
 	switch {
-	case len(names) > 0 && reason != "":
-		w := fmt.Sprintf("%s %s (over the %.3g%% overhead budget): traced in sampling windows from then on", joinNames(names), reason, 100*s.Opts.MaxOverhead)
+	case len(names) > 0 && mv != nil:
+		w := fmt.Sprintf("%s became costly during the trace (over the %.3g%% overhead budget): traced in sampling windows from then on", joinNames(names), 100*s.Opts.MaxOverhead)
+		if mv.reaction > 0 {
+			whose := "its"
+			if len(names) > 1 {
+				whose = "their"
+			}
+			w += fmt.Sprintf(", %v after %s cost rose", mv.reaction.Round(time.Millisecond), whose)
+		}
 		s.Warnings = append(s.Warnings, w)
 	case len(names) > 0:
 		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, traced in sampling windows: %s", 100*s.Opts.MaxOverhead, joinNames(names)))
@@ -1086,7 +1080,7 @@ func (s *Session) sampleGroups(groups []probeGroup, sampled []CallRate, reason s
 	if exit != nil {
 		s.sampler.exitWindowed(exit.Cost)
 		when := "over the %.3g%% overhead budget"
-		if reason != "" {
+		if mv != nil {
 			when = "costly during the trace (over the %.3g%% overhead budget)"
 		}
 		s.Warnings = append(s.Warnings, fmt.Sprintf("%s, the probe on goroutine exits (runtime.goexit1, %.0f exits/s, %.1f%% if kept) is attached in the sampling windows: a call of a function without RET (entry only) whose goroutine exits between windows is shown still running at the end",

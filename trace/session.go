@@ -144,6 +144,9 @@ type Session struct {
 	Events uint64
 
 	probes []probe
+	// entryProbe is each traced function's entry probe in probes, its RET
+	// probes right after it (appendProbes): what a call costs (callCost).
+	entryProbe map[*Function]int
 	// probesMu guards probes and Selection.Functions where they change
 	// while a run's sampler reads them: Add appends, demote sets
 	// generations; Overhead and linksFor read.
@@ -155,6 +158,12 @@ type Session struct {
 	// whole are the links of the functions traced whole, by program
 	// group (a function moves out of them to the sampler: demote).
 	whole []*wholeLink
+	// closing counts the links demote closes in the background (their
+	// close waits for the kernel's grace periods); closeErr is the first
+	// error one returned (under closeMu).
+	closing  sync.WaitGroup
+	closeMu  sync.Mutex
+	closeErr error
 	// wholeCost is the estimated cost of the functions counted and traced
 	// whole (MaxOverhead): a share of the process's CPU time; wholeCPU
 	// the same as a share of one CPU's.
@@ -344,6 +353,14 @@ func (s *Session) open() error {
 	// while the arguments are planned: their plan table is sized for at
 	// most speculativePlans plans, and loaded again if more are needed.
 	setup := loadSetup{layout: layout, programs: programs, plans: min(s.planBound(sel), speculativePlans), probes: len(s.probes), gTLS: s.Binary.GTLSOffset()}
+	// Under a budget, the calls are counted while the tracing programs
+	// load (earlycount.go).
+	countEarly := s.countsWhileLoading()
+	if countEarly {
+		if err := s.loadCounting(&setup, schedIdx); err != nil {
+			return err
+		}
+	}
 	done := make(chan loaded, 1)
 	go func() { done <- s.loadObjects(setup) }()
 	waited := false
@@ -354,6 +371,10 @@ func (s *Session) open() error {
 			}
 		}
 	}()
+	var counting time.Duration
+	if countEarly {
+		groups, counting = s.countWhileLoading(groups)
+	}
 	if err := s.planArgs(); err != nil {
 		return err
 	}
@@ -385,10 +406,20 @@ func (s *Session) open() error {
 		return l.err
 	}
 	objs, multi, byIP := l.objs, l.multi, l.byIP
+	if countEarly {
+		// The programs join the maps and the counting program; the
+		// sampler, made while they loaded, gets them.
+		bpf.MovePrograms(s.objs, objs)
+		objs = s.objs
+		if s.sampler != nil {
+			s.sampler.progs = s.groupPrograms()
+		}
+	} else {
+		s.Warnings = append(s.Warnings, l.warnings...)
+	}
 	s.objs = objs
-	s.Warnings = append(s.Warnings, l.warnings...)
 	var bias uint64
-	if byIP {
+	if byIP && !countEarly {
 		var err error
 		if bias, err = s.probeBias(); err != nil {
 			return err
@@ -418,9 +449,11 @@ func (s *Session) open() error {
 	}
 
 	s.CookieByIP, s.UprobeMulti = byIP, multi
-	start := time.Now()
-	if s.exe, err = link.OpenExecutable(s.Opts.Path); err != nil {
-		return fmt.Errorf("open %s for uprobes: %w", s.Opts.Path, err)
+	start := time.Now().Add(-counting)
+	if s.exe == nil {
+		if s.exe, err = link.OpenExecutable(s.Opts.Path); err != nil {
+			return fmt.Errorf("open %s for uprobes: %w", s.Opts.Path, err)
+		}
 	}
 	s.schedIdx = schedIdx
 	if s.Opts.countOnly {
@@ -431,7 +464,7 @@ func (s *Session) open() error {
 		s.Rates, err = s.countCalls(s.entryProbes(0), s.pseudoProbes(false)...)
 		return err
 	}
-	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty {
+	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty && !countEarly {
 		s.startMeter()
 		groups = s.planSampling(groups)
 	}
@@ -536,6 +569,10 @@ func (s *Session) Close() error {
 	// 8.0 s).
 	first := closeLinks(append(s.links, s.wholeLinks()...))
 	s.links, s.whole = nil, nil
+	s.closing.Wait()
+	if first == nil {
+		first = s.closeErr
+	}
 	if len(s.probes) > 0 {
 		s.DetachTime = time.Since(start)
 	}

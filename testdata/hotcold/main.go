@@ -4,7 +4,10 @@
 //	-hot        calls main.hot in a loop (hundreds of millions of calls a
 //	            second untraced); with -hotwait, only from the first
 //	            SIGUSR1 on (it prints "hot started"): a function idle, then
-//	            hot
+//	            hot; with -hottoggle, each SIGUSR1 starts the hot loop
+//	            or pauses it (paused at first), and it prints "hot started
+//	            <ns>" (CLOCK_MONOTONIC, just before its first call) or
+//	            "hot paused <ns>"
 //	-work N     calls main.work in a loop, each call spinning N rounds of
 //	            arithmetic (a CPU-bound loop of calls of known length)
 //	-light D    calls main.light every D (a service-like function called a
@@ -111,6 +114,7 @@ func returner(ping <-chan uint64, pong chan<- uint64) {
 func main() {
 	hotOn := flag.Bool("hot", false, "run the hot loop")
 	hotWait := flag.Bool("hotwait", false, "start the hot loop at the first SIGUSR1")
+	hotToggle := flag.Bool("hottoggle", false, "each SIGUSR1 starts or pauses the hot loop (paused at first)")
 	rounds := flag.Int("work", 0, "run the work loop, each call spinning this many rounds")
 	lightEvery := flag.Duration("light", 0, "call main.light this often")
 	lightSleep := flag.Duration("lightsleep", 0, "each call of main.light sleeps this long")
@@ -131,15 +135,44 @@ func main() {
 			start = make(chan os.Signal, 1)
 			signal.Notify(start, syscall.SIGUSR1)
 		}
+		// Toggling: paused says the loop is to pause after its batch;
+		// resume wakes it.
+		var paused atomic.Bool
+		resume := make(chan struct{}, 1)
+		if *hotToggle {
+			paused.Store(true)
+			start = make(chan os.Signal, 1)
+			signal.Notify(start, syscall.SIGUSR1)
+			go func() {
+				for range start {
+					if paused.Load() {
+						paused.Store(false)
+						resume <- struct{}{}
+					} else {
+						paused.Store(true)
+					}
+				}
+			}()
+		}
 		go func() {
 			runtime.LockOSThread()
-			if start != nil {
+			if *hotToggle {
+				<-resume
+				hotCPU.Store(threadCPU())
+				fmt.Printf("hot started %d\n", clockNS(1))
+			} else if start != nil {
 				<-start
 				hotCPU.Store(threadCPU())
 				fmt.Println("hot started")
 			}
 			var x uint64
 			for {
+				if *hotToggle && paused.Load() {
+					fmt.Printf("hot paused %d\n", clockNS(1))
+					<-resume
+					hotCPU.Store(threadCPU())
+					fmt.Printf("hot started %d\n", clockNS(1))
+				}
 				// Counted in batches: an atomic add per call would be most
 				// of the loop's time.
 				for i := 0; i < 1024; i++ {
