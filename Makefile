@@ -39,9 +39,9 @@ demo: build
 	echo; echo "== gi ps --group $$pid"; $(GI) ps --group $$pid; \
 	echo; echo "== gi ps --leaks --group $$pid (the first 3 groups and the verdict)"; $(GI) ps --leaks --group $$pid > $(BIN)/leaks.out; head -4 $(BIN)/leaks.out; grep -A3 '^leaks:' $(BIN)/leaks.out | head -4; \
 	echo; echo "== gi ps --stacks --match 'main\.load' $$pid (first 30 lines)"; $(GI) ps --stacks --match 'main\.load' $$pid > $(BIN)/stacks.out; head -30 $(BIN)/stacks.out; \
-	echo; echo "== gi trace --duration 1s --min-duration 30ms $$pid 'main.handle' 'main.load*' 'main.query' (first 30 lines)"; \
-	$(GI) trace --duration 1s --min-duration 30ms $$pid 'main.handle' 'main.load*' 'main.query' > $(BIN)/trace.out; head -30 $(BIN)/trace.out; \
-	echo; echo "== gi trace --stats --duration 2s $$pid 'main.*'"; $(GI) trace --stats --duration 2s $$pid 'main.*'
+	echo; echo "== gi trace --max-overhead none --duration 1s --min-duration 30ms $$pid 'main.handle' 'main.load*' 'main.query' (every call whole; first 30 lines)"; \
+	$(GI) trace --max-overhead none --duration 1s --min-duration 30ms $$pid 'main.handle' 'main.load*' 'main.query' > $(BIN)/trace.out; head -30 $(BIN)/trace.out; \
+	echo; echo "== gi trace --stats --duration 3s $$pid 'main.*' (under the default 5% budget: what it samples, and what tracing everything would cost, first)"; $(GI) trace --stats --duration 3s $$pid 'main.*'
 
 # The whole test suite, privileged tests included: a skipped privileged test fails.
 # trace and cmd/gi measure paces, latencies and overheads against budgets:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -960,6 +961,15 @@ func (s *Session) planSampling(groups []probeGroup) []probeGroup {
 	s.Rates = slices.DeleteFunc(rates, isPseudo)
 	sampled = slices.DeleteFunc(sampled, isSched)
 	whole := s.sampleGroups(groups, sampled, nil)
+	var pseudo float64 // the scheduler's and goroutine exits' probes
+	for _, r := range []*CallRate{s.SchedRate, s.ExitRate} {
+		if r != nil {
+			pseudo += r.Cost
+		}
+	}
+	if w := traceWholeHint(s.Rates, pseudo); w != "" {
+		s.Warnings = append(s.Warnings, w)
+	}
 	if s.schedWindowed {
 		s.sampler.schedWindowed(s.schedIdx, s.SchedRate.Cost)
 		s.Warnings = append(s.Warnings, fmt.Sprintf("over the %.3g%% overhead budget, --why's probes on the scheduler (%.0f hits/s, %.0f%% if kept) are attached in sampling windows: only the calls they saw whole are split", 100*s.Opts.MaxOverhead, s.SchedRate.PerSecond, 100*s.SchedRate.Cost))
@@ -988,6 +998,28 @@ func (s *Session) sampleAdded(groups []probeGroup, first, n int) []probeGroup {
 	s.wholeCPU += cpu
 	s.Rates = append(s.Rates, rates...)
 	return s.sampleGroups(groups, sampled, nil)
+}
+
+// traceWholeHint says, when some of the functions counted in rates are
+// sampled, how many are traced whole and what it would take to trace
+// every call whole: the budget to give (--max-overhead, rounded up to a
+// multiple of 5% above what the probes would take, the functions' and
+// pseudo, the other probes') and that share of the process's CPU time.
+func traceWholeHint(rates []CallRate, pseudo float64) string {
+	sampled := 0
+	total := pseudo
+	for _, r := range rates {
+		total += r.Cost
+		if r.Func != nil && r.Func.Sampled {
+			sampled++
+		}
+	}
+	if sampled == 0 {
+		return ""
+	}
+	budget := 5 * math.Ceil((100*total+1)/5)
+	return fmt.Sprintf("%d of %d functions traced whole; to trace every call whole: --max-overhead %.0f%% (the probes would take about %.0f%% of the process's CPU time)",
+		len(rates)-sampled, len(rates), budget, 100*total)
 }
 
 // notEnforcedPerf is the warning that the budget is not kept on n

@@ -214,3 +214,19 @@ func TestBuilderSampledUnwound(t *testing.T) {
 		t.Fatalf("%d goroutine states left", len(bl.gs))
 	}
 }
+
+// TestTraceWholeHint: with functions sampled, the hint names how many are
+// traced whole and a budget above what tracing all of them whole costs.
+func TestTraceWholeHint(t *testing.T) {
+	hot, warm, light := &Function{Sampled: true}, &Function{Sampled: true}, &Function{}
+	rates := []CallRate{{Func: hot, Cost: 0.10}, {Func: warm, Cost: 0.05}, {Func: light, Cost: 0.05}, {Func: &Function{}, Cost: 0.036}}
+	got := traceWholeHint(rates, 0.01)
+	want := "2 of 4 functions traced whole; to trace every call whole: --max-overhead 30% (the probes would take about 25% of the process's CPU time)"
+	if got != want {
+		t.Errorf("hint %q, want %q", got, want)
+	}
+	hot.Sampled, warm.Sampled = false, false
+	if h := traceWholeHint(rates, 0.01); h != "" {
+		t.Errorf("nothing sampled: hint %q", h)
+	}
+}

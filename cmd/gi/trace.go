@@ -303,6 +303,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		})
 	}
 	unit := "calls"
+	rootsSeen, rootsShown := 0, 0 // trees: root calls seen, and shown (--min-duration)
 	sym := s.Symbols()
 	clock := trace.NewClock()
 	stats := trace.NewStats()
@@ -335,7 +336,9 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		tp := &treePrinter{W: bw, Symbols: sym, Clock: clock, ShowPID: pid == 0}
 		shown := func(root *trace.Call) bool { return time.Duration(root.Duration()) >= o.minDuration }
 		hs.Root = func(h trace.Header, root *trace.Call) {
+			rootsSeen++
 			if shown(root) {
+				rootsShown++
 				printUnit(func() { tp.Print(h, root) })
 			}
 		}
@@ -419,6 +422,12 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 			line += fmt.Sprintf("; %.2f%% of its busiest thread's", 100*worst)
 		}
 		fmt.Fprintf(stderr, "gi: overhead: %s\n", line)
+	}
+	if sm := res.Sampling; sm != nil && o.minDuration > 0 && len(sm.Functions) > 0 && unit == "call trees" {
+		// A sampled trace sees only the calls of its windows: say how few
+		// --min-duration chose among.
+		fmt.Fprintf(stderr, "gi: --min-duration %v: %d of the %d root calls seen took that long; the sampling windows covered %.1f%% of the trace (--max-overhead none sees every call)\n",
+			o.minDuration, rootsShown, rootsSeen, 100*sm.TracedShare())
 	}
 	if sm := res.Sampling; sm != nil {
 		for _, f := range sm.Functions {

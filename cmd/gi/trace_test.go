@@ -1116,3 +1116,35 @@ func TestTraceMissedCLI(t *testing.T) {
 		t.Errorf("trees (exit %d, %s):\n%.3000s", code, stderr, trees)
 	}
 }
+
+// TestTraceSampledFirstLines: a trace that samples says in its first
+// lines how many functions it traces whole and the budget that would
+// trace every call whole, and with --min-duration how many root calls it
+// chose among, the windows' share of the trace beside.
+func TestTraceSampledFirstLines(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "hotcold", targets.BuildOptions{}), "-hot", "-light", "100ms")
+	_, stderr, code := runGi(t, "trace", "--duration", "3s", "--min-duration", "1ns", strconv.Itoa(p.Pid), "main.hot", "main.light")
+	if code != 0 {
+		t.Fatalf("gi trace: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(stderr, "\n")
+	hint := regexp.MustCompile(`^gi: warning: 1 of 2 functions traced whole; to trace every call whole: --max-overhead (\d+)% \(the probes would take about (\d+)% of the process's CPU time\)$`)
+	at := -1
+	for i, l := range lines {
+		if m := hint.FindStringSubmatch(l); m != nil {
+			at = i
+			budget, _ := strconv.Atoi(m[1])
+			cost, _ := strconv.Atoi(m[2])
+			if budget <= cost || budget > cost+6 {
+				t.Errorf("suggested --max-overhead %d%% for probes taking %d%%", budget, cost)
+			}
+		}
+	}
+	if at < 0 || at > 3 {
+		t.Errorf("the hint is not among the first lines (line %d):\n%s", at, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^gi: --min-duration 1ns: \d+ of the \d+ root calls seen took that long; the sampling windows covered [\d.]+% of the trace`).MatchString(stderr) {
+		t.Errorf("no --min-duration line:\n%s", stderr)
+	}
+}
