@@ -75,11 +75,17 @@ func anonResident(pid int) int64 {
 // half of what is left below each limit; the process is not frozen with
 // less room than its private memory in RAM (RssAnon: a process that
 // rewrites it while gi reads the copy costs that much), the heap, or
-// minCopyRoom. Cgroups that cannot be
-// read plan nothing (no bound).
+// minCopyRoom. No memory controller plans nothing (no bound); cgroups
+// that cannot be read plan no freeze.
 func planMemory(pid int, heapBytes int64) *memoryPlan {
 	cgs, err := proc.MemoryCgroups(pid)
-	if err != nil || len(cgs) == 0 {
+	if err != nil {
+		// A limit gi cannot read may be one the copy would cross: the
+		// process is not frozen (gi in a container of its own cgroup
+		// namespace, say, which does not show the process's).
+		return &memoryPlan{budget: proc.NoMemoryLimit, noFreeze: fmt.Sprintf("its memory cgroup's limit could not be read (%v), and a frozen copy's pages would be charged there", err)}
+	}
+	if len(cgs) == 0 {
 		return &memoryPlan{budget: proc.NoMemoryLimit}
 	}
 	mine := map[string]bool{}

@@ -222,6 +222,13 @@ func (c *MemoryCgroup) Refresh() error {
 				return fmt.Errorf("memory cgroup %s: memory.max: %w", c.Path, err)
 			}
 		}
+		// Past memory.high the kernel throttles every task of the
+		// cgroup: a limit as much as memory.max.
+		if high, err := c.readFile("memory.high"); err == nil && high != "max" {
+			if h, err := strconv.ParseInt(high, 10, 64); err == nil && (c.Limit == NoMemoryLimit || h < c.Limit) {
+				c.Limit = h
+			}
+		}
 		if n, ok := c.readKey("memory.events", "oom_kill"); ok {
 			c.OOMKills = n
 		}

@@ -80,6 +80,8 @@ func TestMemoryCgroupsV1(t *testing.T) {
 // TestMemoryCgroupsV2 reads a synthetic v2 hierarchy: memory.max ("max"
 // for none), memory.current, memory.events' oom_kill; a level without
 // the memory controller's files (the root) is left out.
+// memory.high, where below memory.max, is the limit: past it the kernel
+// throttles the cgroup's tasks.
 func TestMemoryCgroupsV2(t *testing.T) {
 	root := t.TempDir()
 	mnt := filepath.Join(root, "cg")
@@ -87,9 +89,11 @@ func TestMemoryCgroupsV2(t *testing.T) {
 		"proc/7/cgroup":                              "0::/system.slice/svc.service\n",
 		"proc/self/mountinfo":                        "30 23 0:26 / " + mnt + " rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n",
 		"cg/system.slice/svc.service/memory.max":     "max\n",
+		"cg/system.slice/svc.service/memory.high":    "max\n",
 		"cg/system.slice/svc.service/memory.current": "1048576\n",
 		"cg/system.slice/svc.service/memory.events":  "low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\noom_group_kill 0\n",
-		"cg/system.slice/memory.max":                 "8388608\n",
+		"cg/system.slice/memory.max":                 "9437184\n",
+		"cg/system.slice/memory.high":                "8388608\n",
 		"cg/system.slice/memory.current":             "6291456\n",
 		"cg/system.slice/memory.events":              "oom_kill 2\n",
 		"cg/cgroup.procs":                            "1\n",

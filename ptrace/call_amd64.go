@@ -1,8 +1,6 @@
 package ptrace
 
 import (
-	"encoding/binary"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -49,15 +47,14 @@ func callFrame(saved *callRegs, pc, nr uint64, args [6]uint64) *callRegs {
 	return &f
 }
 
-// childStack returns the stack a copy made by clone starts on, 512 bytes
-// under the parked thread's sp (past any red zone), and what to write at
-// addr for the copy to end the moment it runs: the word its RET pops,
-// the gadget's Exit.
-func childStack(g Gadget, sp uint64) (stack, addr uint64, data []byte) {
-	stack = (sp - 512) &^ 15
-	data = make([]byte, 8)
-	binary.LittleEndian.PutUint64(data, g.Exit)
-	return stack, stack, data
+// cloneSetup returns how the parked thread tid, its stack pointer sp,
+// makes the clone at g.Clone (runtime.clone's SYSCALL): the copy's stack
+// is the thread's own (in the copy's memory: the call its child path
+// makes writes there), and its child path, with no M and no G (R13 and
+// R9 nil), calls fn (R12), the gadget's Exit. Nothing is written to the
+// process's memory (scratch nil).
+func cloneSetup(tid int, g Gadget, sp uint64) (stack uint64, mem *scratch, regs func(*callRegs), err error) {
+	return sp, nil, func(c *callRegs) { c.r.R13, c.r.R9, c.r.R12 = 0, 0, g.Exit }, nil
 }
 
 // futexOp is the futex operation a thread stopped in runtime.futex

@@ -2,6 +2,7 @@ package ptrace
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,16 +55,30 @@ func callFrame(saved *callRegs, pc, nr uint64, args [6]uint64) *callRegs {
 // stack before it goes on.
 const cloneMark = 1234
 
-// childStack returns the stack a copy made by clone starts on, 512 bytes
-// under the parked thread's sp, and what to write at addr, under it, for
-// the copy to end the moment it runs: runtime.clone's mark, and the fn,
-// g and m its child reads, fn the gadget's Exit, g and m nil.
-func childStack(g Gadget, sp uint64) (stack, addr uint64, data []byte) {
+// cloneSetup returns how the parked thread tid, its stack pointer sp,
+// makes the clone at g.Clone (runtime.clone's SVC): the copy starts on a
+// stack 512 bytes under sp, under which scratch writes what runtime.clone's
+// child reads there — its mark, then fn (the gadget's Exit), g and m, nil
+// — for the copy to end the moment it runs. The words must lie on the
+// thread's own stack, above the g's stack.lo (g.stack is the g's first
+// field; R28 holds the g): a stack with less room is refused.
+func cloneSetup(tid int, g Gadget, sp uint64) (stack uint64, mem *scratch, regs func(*callRegs), err error) {
 	stack = (sp - 512) &^ 15
-	data = make([]byte, 32)
+	r, err := readCallRegs(tid)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	var lo [8]byte
+	if n, err := peek(tid, r.r.Regs[28], lo[:]); err != nil || n != 8 {
+		return 0, nil, nil, fmt.Errorf("read the stack bounds of g %#x: %v", r.r.Regs[28], err)
+	}
+	if l := binary.LittleEndian.Uint64(lo[:]); stack-32 < l || stack > sp {
+		return 0, nil, nil, fmt.Errorf("%w: thread %d: %d bytes of stack under sp %#x, too few for the copy's", ErrFreezeRefused, tid, sp-l, sp)
+	}
+	data := make([]byte, 32)
 	binary.LittleEndian.PutUint64(data[0:], cloneMark)
 	binary.LittleEndian.PutUint64(data[8:], g.Exit)
-	return stack, stack - 32, data
+	return stack, &scratch{addr: stack - 32, data: data}, nil, nil
 }
 
 // futexOp is the futex operation a thread stopped in runtime.futex

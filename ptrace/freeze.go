@@ -18,7 +18,7 @@ import (
 // Bounds of the system calls gi makes a stopped thread run.
 const (
 	injectTimeout = 2 * time.Second
-	injectStops   = 64
+	injectStops   = 4096
 	releaseWait   = 10 * time.Second
 )
 
@@ -102,9 +102,11 @@ func (s *Stopped) freeze(tid int, g Gadget) (int, error) {
 	// reaped first: zombies of the process, nothing else.
 	s.leftReaped += s.reapLeftCopies(st, g)
 	th := s.thread(st.tid)
-	stack, addr, data := childStack(g, th.Regs.SP)
-	mem := &scratch{addr: addr, data: data}
-	ret, child, err := s.call(st, g.Clone, sysClone, cloneArgs(unix.CLONE_FILES, stack), mem)
+	stack, mem, regs, err := cloneSetup(st.tid, g, th.Regs.SP)
+	if err != nil {
+		return 0, err
+	}
+	ret, child, err := s.callWith(st, g.Clone, sysClone, cloneArgs(unix.CLONE_FILES, stack), mem, regs)
 	// A copy made but not kept is ended and reaped in this stop.
 	abandon := func(err error) (int, error) {
 		ns := namespacePid(child)
@@ -136,13 +138,15 @@ func (s *Stopped) freeze(tid int, g Gadget) (int, error) {
 	testPoint("copy-stopped")
 	// The copy is pointed at the gadget's Exit, so that, let go, it
 	// ends whatever its memory holds; and its memory is made the
-	// process's, but for the words its own stack was given: they are
-	// put back as they were.
+	// process's, but for the words its own stack was given (arm64):
+	// they are put back as they were.
 	if err := pointAt(child, g.Exit); err != nil {
 		return abandon(fmt.Errorf("process %d: its copy %d: %w", s.Pid, child, err))
 	}
-	if _, err := unix.PtracePokeData(child, uintptr(addr), mem.old); err != nil {
-		return abandon(fmt.Errorf("process %d: restore its copy %d's memory at %#x: %w", s.Pid, child, addr, err))
+	if mem != nil {
+		if _, err := unix.PtracePokeData(child, uintptr(mem.addr), mem.old); err != nil {
+			return abandon(fmt.Errorf("process %d: restore its copy %d's memory at %#x: %w", s.Pid, child, mem.addr, err))
+		}
 	}
 	return child, nil
 }
@@ -209,11 +213,18 @@ type scratch struct {
 // kernel decides that after the stop, from the restored registers), mem
 // (if not nil) written before the call and restored after. A call that
 // creates a process (clone) reports it, seized and stopped, as child. A
-// signal that arrives for the thread meanwhile is suppressed and sent to
-// it again. The thread's signal mask is left alone: a tracer that dies
-// in the middle of a call leaves nothing of it changed but the call
-// (Gadget).
+// signal that stops the thread meanwhile is suppressed: sent to the
+// process, it is sent at once to another of its threads, in its stop;
+// sent to the thread, it is sent again once the call is over. The
+// thread's signal mask is left alone: a tracer that dies in the middle of
+// a call leaves nothing of it changed but the call (Gadget).
 func (s *Stopped) call(st *seized, pc, nr uint64, args [6]uint64, mem *scratch) (ret int64, child int, err error) {
+	return s.callWith(st, pc, nr, args, mem, nil)
+}
+
+// callWith is call with regs, if set, changing more of the registers the
+// call is made with.
+func (s *Stopped) callWith(st *seized, pc, nr uint64, args [6]uint64, mem *scratch, regs func(*callRegs)) (ret int64, child int, err error) {
 	tid := st.tid
 	saved, err := readCallRegs(tid)
 	if err != nil {
@@ -258,12 +269,31 @@ func (s *Stopped) call(st *seized, pc, nr uint64, args [6]uint64, mem *scratch) 
 		}
 		return first
 	}
-	if err := callFrame(saved, pc, nr, args).write(tid); err != nil {
+	frame := callFrame(saved, pc, nr, args)
+	if regs != nil {
+		regs(frame)
+	}
+	if err := frame.write(tid); err != nil {
 		restore()
 		return 0, 0, fmt.Errorf("process %d: thread %d registers: %w", s.Pid, tid, err)
 	}
 	testPoint("frame")
-	ret, child, signals, err = runCall(tid)
+	// A signal sent to the process that came to this thread (the only
+	// one running) goes at once to another thread of the process, in
+	// its stop: it is delivered there when the stop ends, even if gi
+	// dies first. One sent to this thread waits for the call's end.
+	requeue := func(p pendingSignal) bool {
+		if p.thread {
+			return false
+		}
+		for _, th := range s.Threads {
+			if other := s.threadsState[th.TID]; th.TID != tid && other != nil && !other.gone && unix.Tgkill(s.Pid, th.TID, p.sig) == nil {
+				return true
+			}
+		}
+		return false
+	}
+	ret, child, signals, err = runCall(tid, requeue)
 	if err != nil {
 		// Back in a stop, if it can be, before its registers go back.
 		if !st.gone {
@@ -285,8 +315,9 @@ func (s *Stopped) call(st *seized, pc, nr uint64, args [6]uint64, mem *scratch) 
 // exit) until an exit that is not a restart, then an interrupt taken on
 // its way back to user code — where the kernel decides a restart after
 // the stop, so restoring the registers there restores the thread whole.
-// Signal-delivery stops on the way are suppressed and returned.
-func runCall(tid int) (ret int64, child int, signals []pendingSignal, err error) {
+// Signal-delivery stops on the way are suppressed, and handed to requeue
+// or returned.
+func runCall(tid int, requeue func(pendingSignal) bool) (ret int64, child int, signals []pendingSignal, err error) {
 	deadline := time.Now().Add(injectTimeout)
 	if err := unix.PtraceSyscall(tid, 0); err != nil {
 		return 0, 0, nil, err
@@ -341,7 +372,9 @@ func runCall(tid int) (ret int64, child int, signals []pendingSignal, err error)
 				resume = unix.PtraceCont
 			}
 		case event == 0 && sig != syscall.SIGTRAP:
-			signals = append(signals, takenSignal(tid, sig))
+			if p := takenSignal(tid, sig); !requeue(p) {
+				signals = append(signals, p)
+			}
 			if returned {
 				resume = unix.PtraceCont
 			}

@@ -3,11 +3,13 @@ package ptrace_test
 import (
 	"cmp"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,21 +27,40 @@ func TestFindGadget(t *testing.T) {
 	amdFutex := ptrace.Code{Entry: 0x481000, Bytes: []byte{
 		0x48, 0x8b, 0x7c, 0x24, 0x08, 0x8b, 0x74, 0x24, 0x10, 0x8b, 0x54, 0x24, 0x14, 0x4c, 0x8b, 0x54, 0x24, 0x18,
 		0x4c, 0x8b, 0x44, 0x24, 0x20, 0x44, 0x8b, 0x4c, 0x24, 0x28, 0xb8, 0xca, 0, 0, 0, 0x0f, 0x05, 0x89, 0x44, 0x24, 0x30, 0xc3}}
-	g, err := ptrace.FindGadget("amd64", amdExit, amdFutex, ptrace.Code{})
-	if err != nil || g.Exit != 0x480644 || g.Syscall != 0x480649 || g.Clone != g.Syscall || g.Futex != 0x481021 {
-		t.Errorf("amd64: %+v, %v; want exit 0x480644, syscall and clone 0x480649, futex 0x481021", g, err)
+	hexBytes := func(h string) []byte {
+		b, err := hex.DecodeString(strings.ReplaceAll(h, " ", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// Go 1.26's, as go tool objdump shows it (Go 1.20's differs in
+	// m.procid's offset only).
+	amdClone := ptrace.Code{Entry: 0x47e000, Bytes: hexBytes("8b7c2408 488b742410 48c7c200000000 49c7c200000000 49c7c000000000 " +
+		"4c8b6c2418 4c8b4c2420 4c8b642428 4983fd00 7418 4983f900 7412 4d8d8580000000 4983c008 4881cf00000800 " +
+		"b838000000 0f05 4883f800 7405 89442430 c3 4889f4 4983fd00 7426 4983f900 7420 b8ba000000 0f05 49894540 " +
+		"4d896930 644c890c25f8ffffff 4d89ce e8d4e2ffff 41ffd4 bf6f000000 b83c000000 0f05 ebf2")}
+	g, err := ptrace.FindGadget("amd64", amdExit, amdFutex, amdClone)
+	if err != nil || g.Exit != 0x480644 || g.Syscall != 0x480649 || g.Clone != 0x47e050 || g.Futex != 0x481021 {
+		t.Errorf("amd64: %+v, %v; want exit 0x480644, syscall 0x480649, clone 0x47e050, futex 0x481021", g, err)
+	}
+	noCall := amdClone
+	noCall.Bytes = slices.Clone(amdClone.Bytes)
+	copy(noCall.Bytes[len(noCall.Bytes)-18:], []byte{0x90, 0x90, 0x90}) // NOPs for CALL R12
+	if _, err := ptrace.FindGadget("amd64", amdExit, amdFutex, noCall); err == nil {
+		t.Error("amd64: a runtime.clone whose child does not call fn was taken")
 	}
 	framed := amdFutex
 	framed.Bytes = append([]byte{0x55}, amdFutex.Bytes...) // PUSHQ BP: a frame
-	if _, err := ptrace.FindGadget("amd64", amdExit, framed, ptrace.Code{}); err == nil {
+	if _, err := ptrace.FindGadget("amd64", amdExit, framed, amdClone); err == nil {
 		t.Error("a runtime.futex with a frame was taken")
 	}
 	cut := amdExit
 	cut.Bytes = cut.Bytes[:8]
-	if _, err := ptrace.FindGadget("amd64", cut, amdFutex, ptrace.Code{}); err == nil {
+	if _, err := ptrace.FindGadget("amd64", cut, amdFutex, amdClone); err == nil {
 		t.Error("a cut exit sequence was taken for the gadget")
 	}
-	if _, err := ptrace.FindGadget("riscv64", amdExit, amdFutex, ptrace.Code{}); err == nil {
+	if _, err := ptrace.FindGadget("riscv64", amdExit, amdFutex, amdClone); err == nil {
 		t.Error("a gadget was found for an architecture gi knows none for")
 	}
 	le := func(ws ...uint32) []byte {

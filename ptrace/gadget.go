@@ -15,19 +15,19 @@ import (
 // from runtime.futex as from a wait that woke early, and the copy a clone
 // made ends itself at once (exit_group):
 //
-//   - amd64: the call is made at runtime.exit's SYSCALL, followed by RET.
-//     The stack pointer is runtime.futex's own (it has no frame: the word
-//     there is its return address), so RET returns to its caller. The
-//     copy starts on a stack of its own (clone's stack argument) whose
-//     word is Exit: its RET goes there.
-//   - arm64: RET returns to the link register, which the copy shares, so
-//     clone is made at runtime.clone's SVC. Its parent side stores the
-//     result where runtime.futex stores its own (both leaf functions with
-//     the same arguments' frame) and returns through the link register to
-//     runtime.futex's caller; its child side, on the stack clone gives
-//     it, checks the runtime's mark there and calls the function it names
-//     (Exit) with no M, which ends the copy. Calls that create nothing
-//     (wait4) are made at runtime.exit's SVC, followed by RET.
+//   - clone is made at runtime.clone's system call instruction. Its
+//     parent side stores the result where runtime.futex stores its own
+//     (both frameless, with the same arguments' frame) and returns to
+//     runtime.futex's caller (amd64: the word at the stack pointer, which
+//     the thread keeps; arm64: the link register, which it keeps). Its
+//     child side, with no M, calls fn, the gadget's Exit, which ends the
+//     copy: on amd64 fn, m and g are registers (R12, R13, R9) and the
+//     copy's stack is the thread's own, in its own memory; on arm64 they
+//     are read under the copy's stack, with the runtime's mark, words gi
+//     writes on the thread's stack under its stack pointer and puts back.
+//   - Calls that create nothing (wait4) are made at runtime.exit's system
+//     call instruction, followed by RET: the thread's own stack pointer
+//     and link register return it to runtime.futex's caller.
 type Gadget struct {
 	// Syscall is the address of runtime.exit's system call instruction,
 	// followed by a return.
@@ -35,8 +35,8 @@ type Gadget struct {
 	// Exit is the address of the instruction sequence that calls
 	// exit_group (runtime.exit's number load).
 	Exit uint64
-	// Clone is the address of the system call instruction clone is made
-	// at: Syscall on amd64, runtime.clone's SVC on arm64.
+	// Clone is the address of runtime.clone's system call instruction,
+	// where clone is made.
 	Clone uint64
 	// Futex is the address of runtime.futex's system call instruction,
 	// where a parked thread stands (or just past it).
@@ -74,11 +74,11 @@ func words(ws ...uint32) []byte {
 //     first argument one word above the stack pointer (no frame);
 //   - futex: its futex number load, system call, result store and
 //     return;
-//   - clone (arm64): runtime.clone from its clone number load to the
-//     child's check of the mark 1234 under its stack, its loads of fn, g
-//     and m from under it, and its branch to calling fn when m is nil;
-//     cloneCall, 5 words after that branch: fn called (MOVD R12, R0;
-//     CALL (R0)).
+//   - clone: runtime.clone from its clone number load to the child's
+//     branch to calling fn when m is nil (amd64: the check of R13; arm64:
+//     the check of the mark 1234 under its stack and the loads of fn, g
+//     and m from under it); cloneCall, where that branch lands: fn called
+//     (amd64: CALL R12; arm64: MOVD R12, R0; CALL (R0)).
 var gadgetCode = map[string]struct {
 	exit, futexEntry, futex, clone, cloneCall sequence
 }{
@@ -86,6 +86,13 @@ var gadgetCode = map[string]struct {
 		exit:       sequence{[]byte{0xb8, 0xe7, 0, 0, 0, 0x0f, 0x05, 0xc3}, 5},
 		futexEntry: sequence{[]byte{0x48, 0x8b, 0x7c, 0x24, 0x08}, 0},
 		futex:      sequence{[]byte{0xb8, 0xca, 0, 0, 0, 0x0f, 0x05, 0x89, 0x44, 0x24, 0x30, 0xc3}, 5},
+		clone: sequence{[]byte{
+			0xb8, 0x38, 0, 0, 0, 0x0f, 0x05, // MOVL $56, AX; SYSCALL
+			0x48, 0x83, 0xf8, 0x00, 0x74, 0x05, 0x89, 0x44, 0x24, 0x30, 0xc3, // parent: CMPQ AX, $0; JEQ child; MOVL AX, 0x30(SP); RET
+			0x48, 0x89, 0xf4, // child: MOVQ SI, SP
+			0x49, 0x83, 0xfd, 0x00, 0x74, // CMPQ R13, $0; JEQ nog2 (its 8-bit displacement follows)
+		}, 5},
+		cloneCall: sequence{[]byte{0x41, 0xff, 0xd4}, 0}, // nog2: CALL R12
 	},
 	"arm64": {
 		exit:       sequence{words(0xd2800bc8, 0xd4000001, 0xd65f03c0), 4},
@@ -117,7 +124,7 @@ func (c Code) find(seq sequence, what string) (uint64, error) {
 }
 
 // FindGadget finds the Gadget for arch ("amd64", "arm64") in the code of
-// runtime.exit, runtime.futex and runtime.clone (read on arm64 only).
+// runtime.exit, runtime.futex and runtime.clone.
 func FindGadget(arch string, exit, futex, clone Code) (Gadget, error) {
 	seqs, ok := gadgetCode[arch]
 	if !ok {
@@ -135,17 +142,24 @@ func FindGadget(arch string, exit, futex, clone Code) (Gadget, error) {
 	if g.Futex, err = futex.find(seqs.futex, "runtime.futex"); err != nil {
 		return Gadget{}, err
 	}
-	g.Clone = g.Syscall
-	if seqs.clone.code != nil {
-		if g.Clone, err = clone.find(seqs.clone, "runtime.clone"); err != nil {
-			return Gadget{}, err
+	if g.Clone, err = clone.find(seqs.clone, "runtime.clone"); err != nil {
+		return Gadget{}, err
+	}
+	// Where the child's branch to calling fn with no M lands.
+	end := g.Clone - clone.Entry - uint64(seqs.clone.syscall) + uint64(len(seqs.clone.code))
+	var call uint64
+	switch arch {
+	case "amd64": // JEQ's displacement, from the instruction's end
+		if end >= uint64(len(clone.Bytes)) {
+			return Gadget{}, fmt.Errorf("runtime.clone at %#x: cut short", clone.Entry)
 		}
-		call := g.Clone - uint64(seqs.clone.syscall) + uint64(len(seqs.clone.code)) + 5*4
-		off := call - clone.Entry
-		if off+uint64(len(seqs.cloneCall.code)) > uint64(len(clone.Bytes)) ||
-			!bytes.Equal(clone.Bytes[off:off+uint64(len(seqs.cloneCall.code))], seqs.cloneCall.code) {
-			return Gadget{}, fmt.Errorf("runtime.clone at %#x: its child does not call fn where gi expects", clone.Entry)
-		}
+		call = end + 1 + uint64(clone.Bytes[end])
+	default: // arm64: BEQ 6(PC), the branch the sequence ends with
+		call = end + 5*4
+	}
+	if call+uint64(len(seqs.cloneCall.code)) > uint64(len(clone.Bytes)) ||
+		!bytes.Equal(clone.Bytes[call:call+uint64(len(seqs.cloneCall.code))], seqs.cloneCall.code) {
+		return Gadget{}, fmt.Errorf("runtime.clone at %#x: its child does not call fn where gi expects", clone.Entry)
 	}
 	return g, nil
 }
@@ -177,13 +191,7 @@ func (g Gadget) check(tid int, arch string) error {
 	expect := []struct {
 		at  uint64
 		seq sequence
-	}{{g.Exit, seqs.exit}, {g.Futex - uint64(seqs.futex.syscall), seqs.futex}}
-	if seqs.clone.code != nil {
-		expect = append(expect, struct {
-			at  uint64
-			seq sequence
-		}{g.Clone - uint64(seqs.clone.syscall), seqs.clone})
-	}
+	}{{g.Exit, seqs.exit}, {g.Futex - uint64(seqs.futex.syscall), seqs.futex}, {g.Clone - uint64(seqs.clone.syscall), seqs.clone}}
 	for _, e := range expect {
 		got := make([]byte, len(e.seq.code))
 		if n, err := peek(tid, e.at, got); err != nil || n != len(got) {

@@ -245,24 +245,35 @@ func (s *Session) wholeOverhead(ws watchSample) Overhead {
 	counted := s.meter.counted
 	s.probesMu.RLock()
 	defer s.probesMu.RUnlock()
+	// The hits in one read where batches cost less (readCounters: for
+	// every function of a big binary, 40 ms against 0.26 s key by key).
+	var idx []int
 	for _, wl := range s.whole {
-		for _, i := range wl.idx {
-			n, err := sumPerCPU(s.objs.Hits, uint32(i))
-			if err != nil || n == 0 {
-				continue
-			}
-			p := s.probes[i]
-			c := min(n, counted[i])
-			t := time.Duration(n-c)*(o.Costs.of(p.class)+means[p.costKind]) + time.Duration(c)*(o.Costs.of(p.class)+countProgram)
-			o.Hits += n
-			o.Probes += t
-			if j, ok := byFunc[p.fn]; ok {
-				o.Functions[j].Hits += n
-				o.Functions[j].Time += t
-			} else if p.kind == bpf.KindGoexit {
-				o.Exit.Hits += n
-				o.Exit.Time += t
-			}
+		idx = append(idx, wl.idx...)
+	}
+	hits, err := readCounters(s.objs.Hits, idx)
+	if err != nil {
+		hits = make([]uint64, len(idx))
+		for k, i := range idx {
+			hits[k], _ = sumPerCPU(s.objs.Hits, uint32(i))
+		}
+	}
+	for k, i := range idx {
+		n := hits[k]
+		if n == 0 {
+			continue
+		}
+		p := s.probes[i]
+		c := min(n, counted[i])
+		t := time.Duration(n-c)*(o.Costs.of(p.class)+means[p.costKind]) + time.Duration(c)*(o.Costs.of(p.class)+countProgram)
+		o.Hits += n
+		o.Probes += t
+		if j, ok := byFunc[p.fn]; ok {
+			o.Functions[j].Hits += n
+			o.Functions[j].Time += t
+		} else if p.kind == bpf.KindGoexit {
+			o.Exit.Hits += n
+			o.Exit.Time += t
 		}
 	}
 	return o

@@ -260,10 +260,23 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	// the statistics are printed and the probes detached.
 	ctx, stop := a.traceContext()
 	defer stop()
+	// The probes are in: what is printed until the run keeps the budget
+	// goes through a queue that never blocks (a paused terminal, a full
+	// pipe on stderr), written out as the terminal takes it, and waited
+	// for only once the probes are out (the defers run in reverse).
+	startErr := trace.NewOutputQueue(stderr, 1<<20)
+	startDone := false
+	closeStart := func() {
+		if !startDone {
+			startDone = true
+			startErr.Close()
+		}
+	}
+	defer closeStart()
 	defer s.Close()
 
 	for _, w := range s.Warnings {
-		fmt.Fprintf(stderr, "gi: warning: %s\n", w)
+		fmt.Fprintf(startErr, "gi: warning: %s\n", w)
 	}
 	nsPid, _ := proc.NamespacePID(pid)
 	what := "pid " + pidText(pid, nsPid)
@@ -277,13 +290,14 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		}
 	}
 	if len(entryOnly) > 0 {
-		fmt.Fprintf(stderr, "gi: entry only (no RET): %s: calls end when unwound, or are shown still running at exit\n", strings.Join(entryOnly, ", "))
+		fmt.Fprintf(startErr, "gi: entry only (no RET): %s: calls end when unwound, or are shown still running at exit\n", strings.Join(entryOnly, ", "))
 	}
-	fmt.Fprintf(stderr, "gi: tracing %d functions (%d probes) in %s, attached in %v; Ctrl-C to stop\n",
+	fmt.Fprintf(startErr, "gi: tracing %d functions (%d probes) in %s, attached in %v; Ctrl-C to stop\n",
 		len(s.Selection.Functions), s.Probes, what, s.AttachTime.Round(time.Microsecond))
 	if line := callRates(s.Rates); line != "" {
-		fmt.Fprintf(stderr, "gi: calls before the trace: %s\n", line)
+		fmt.Fprintf(startErr, "gi: calls before the trace: %s\n", line)
 	}
+	startErr.Flush()
 
 	// The handlers run on the loop that drains the ring buffer and keeps
 	// the budget: they print into a queue that never blocks, and a reader
@@ -394,6 +408,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	overhead, overheadErr := s.Overhead()
 	closeErr := s.Close()
 	stop() // a signal while gi waits for its reader ends it at once
+	closeStart()
 	dropped := out.Dropped()
 	if o.stats {
 		writeStats(bw, stats, res.Sampling)
