@@ -19,6 +19,7 @@ import (
 
 	"github.com/gi-debug/gi/bincache"
 	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/internal/outfile"
 	"github.com/gi-debug/gi/proc"
 )
 
@@ -224,10 +225,18 @@ func writeCalibration(key string, c ProbeCosts) {
 	if err != nil || os.MkdirAll(filepath.Dir(path), 0o755) != nil {
 		return
 	}
-	tmp := path + fmt.Sprintf(".%d", os.Getpid())
-	if os.WriteFile(tmp, data, 0o644) == nil {
-		_ = os.Rename(tmp, path)
+	// A temporary file made anew and renamed over the name: a link
+	// planted at either (a cache directory another user can write) is
+	// replaced, not written through.
+	f, err := outfile.Create(path, 0o644)
+	if err != nil {
+		return
 	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return
+	}
+	_ = f.Commit()
 }
 
 // Calibration loop sizes: calls per timing, and timings kept the least of.
