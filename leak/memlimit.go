@@ -251,39 +251,21 @@ func (g *guard) tripped() error {
 	return g.err
 }
 
-// maxCopies bounds the children of the process killCopies looks at.
-const maxCopies = 1 << 16
-
 // killCopies kills the children of process pid that a thread of gi
 // traces — the frozen copy, the only child of the process gi traces —
 // and reports whether it killed one. A traced child stays a zombie until
 // gi collects it, so its pid names nothing else meanwhile.
 func killCopies(pid int) bool {
 	self := os.Getpid()
-	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-	tasks, _ := os.ReadDir(dir)
-	killed, seen := false, 0
-	for _, task := range tasks {
-		b, err := os.ReadFile(dir + task.Name() + "/children")
-		if err != nil {
+	killed := false
+	for _, kid := range proc.Children(pid) {
+		tracer := proc.TracerOf(kid, kid)
+		if tracer == 0 {
 			continue
 		}
-		for _, f := range strings.Fields(string(b)) {
-			if seen++; seen > maxCopies {
-				return killed
-			}
-			kid, err := strconv.Atoi(f)
-			if err != nil {
-				continue
-			}
-			tracer := proc.TracerOf(kid, kid)
-			if tracer == 0 {
-				continue
-			}
-			if _, err := os.Stat("/proc/" + strconv.Itoa(self) + "/task/" + strconv.Itoa(tracer)); err == nil {
-				if syscall.Kill(kid, syscall.SIGKILL) == nil {
-					killed = true
-				}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(self) + "/task/" + strconv.Itoa(tracer)); err == nil {
+			if syscall.Kill(kid, syscall.SIGKILL) == nil {
+				killed = true
 			}
 		}
 	}

@@ -58,3 +58,17 @@ func ThreadInFutexWait(pid int, futexNr string) bool {
 	}
 	return false
 }
+
+// SilentChildren returns the children of process pid that send their
+// parent no signal when they end (exit_signal 0: gi's frozen copies; a Go
+// program's own children signal SIGCHLD): those that ended and were not
+// reaped (zombie), or the others.
+func SilentChildren(pid int, zombie bool) []int {
+	var out []int
+	for _, c := range Children(pid) {
+		if st, sig, err := StateAndExitSignal(c); err == nil && sig == 0 && (st == 'Z') == zombie {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -591,10 +591,7 @@ func (s *Stopped) reapCopy(nsPid int, g Gadget) error {
 // children signal SIGCHLD). It runs on the tracer thread; what it cannot
 // reap stays for the next.
 func (s *Stopped) reapLeftCopies(st *seized, g Gadget) (reaped int) {
-	for _, c := range proc.Children(s.Pid) {
-		if state, sig, err := proc.StateAndExitSignal(c); err != nil || state != 'Z' || sig != 0 {
-			continue
-		}
+	for _, c := range proc.SilentChildren(s.Pid, true) {
 		ret, _, err := s.call(st, g.Syscall, sysWait4, [6]uint64{uint64(namespacePid(c)), 0, unix.WNOHANG | unix.WALL}, nil)
 		if err == nil && ret > 0 {
 			reaped++

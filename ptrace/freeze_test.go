@@ -439,7 +439,7 @@ func TestFreezeTracerKilledInCall(t *testing.T) {
 			}
 			deadline = time.Now().Add(5 * time.Second)
 			for {
-				running := copiesRunning(ft.p.Pid)
+				running := proc.SilentChildren(ft.p.Pid, false)
 				if len(running) == 0 {
 					break
 				}
@@ -461,7 +461,7 @@ func TestFreezeTracerKilledInCall(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s: the next freeze: %v", c.phase, c.point, err)
 			}
-			if z := zombieCopies(ft.p.Pid); len(z) > 0 {
+			if z := proc.SilentChildren(ft.p.Pid, true); len(z) > 0 {
 				t.Fatalf("%s %s: zombie copies left after the next freeze (which reaped %d): %v", c.phase, c.point, f.LeftReaped, z)
 			}
 		}
@@ -475,31 +475,6 @@ func TestFreezeTracerKilledInCall(t *testing.T) {
 			t.Errorf("the target's %s did not advance: %s", k, after[k])
 		}
 	}
-}
-
-// copiesRunning returns the target's children that run with no exit
-// signal (gi's copies; its own children signal SIGCHLD) and have not
-// ended.
-func copiesRunning(pid int) []int {
-	var out []int
-	for _, c := range proc.Children(pid) {
-		if st, sig, err := proc.StateAndExitSignal(c); err == nil && sig == 0 && st != 'Z' {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// zombieCopies returns the target's children that ended with no exit
-// signal and were not reaped.
-func zombieCopies(pid int) []int {
-	var out []int
-	for _, c := range proc.Children(pid) {
-		if st, sig, err := proc.StateAndExitSignal(c); err == nil && sig == 0 && st == 'Z' {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 func TestMaskSwapped(t *testing.T) {

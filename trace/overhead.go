@@ -209,6 +209,73 @@ func (s *Session) startMeter() {
 	}
 }
 
+// programRuns are the probe programs' runs and run time, by kind
+// (costKind), summed over CPUs.
+type programRuns struct{ runs, ns [costKinds]uint64 }
+
+// mean is a kind's mean run time, 0 if none ran.
+func (p *programRuns) mean(k int) time.Duration {
+	if p.runs[k] == 0 {
+		return 0
+	}
+	return time.Duration(p.ns[k] / p.runs[k])
+}
+
+// programCosts reads the programs' cost counters: the first error, if a
+// kind's cannot be read, with the others read.
+func (s *Session) programCosts() (programRuns, error) {
+	var p programRuns
+	var first error
+	var costs []bpf.ProgCost
+	for k := range uint32(costKinds) {
+		if err := s.objs.Cost.Lookup(k, &costs); err != nil {
+			if first == nil {
+				first = fmt.Errorf("trace: program costs: %w", err)
+			}
+			continue
+		}
+		for _, c := range costs {
+			p.runs[k] += c.Runs
+			p.ns[k] += c.Ns
+		}
+	}
+	return p, first
+}
+
+// attribute sets o's functions (Selection.Functions, and the goroutine
+// exits' probe) and adds to them, and to o's totals, the hits of probes
+// idx (hits[k] those of idx[k]) and what they cost: each hit the
+// probe's class costs and its program's mean run (runs), or, for a hit
+// the counting program made (meter.counted), that program's cost. The
+// meter's lock is held.
+func (s *Session) attribute(o *Overhead, idx []int, hits []uint64, runs *programRuns) {
+	byFunc := make(map[*Function]int, len(s.Selection.Functions))
+	o.Functions = make([]FunctionCost, len(s.Selection.Functions))
+	for i, f := range s.Selection.Functions {
+		o.Functions[i].Func = f
+		byFunc[f] = i
+	}
+	o.Exit.Func = s.exitFunc
+	for k, i := range idx {
+		n := hits[k]
+		if n == 0 {
+			continue
+		}
+		p := s.probes[i]
+		counted := min(n, s.meter.counted[i])
+		t := time.Duration(n-counted)*(o.Costs.of(p.class)+runs.mean(p.costKind)) + time.Duration(counted)*(o.Costs.of(p.class)+countProgram)
+		o.Hits += n
+		o.Probes += t
+		if j, ok := byFunc[p.fn]; ok {
+			o.Functions[j].Hits += n
+			o.Functions[j].Time += t
+		} else if p.kind == bpf.KindGoexit {
+			o.Exit.Hits += n
+			o.Exit.Time += t
+		}
+	}
+}
+
 // Overhead returns what the probes have cost the traced process since
 // they were attached. It may run beside Run.
 func (s *Session) Overhead() (Overhead, error) {
@@ -235,46 +302,15 @@ func (s *Session) Overhead() (Overhead, error) {
 		}
 		hits[i] = n
 	}
-	var runs, ns [costKinds]uint64
-	var costs []bpf.ProgCost
-	for k := range uint32(costKinds) {
-		if err := s.objs.Cost.Lookup(k, &costs); err != nil {
-			return o, fmt.Errorf("trace: program costs: %w", err)
-		}
-		for _, c := range costs {
-			runs[k] += c.Runs
-			ns[k] += c.Ns
-		}
+	runs, err := s.programCosts()
+	if err != nil {
+		return o, err
 	}
-	mean := func(k int) time.Duration {
-		if runs[k] == 0 {
-			return 0
-		}
-		return time.Duration(ns[k] / runs[k])
+	idx := make([]int, len(hits))
+	for i := range idx {
+		idx[i] = i
 	}
-	byFunc := make(map[*Function]int, len(s.Selection.Functions))
-	o.Functions = make([]FunctionCost, len(s.Selection.Functions))
-	for i, f := range s.Selection.Functions {
-		o.Functions[i].Func = f
-		byFunc[f] = i
-	}
-	o.Exit.Func = s.exitFunc
-	for i, p := range s.probes {
-		if hits[i] == 0 {
-			continue
-		}
-		counted := min(hits[i], s.meter.counted[i])
-		t := time.Duration(hits[i]-counted)*(o.Costs.of(p.class)+mean(p.costKind)) + time.Duration(counted)*(o.Costs.of(p.class)+countProgram)
-		o.Hits += hits[i]
-		o.Probes += t
-		if j, ok := byFunc[p.fn]; ok {
-			o.Functions[j].Hits += hits[i]
-			o.Functions[j].Time += t
-		} else if p.kind == bpf.KindGoexit {
-			o.Exit.Hits += hits[i]
-			o.Exit.Time += t
-		}
-	}
+	s.attribute(&o, idx, hits, &runs)
 	if s.meter.clock != nil && s.objs.ThreadCosts != nil {
 		if cpu := s.meter.clock.Threads(); cpu != nil {
 			var tid uint32
@@ -293,7 +329,7 @@ func (s *Session) Overhead() (Overhead, error) {
 	// The signal probe's hits (every signal the process takes) and the
 	// signals sent to read float registers.
 	if s.floatRegs {
-		o.Probes += time.Duration(runs[costSignal])*o.Costs.of(s.meter.signalClass) + time.Duration(ns[costSignal])
+		o.Probes += time.Duration(runs.runs[costSignal])*o.Costs.of(s.meter.signalClass) + time.Duration(runs.ns[costSignal])
 		o.Signals = s.lostCount(bpf.SentSignals)
 		o.Probes += time.Duration(o.Signals) * o.Costs.Signal
 	}

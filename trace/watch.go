@@ -218,31 +218,9 @@ func (w *watch) moved() {
 // time of ws: an Overhead whose Sub govern weighs.
 func (s *Session) wholeOverhead(ws watchSample) Overhead {
 	o := Overhead{Interval: ws.at.Sub(s.meter.start), TargetCPU: ws.cpu, Costs: s.meter.costs}
-	var means [costKinds]time.Duration
-	var costs []bpf.ProgCost
-	for k := range uint32(costKinds) {
-		if err := s.objs.Cost.Lookup(k, &costs); err != nil {
-			continue
-		}
-		var runs, ns uint64
-		for _, c := range costs {
-			runs += c.Runs
-			ns += c.Ns
-		}
-		if runs > 0 {
-			means[k] = time.Duration(ns / runs)
-		}
-	}
-	o.Functions = make([]FunctionCost, len(s.Selection.Functions))
-	byFunc := make(map[*Function]int, len(s.Selection.Functions))
-	for i, f := range s.Selection.Functions {
-		o.Functions[i].Func = f
-		byFunc[f] = i
-	}
-	o.Exit.Func = s.exitFunc
+	runs, _ := s.programCosts() // a kind unread costs its class alone
 	s.meter.mu.Lock()
 	defer s.meter.mu.Unlock()
-	counted := s.meter.counted
 	s.probesMu.RLock()
 	defer s.probesMu.RUnlock()
 	// The hits in one read where batches cost less (readCounters: for
@@ -258,23 +236,6 @@ func (s *Session) wholeOverhead(ws watchSample) Overhead {
 			hits[k], _ = sumPerCPU(s.objs.Hits, uint32(i))
 		}
 	}
-	for k, i := range idx {
-		n := hits[k]
-		if n == 0 {
-			continue
-		}
-		p := s.probes[i]
-		c := min(n, counted[i])
-		t := time.Duration(n-c)*(o.Costs.of(p.class)+means[p.costKind]) + time.Duration(c)*(o.Costs.of(p.class)+countProgram)
-		o.Hits += n
-		o.Probes += t
-		if j, ok := byFunc[p.fn]; ok {
-			o.Functions[j].Hits += n
-			o.Functions[j].Time += t
-		} else if p.kind == bpf.KindGoexit {
-			o.Exit.Hits += n
-			o.Exit.Time += t
-		}
-	}
+	s.attribute(&o, idx, hits, &runs)
 	return o
 }

@@ -428,9 +428,9 @@ func TestKillGiMidLeaks(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		for deadline := time.Now().Add(5 * time.Second); len(leftCopies(p.Pid, false)) > 0; {
+		for deadline := time.Now().Add(5 * time.Second); len(proc.SilentChildren(p.Pid, false)) > 0; {
 			if time.Now().After(deadline) {
-				t.Fatalf("run %d (%v): copies of the target left running: %v", i, sig, leftCopies(p.Pid, false))
+				t.Fatalf("run %d (%v): copies of the target left running: %v", i, sig, proc.SilentChildren(p.Pid, false))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -438,9 +438,9 @@ func TestKillGiMidLeaks(t *testing.T) {
 			t.Fatalf("target harmed after run %d (%v)", i, sig)
 		}
 	}
-	zombies := len(leftCopies(p.Pid, true))
+	zombies := len(proc.SilentChildren(p.Pid, true))
 	giOK(t, "ps", "--leaks", pid)
-	if z := leftCopies(p.Pid, true); len(z) > 0 {
+	if z := proc.SilentChildren(p.Pid, true); len(z) > 0 {
 		t.Errorf("zombie copies left after a whole gi ps --leaks: %v", z)
 	}
 	if kids := targets.Children(p.Pid); len(kids) != 0 {
@@ -450,19 +450,6 @@ func TestKillGiMidLeaks(t *testing.T) {
 	if held < 36 {
 		t.Errorf("only %d of 40 signals came while gi held the target's threads", held)
 	}
-}
-
-// leftCopies returns the children of process pid that send no signal
-// when they end (gi's frozen copies; a Go program's own children signal
-// SIGCHLD): those ended and not reaped (zombie), or the others.
-func leftCopies(pid int, zombie bool) []int {
-	var out []int
-	for _, c := range proc.Children(pid) {
-		if st, sig, err := proc.StateAndExitSignal(c); err == nil && sig == 0 && (st == 'Z') == zombie {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // TestOutputsReplacePlantedLinks has gi, as root, write --core and
