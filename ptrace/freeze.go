@@ -39,7 +39,7 @@ type Frozen struct {
 	// Pid is the copy's process id, in gi's PID namespace.
 	Pid int
 	// Took is how long the copy took, in the stop; ReapPause how long
-	// Release stopped the process again to reap the copy.
+	// Release stopped the process again to reap the copy (all its stops).
 	Took, ReapPause time.Duration
 	// LeftReaped counts the copies an earlier gi, killed before it
 	// could reap them, had left as zombies of the process, reaped in
@@ -548,6 +548,28 @@ func (f *Frozen) ReleaseIn(s *Stopped) error {
 
 // reap stops the parent and has it collect the copy's exit status.
 func (f *Frozen) reap() error {
+	var err error
+	for try := 0; try < reapTries; try++ {
+		if try > 0 {
+			time.Sleep(reapRetry)
+		}
+		// A stop that finds no thread parked in runtime.futex to make
+		// the call (a busy process, at that instant) is made again.
+		if err = f.reapOnce(); !errors.Is(err, ErrFreezeRefused) {
+			return err
+		}
+	}
+	return err
+}
+
+// Bounds of Release's stops to reap its copy: how many, how far apart.
+const (
+	reapTries = 20
+	reapRetry = 10 * time.Millisecond
+)
+
+// reapOnce is reap in one stop.
+func (f *Frozen) reapOnce() error {
 	s, err := f.t.Stop(f.parent)
 	if err != nil {
 		if errors.Is(err, proc.ErrProcessExited) || errors.Is(err, proc.ErrNoSuchProcess) {
@@ -557,7 +579,7 @@ func (f *Frozen) reap() error {
 	}
 	defer func() {
 		s.Resume()
-		f.ReapPause = s.Pause()
+		f.ReapPause += s.Pause()
 	}()
 	return s.t.do(func() error {
 		if err := s.reapCopy(f.nsPid, f.gadget); err != nil {
