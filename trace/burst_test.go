@@ -21,7 +21,7 @@ import (
 // The caller measures its own pace in 100 ms slices (calls per second of
 // its thread's CPU time). Under the default 5% budget, gi takes the
 // function out within tens of milliseconds of its rate's jump (the
-// watch at each drain), not at the next governPeriod: from the jump,
+// watch at each drain), not at the next governor.Period: from the jump,
 // every 2 s window keeps a high share of the untraced pace, measured in
 // the same run (the bound allows for the spread of its untraced 2 s
 // windows, as the machine may be busy); gi says it moved the function

@@ -4,35 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/governor"
 )
 
 // Choosing again. The functions to sample are chosen from the calls
 // counted before the trace; a function idle then and hot later would be
 // traced whole at any cost. So while a run goes, the measured cost of the
-// functions traced whole is checked every governPeriod; past the budget's
-// margin, the costliest are moved to the sampling windows (demote), until
-// the rest costs half the margin. A jump past the budget itself is caught
-// sooner, at the drains between (watch.go).
-
-// governPeriod is how often the cost of the functions traced whole is
-// checked; governTrigger is the share of the budget they may take over a
-// period before the costliest are sampled (above the margin partition
-// leaves them, so that a function at the edge does not move for noise).
-// governFloor is the probes' time, as a share of one CPU, below which
-// nothing moves, whatever its share of the process's: a burst of calls in
-// a process otherwise idle, a millisecond a second at most.
-const (
-	governPeriod  = time.Second
-	governTrigger = 0.6
-	governFloor   = 0.001
-)
+// functions traced whole is checked every governor.Period; past the
+// budget's trigger, the costliest are moved to the sampling windows
+// (governor.Demote chooses them, demote moves them). A jump past the
+// budget itself is caught sooner, at the drains between (watch.go).
 
 // wholeLink is the probes of one program group of functions traced whole,
 // attached together: one uprobe_multi link, or a perf event per probe
@@ -85,9 +72,8 @@ func (s *Session) wholeLinks() []link.Link {
 }
 
 // govern checks what the functions traced whole cost over d, a period of
-// the run, and moves the costliest to the sampling windows when they take
-// more than governTrigger of the budget, until the rest takes half the
-// margin. It returns the functions moved, and when they stopped
+// the run, and moves those governor.Demote chooses to the sampling
+// windows. It returns the functions moved, and when they stopped
 // reporting (see demote); rose, if set, is when their cost rose past the
 // budget (the watch's last check within it).
 func (s *Session) govern(d Overhead, rose time.Time) ([]*Function, uint64, error) {
@@ -98,40 +84,30 @@ func (s *Session) govern(d Overhead, rose time.Time) ([]*Function, uint64, error
 	if cpu <= 0 || d.Interval <= 0 {
 		return nil, 0, nil
 	}
-	var whole float64
-	var spent time.Duration
 	var rates []CallRate
-	costs := d.Functions
+	var costs []governor.Cost
+	functions := d.Functions
 	if d.Exit.Func != nil {
-		costs = append(slices.Clip(costs), d.Exit)
+		functions = append(slices.Clip(functions), d.Exit)
 	}
-	for _, f := range costs {
+	for _, f := range functions {
 		if f.Func.Sampled || f.Hits == 0 {
 			continue
 		}
 		share := float64(f.Time) / float64(cpu)
-		whole += share
-		spent += f.Time
+		ofCPU := f.Time.Seconds() / d.Interval.Seconds()
 		// Hits at the entry and at a RET: two a call (one a goroutine
 		// exit).
 		perCall := 2.0
 		if f.Func == s.exitFunc {
 			perCall = 1
 		}
-		rates = append(rates, CallRate{Func: f.Func, PerSecond: float64(f.Hits) / perCall / d.Interval.Seconds(), Cost: share, CPU: f.Time.Seconds() / d.Interval.Seconds()})
+		rates = append(rates, CallRate{Func: f.Func, PerSecond: float64(f.Hits) / perCall / d.Interval.Seconds(), Cost: share, CPU: ofCPU})
+		costs = append(costs, governor.Cost{Share: share, CPU: ofCPU})
 	}
-	budget := s.Opts.MaxOverhead
-	if whole <= governTrigger*budget || float64(spent) < governFloor*float64(d.Interval) {
-		return nil, 0, nil
-	}
-	sort.SliceStable(rates, func(i, j int) bool { return rates[i].Cost > rates[j].Cost })
 	var moved []CallRate
-	for _, r := range rates {
-		if whole <= budget*budgetMargin/2 {
-			break
-		}
-		moved = append(moved, r)
-		whole -= r.Cost
+	for _, i := range governor.Demote(costs, s.Opts.MaxOverhead) {
+		moved = append(moved, rates[i])
 	}
 	stopped, err := s.demote(moved, rose)
 	if stopped == 0 {

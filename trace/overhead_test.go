@@ -181,7 +181,7 @@ func TestSamplingGrowable(t *testing.T) {
 
 // TestSamplingLoadChange does the same with a hot function idle while the
 // calls are counted before the trace, so traced whole, then hot: within
-// the next governPeriod its cost is measured over the budget and it is
+// the next governor.Period its cost is measured over the budget and it is
 // moved to the sampling windows (Session.govern), its calls open then
 // cut, none reported twice or without its entry.
 func TestSamplingLoadChange(t *testing.T) {
@@ -253,7 +253,7 @@ func samplingKeepsBudget(t *testing.T, mode int) {
 	// traced phase is compared with the untraced one before it; the
 	// median of the ratios counts. A perf event per probe: each window's
 	// attach and detach stall the hot loop for a tenth of a second or
-	// more, and the windows space out to about maxPeriod, so the budget
+	// more, and the windows space out to about governor.MaxPeriod, so the budget
 	// holds over phases longer than that: two of 12 s (a run's first
 	// window opens at once).
 	phases, intervals := 6, 9

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/governor"
 	"github.com/gi-debug/gi/proc"
 )
 
@@ -223,7 +224,7 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 		return err
 	}
 	// Under a budget, the cost of the functions traced whole is checked
-	// every governPeriod, and the costliest moved to the sampling windows
+	// every governor.Period, and the costliest moved to the sampling windows
 	// past it (Session.govern).
 	// A jump is caught sooner: at each drain, the watch checks their
 	// summed cost since the last (watch.go).
@@ -234,7 +235,7 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty {
 		if o, err := s.Overhead(); err == nil {
 			lastCost, runCost = o, o
-			t := time.NewTicker(governPeriod)
+			t := time.NewTicker(governor.Period)
 			defer t.Stop()
 			governing = t.C
 			w = s.newWatch()

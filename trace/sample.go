@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/gi-debug/gi/bpf"
+	"github.com/gi-debug/gi/governor"
 	"github.com/gi-debug/gi/proc"
 )
 
@@ -50,25 +50,6 @@ const (
 	// its probes have cost countBudget (Session.countFor).
 	countWindow = 50 * time.Millisecond
 	countBudget = time.Millisecond
-	// minWindow is the shortest sampling window; basePeriod the period
-	// windows are spread over while they fit in it (short, frequent
-	// windows sample more evenly); maxPeriod the longest period.
-	minWindow  = 10 * time.Millisecond
-	basePeriod = 500 * time.Millisecond
-	maxPeriod  = 10 * time.Second
-	// maxClosing bounds how long a window's closing waits for its calls
-	// to return, and maxDurations is how many durations of sampled calls
-	// are kept to choose the wait (see sampler.closed).
-	maxClosing   = time.Second
-	maxDurations = 256
-	// budgetMargin is the share of the budget the windows aim at: the
-	// rest absorbs the error of a period's estimate and what a window
-	// costs beyond its probes' hits (attaching and detaching write the
-	// target's code pages). With other work on the machine that rest took
-	// about 3% of the hot loop's pace in TestSamplingKeepsBudget (1.9%
-	// of probes, 5.1% slower), more than the 2% a margin of 0.6 left of
-	// a 5% budget.
-	budgetMargin = 0.4
 	// programEstimate is what a program run is taken to cost before the
 	// programs have measured themselves.
 	programEstimate = 500 * time.Nanosecond
@@ -105,7 +86,7 @@ type Sampling struct {
 	// Cut counts the calls cut: still open when their window's probes
 	// went, or ended unwound (their return may have gone with the
 	// probes: Builder.UnwoundCut), with the calls open inside them.
-	// Closing is the longest a window's closing took (maxClosing at
+	// Closing is the longest a window's closing took (governor.MaxClosing at
 	// most).
 	Cut     uint64
 	Closing time.Duration
@@ -151,7 +132,7 @@ type SampledFunction struct {
 	// probes' cost rose past the budget, as far as gi knows: from the
 	// last check that found the cost of the functions traced whole
 	// within it (the watch at each drain, watch.go; 0 when the move came
-	// from the governor's check, every governPeriod).
+	// from the governor's check, every governor.Period).
 	Moved    uint64
 	Reaction time.Duration
 }
@@ -370,31 +351,17 @@ func CountCalls(opts Options) ([]CallRate, error) {
 }
 
 // partition chooses the functions to sample among rates, beside functions
-// traced whole already that cost whole (wholeCPU of one CPU): none while
-// tracing every function whole fits the budget's margin, or takes less
-// than governFloor of one CPU (the share of an idle process's CPU time
-// is no measure); else the costliest of rates, until the rest costs half
-// the margin at most. It marks them Sampled.
+// traced whole already that cost whole (wholeCPU of one CPU), as
+// governor.Partition does, and marks them Sampled.
 func partition(rates []CallRate, budget, whole, wholeCPU float64) []CallRate {
-	target := budget * budgetMargin
-	total, totalCPU := whole, wholeCPU
-	for _, r := range rates {
-		total += r.Cost
-		totalCPU += r.CPU
+	costs := make([]governor.Cost, len(rates))
+	for i, r := range rates {
+		costs[i] = governor.Cost{Share: r.Cost, CPU: r.CPU}
 	}
-	if total <= target || totalCPU < governFloor {
-		return nil
-	}
-	sorted := append([]CallRate(nil), rates...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Cost > sorted[j].Cost })
 	var sampled []CallRate
-	for _, r := range sorted {
-		if total <= target/2 || r.Cost == 0 {
-			break
-		}
-		r.Func.Sampled = true
-		sampled = append(sampled, r)
-		total -= r.Cost
+	for _, i := range governor.Partition(costs, budget, governor.Cost{Share: whole, CPU: wholeCPU}) {
+		rates[i].Func.Sampled = true
+		sampled = append(sampled, rates[i])
 	}
 	return sampled
 }
@@ -432,13 +399,9 @@ type sampler struct {
 	// CallRate.Cost summed): what a run's first window is expected to
 	// cost (firstDelay).
 	cost float64
-	// period and window are the next window's period and length; wait
-	// is how long its closing may wait for its calls (closed), from the
-	// durations of the sampled calls reported lately (observe; a ring,
-	// nextDuration its oldest once full).
-	period, window, wait time.Duration
-	durations            []time.Duration
-	nextDuration         int
+	// pace sets the windows' length and period, and how long their
+	// closings wait.
+	pace *governor.Pacer
 	// last is the overhead at the last window's end, or at the opening
 	// of a run's first window (fresh: none opened yet in this run).
 	last  Overhead
@@ -446,8 +409,7 @@ type sampler struct {
 }
 
 func newSampler(s *Session, budget float64) *sampler {
-	sm := &sampler{s: s, budget: budget, ends: make(chan uint64, 16),
-		period: basePeriod, window: minWindow}
+	sm := &sampler{s: s, budget: budget, ends: make(chan uint64, 16), pace: governor.NewPacer(budget)}
 	sm.report.Budget = budget
 	objs := s.objs
 	sm.progs = []*ebpf.Program{objs.GiEntry, objs.GiEntryReturn, objs.GiReturn, objs.GiGoexit}
@@ -495,24 +457,16 @@ func (sm *sampler) schedWindowed(idx []int, cost float64) {
 }
 
 // firstDelay is how long a session's first window waits: as long as the
-// budget takes to pay for it (a later run of the session opens its first
-// window at once, its cost known). Before any window the only measure of
-// what one costs is the estimate from the calls counted (sm.cost, what
-// its probes would take of the process's CPU time, all of it at most):
-// a window and its shortest closing at that share, against
-// the budget times budgetMargin. Opening at once, the first window took
-// 0.7% of the demo service's CPU time over a 4.5 s trace under a 1%
-// budget (a service taking 7% of a CPU: one window costs a second and a
-// half of its budget).
+// budget takes to pay for it at what the counted calls say its probes
+// cost (governor.Pacer.FirstDelay); a later run of the session opens its
+// first window at once, its cost known.
 func (sm *sampler) firstDelay() time.Duration {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	target := sm.budget * budgetMargin
-	if sm.id > 0 || sm.cost <= 0 || target <= 0 {
+	if sm.id > 0 {
 		return 0
 	}
-	window := sm.window + sm.closingWait()
-	return min(maxPeriod, time.Duration(float64(window)*min(1, sm.cost)/target))
+	return sm.pace.FirstDelay(sm.cost)
 }
 
 // probeGroups returns the sampled functions' probes by program, as of now.
@@ -559,7 +513,9 @@ func (sm *sampler) run(ctx context.Context) {
 			sm.mu.Unlock()
 			return
 		}
-		next = opened.Add(sm.period)
+		sm.mu.Lock()
+		next = opened.Add(sm.pace.Period())
+		sm.mu.Unlock()
 	}
 }
 
@@ -627,9 +583,12 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 		}
 	}
 	attached := time.Since(start)
+	sm.mu.Lock()
+	window := sm.pace.Window()
+	sm.mu.Unlock()
 	select {
 	case <-ctx.Done():
-	case <-time.After(sm.window):
+	case <-time.After(window):
 	}
 	// Closing: only calls inside the window's open calls, until those
 	// returned or the deadline; a call traced whole sees no more of the
@@ -668,72 +627,35 @@ func (sm *sampler) runWindow(ctx context.Context) error {
 }
 
 // closeWindow waits, while the window closes, for the calls it opened to
-// return: until they all have, or, once the closing's wait is over (see
-// closed), until none has returned for half the wait; maxClosing at most,
-// and once ctx is done (the run ends), the wait only: a window the end
-// of a run closes would otherwise cut every call it opened. A run's first
-// windows, before the calls' durations are known, so wait as long as
-// calls keep returning; a call that never returns (a goroutine blocked
-// for good) does not hold the closing.
+// return (governor.Closing decides until when); once ctx is done (the run
+// ends), the wait only.
 func (sm *sampler) closeWindow(ctx context.Context, opened [2]uint64) {
 	start := time.Now()
 	sm.mu.Lock()
-	wait := sm.closingWait()
+	closing := governor.NewClosing(start, sm.pace.ClosingWait())
 	sm.mu.Unlock()
-	// Progress is a return, a nested call's too: a closing waits while
-	// calls keep returning (a loop that never returns but calls sampled
-	// functions holds it for maxClosing, its cost measured like any).
-	// Quiet for half the wait, not minWindow: calls queued on a lock
-	// return one holder's time apart, and on a loaded machine threads
-	// wait their turn to run for tens of milliseconds.
-	quiet := max(minWindow, wait/2)
-	lastReturn, returned := start, uint64(0)
 	for {
-		now := time.Now()
-		if now.Sub(start) >= maxClosing || now.Sub(start) >= wait && (now.Sub(lastReturn) >= quiet || ctx.Err() != nil) {
-			break
-		}
 		n, err := sm.countSampled()
 		if err != nil {
 			break
 		}
 		entered, back := n[bpf.SampledOpened]-opened[bpf.SampledOpened], n[bpf.SampledReturned]-opened[bpf.SampledReturned]
-		if entered <= back {
+		if closing.Done(time.Now(), entered, back, ctx.Err() != nil) {
 			break
-		}
-		if back > returned {
-			lastReturn, returned = now, back
 		}
 		time.Sleep(time.Millisecond)
 	}
 	sm.closed(time.Since(start))
 }
 
-// closingWait is how long the next closing waits at least (see closed):
-// half the window, minWindow, or what the sampled calls take, whichever
-// is longest, maxClosing at most. sm.mu is held.
-func (sm *sampler) closingWait() time.Duration {
-	return min(maxClosing, max(minWindow, sm.window/2, sm.wait))
-}
-
 // closed records that a closing took took, and sets the next closing's
-// wait from the durations of the sampled calls reported lately (observe):
-// one and a half times their 99th percentile, up to maxClosing. Calls
-// longer than the windows (a handler taking tens of milliseconds, windows
-// of ten) would otherwise be cut again and again, and the calls reported
-// be the short ones (the demo service's main.handle under a 5% budget:
-// 35 to 52% of its calls cut with a closing of ten milliseconds); calls
-// longer than what the closings waited are never seen, so the wait grows
-// past the longest seen until it covers them. A call that never returns
-// (a goroutine blocked for good) is cut all the same. What a longer
-// closing costs (the probes stay attached) is measured with the window's,
-// and the period stretches to pay for it.
+// wait from the durations of the sampled calls reported lately
+// (governor.Pacer.Closed).
 func (sm *sampler) closed(took time.Duration) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	sm.report.Closing = max(sm.report.Closing, took)
-	q := quantile(sm.durations, 0.99)
-	sm.wait = min(maxClosing, q+q/2)
+	sm.pace.Closed()
 }
 
 // observe records the duration of a sampled call reported, not nested in
@@ -749,23 +671,7 @@ func (sm *sampler) observe(c *Call) {
 	}
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	d := time.Duration(c.End - c.Start)
-	if len(sm.durations) < maxDurations {
-		sm.durations = append(sm.durations, d)
-		return
-	}
-	sm.durations[sm.nextDuration] = d
-	sm.nextDuration = (sm.nextDuration + 1) % maxDurations
-}
-
-// quantile returns the q quantile of ds (0 if empty), sorting a copy.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
+	sm.pace.Observe(time.Duration(c.End - c.Start))
 }
 
 // endCoverage ends the scheduler's probes' coverage now, before they are
@@ -802,64 +708,27 @@ func (sm *sampler) countSampled() ([2]uint64, error) {
 }
 
 // adapt sets the next window from o, the overhead over the last period
-// (from the end of the window before to the end of this one), and the
-// window's length, open to closed. The share of the CPU time of the thread
-// the probes slowed most grows with the share of the period the window
-// took (its duty): the next duty is this one scaled by how far that share
-// was from the target, the budget times budgetMargin (by a factor of four
-// at most). The window is that duty of basePeriod, less what a window
-// takes beyond its open time (attaching, closing); below minWindow the
-// period stretches instead, up to maxPeriod.
+// (from the end of the window before to the end of this one), the
+// window's length, open to closed, and the time its perf events stalled
+// the code (governor.Pacer.Adapt): paced by the share of the CPU time of
+// the thread the probes slowed most, or the budget's share where none
+// was busy.
 func (sm *sampler) adapt(o Overhead, length, stalled time.Duration) {
 	sm.mu.Lock()
 	sm.report.Windows++
 	sm.report.Traced += length
 	sm.report.Stalled += stalled
-	sm.mu.Unlock()
-	if o.Interval <= 0 || length <= 0 {
-		return
-	}
-	target := sm.budget * budgetMargin
 	share := o.BudgetShare()
 	if _, worst, ok := o.WorstThread(); ok {
 		share = worst
 	}
-	if stalled > 0 {
-		share = min(1, share+float64(stalled)/float64(o.Interval))
-	}
-	duty := min(1, float64(length)/float64(o.Interval))
-	if o.Interval < sm.period {
-		// A period shorter than the period aimed at: a run's first
-		// window, which has no period before it (its duty near 1 would
-		// hold the next window long), or a window shorter than the one
-		// before. Taken as a whole period that cost nothing else: the
-		// ratio of duty to share is the same, only the clamps differ.
-		share *= float64(o.Interval) / float64(sm.period)
-		duty = float64(length) / float64(sm.period)
-	}
-	next := duty * 4
-	if share > 0 {
-		next = duty * min(4, max(0.25, target/share))
-	}
-	fixed := max(0, length-sm.window)
-	w := time.Duration(next*float64(basePeriod)) - fixed
+	over := sm.pace.Adapt(governor.WindowCost{Interval: o.Interval, Share: share, Length: length, Stalled: stalled})
+	sm.mu.Unlock()
 	switch {
-	case w >= basePeriod-fixed && basePeriod-fixed >= minWindow:
-		sm.window, sm.period = basePeriod-fixed, basePeriod
-	case w >= minWindow && w+fixed <= basePeriod:
-		sm.window, sm.period = w, basePeriod
-	default:
-		// The shortest window, its period stretched to the duty; never
-		// shorter than the window and its closing (a closing that waits
-		// for calls of hundreds of milliseconds can outlast basePeriod).
-		sm.window = minWindow
-		sm.period = min(maxPeriod, max(minWindow+fixed, time.Duration(float64(minWindow+fixed)/max(next, 1e-6))))
-		switch {
-		case sm.period == maxPeriod && share > sm.budget && stalled > 0:
-			sm.warn(fmt.Sprintf("without uprobe_multi links (kernel 6.6+) each window attaches and detaches a perf event per probe, %v here, while the probed code runs slowed and unmeasured: with the windows %v apart that still took %.1f%% of a thread, over the budget; narrow the pattern", stalled.Round(time.Millisecond), maxPeriod, 100*share))
-		case sm.period == maxPeriod && share > sm.budget:
-			sm.warn(fmt.Sprintf("the probes took %.1f%% of a thread's CPU time with the shortest windows, over the budget: narrow the pattern", 100*share))
-		}
+	case over != nil && over.Stalled > 0:
+		sm.warn(fmt.Sprintf("without uprobe_multi links (kernel 6.6+) each window attaches and detaches a perf event per probe, %v here, while the probed code runs slowed and unmeasured: with the windows %v apart that still took %.1f%% of a thread, over the budget; narrow the pattern", over.Stalled.Round(time.Millisecond), governor.MaxPeriod, 100*over.Share))
+	case over != nil:
+		sm.warn(fmt.Sprintf("the probes took %.1f%% of a thread's CPU time with the shortest windows, over the budget: narrow the pattern", 100*over.Share))
 	}
 }
 

@@ -2,8 +2,11 @@ package trace
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gi-debug/gi/governor"
 )
 
 func TestBuilderCut(t *testing.T) {
@@ -52,7 +55,7 @@ func TestPartition(t *testing.T) {
 	}
 	hot.Sampled, warm.Sampled = false, false
 	// Within the budget's margin (three quarters of it), nothing is sampled.
-	margin := 0.05 * budgetMargin
+	margin := 0.05 * governor.Margin
 	if s := partition([]CallRate{{Func: light, Cost: margin / 4, CPU: 0.01}, {Func: warm, Cost: margin / 2, CPU: 0.01}}, 0.05, 0, 0); len(s) != 0 || warm.Sampled {
 		t.Fatalf("sampled %+v under the budget", s)
 	}
@@ -68,75 +71,61 @@ func TestPartition(t *testing.T) {
 	}
 	light.Sampled, warm.Sampled = false, false
 	// An idle process: light's calls would take 8% of its CPU time, but
-	// 0.15 ms a second of one CPU, under governFloor with what is traced
+	// 0.15 ms a second of one CPU, under governor.Floor with what is traced
 	// whole: nothing is sampled. Past the floor, it is.
 	idle := []CallRate{{Func: light, Cost: 0.08, CPU: 0.00015}}
 	if s := partition(idle, 0.05, 0.01, 0.0002); len(s) != 0 || light.Sampled {
 		t.Fatalf("sampled %+v in an idle process, under the floor", s)
 	}
-	if s := partition(idle, 0.05, 0.01, governFloor); len(s) != 1 || !light.Sampled {
+	if s := partition(idle, 0.05, 0.01, governor.Floor); len(s) != 1 || !light.Sampled {
 		t.Fatalf("sampled %+v past the floor", s)
 	}
 }
 
-// TestAdapt checks the window follows the measured share: halved when the
-// thread's share was twice the target, the period stretched below the
-// shortest window, and grown, at most fourfold, when the share was small.
+// TestAdapt: the sampler counts each window in its report and paces the
+// next by the busiest thread's share (the pacing itself is governor's,
+// tested there): a window at twice the target shortens, and at the
+// longest period over the budget, the warning says so once.
 func TestAdapt(t *testing.T) {
-	sm := &sampler{budget: 0.05, window: 40 * time.Millisecond, period: basePeriod}
-	target := 0.05 * budgetMargin
+	sm := &sampler{budget: 0.05, pace: governor.NewPacer(0.05)}
+	target := 0.05 * governor.Margin
 	thread := func(share float64) []ThreadCost {
 		return []ThreadCost{{TID: 1, CPU: time.Second, Probes: time.Duration(share * float64(time.Second))}}
 	}
-	// A window of 50 ms (40 open, 10 more to attach and close) in a
-	// period of 500 ms that took twice the target.
-	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second, Threads: thread(2 * target)}, 50*time.Millisecond, 0)
-	if want := 15 * time.Millisecond; sm.window < want-time.Millisecond || sm.window > want+time.Millisecond || sm.period != basePeriod {
-		t.Fatalf("window %v of %v, want about %v of %v", sm.window, sm.period, want, basePeriod)
+	// Grown fourfold by a window that cost nothing, then shortened by
+	// one at twice the target on its busiest thread (the process's share
+	// a tenth of that: the thread's is what counts).
+	sm.adapt(Overhead{Interval: governor.BasePeriod, TargetCPU: 10 * time.Second}, 20*time.Millisecond, 0)
+	grown := sm.pace.Window()
+	sm.adapt(Overhead{Interval: governor.BasePeriod, TargetCPU: 10 * time.Second, Threads: thread(2 * target)}, grown, 0)
+	if sm.pace.Window() >= grown || sm.pace.Window() < governor.MinWindow {
+		t.Fatalf("window %v after %v at twice the target", sm.pace.Window(), grown)
 	}
-	// Far over: the shortest window, in a longer period.
-	sm.window = 20 * time.Millisecond
-	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second, Threads: thread(0.5)}, 30*time.Millisecond, 0)
-	if sm.window != minWindow || sm.period <= basePeriod {
-		t.Fatalf("window %v of %v, want %v of a longer period", sm.window, sm.period, minWindow)
+	// Far over, again and again: the longest period, warned once.
+	for range 20 {
+		sm.adapt(Overhead{Interval: sm.pace.Period(), TargetCPU: time.Second, Threads: thread(0.5)}, governor.MinWindow, 0)
 	}
-	// Nothing measured: grows fourfold.
-	sm.window, sm.period = 20*time.Millisecond, basePeriod
-	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second}, 25*time.Millisecond, 0)
-	if want := 100*time.Millisecond - 5*time.Millisecond; sm.window != want {
-		t.Fatalf("window %v, want %v", sm.window, want)
+	if sm.pace.Period() != governor.MaxPeriod || len(sm.report.Warnings) != 1 || !strings.Contains(sm.report.Warnings[0], "narrow the pattern") {
+		t.Fatalf("period %v, warnings %q", sm.pace.Period(), sm.report.Warnings)
 	}
-	// Perf events: the 200 ms they took to attach and detach count as
-	// lost, 40% of the period, though their hits cost nothing measured:
-	// the shortest window, the period stretched (by at most the fourfold
-	// a step allows the duty to fall).
-	sm.window, sm.period = 20*time.Millisecond, basePeriod
-	sm.adapt(Overhead{Interval: basePeriod, TargetCPU: time.Second}, 60*time.Millisecond, 200*time.Millisecond)
-	if sm.window != minWindow || sm.period < 3*basePeriod {
-		t.Fatalf("window %v of %v after a 200 ms stall, want %v of a period stretched threefold at least", sm.window, sm.period, minWindow)
+	sm.adapt(Overhead{Interval: governor.MaxPeriod, TargetCPU: time.Second}, governor.MinWindow, 2*time.Second)
+	if len(sm.report.Warnings) != 2 || !strings.Contains(sm.report.Warnings[1], "perf event per probe, 2s here") {
+		t.Fatalf("after a stall, warnings %q", sm.report.Warnings)
 	}
-	// A closing that waited 690 ms for long calls, the probes cheap: the
-	// window is never negative, nor the period shorter than the window
-	// and its closing.
-	sm.window, sm.period = minWindow, basePeriod
-	sm.adapt(Overhead{Interval: time.Second, TargetCPU: time.Second, Threads: thread(target / 10)}, 700*time.Millisecond, 0)
-	if sm.window != minWindow || sm.period < 700*time.Millisecond {
-		t.Fatalf("window %v of %v after a 690 ms closing, want %v of 700 ms at least", sm.window, sm.period, minWindow)
-	}
-	if sm.report.Windows != 5 || sm.report.Stalled != 200*time.Millisecond {
+	if sm.report.Windows != 23 || sm.report.Stalled != 2*time.Second {
 		t.Fatalf("%d windows counted, %v stalled", sm.report.Windows, sm.report.Stalled)
 	}
 }
 
-// TestClosingWait: the closing's wait follows the sampled calls' 99th
-// percentile (one and a half times), counts only calls not nested in
-// another sampled call, keeps the latest maxDurations, and is bounded.
+// TestClosingWait: the closing's wait follows the sampled calls reported,
+// counting only calls not nested in another sampled call (the wait's rule
+// is governor's, tested there).
 func TestClosingWait(t *testing.T) {
 	handler, helper, whole := &Function{Name: "handler", Sampled: true}, &Function{Name: "helper", Sampled: true}, &Function{Name: "whole"}
-	sm := &sampler{window: minWindow}
+	sm := &sampler{pace: governor.NewPacer(0.05)}
 	sm.closed(time.Millisecond)
-	if sm.wait != 0 || sm.report.Closing != time.Millisecond {
-		t.Fatalf("no call seen: wait %v, closing %v", sm.wait, sm.report.Closing)
+	if sm.pace.ClosingWait() != governor.MinWindow || sm.report.Closing != time.Millisecond {
+		t.Fatalf("no call seen: wait %v, closing %v", sm.pace.ClosingWait(), sm.report.Closing)
 	}
 	root := &Call{Func: whole, Start: 0, End: uint64(time.Second)}
 	for i := range 100 {
@@ -147,34 +136,19 @@ func TestClosingWait(t *testing.T) {
 		sm.observe(&Call{Func: helper, Parent: h, Start: 1000, End: 1000 + 10*d})
 	}
 	sm.closed(5 * time.Millisecond)
-	if want := 150 * time.Millisecond; sm.wait != want || sm.report.Closing != 5*time.Millisecond {
-		t.Fatalf("wait %v for calls of 1 to 100 ms, want %v (closing %v)", sm.wait, want, sm.report.Closing)
-	}
-	// A long run of slow calls replaces the old ones, and the wait is
-	// bounded.
-	for range maxDurations {
-		sm.observe(&Call{Func: handler, Start: 0, End: uint64(3 * time.Second)})
-	}
-	sm.closed(0)
-	if len(sm.durations) != maxDurations || sm.wait != maxClosing {
-		t.Fatalf("%d durations kept, wait %v, want %d and %v", len(sm.durations), sm.wait, maxDurations, maxClosing)
+	if want := 150 * time.Millisecond; sm.pace.ClosingWait() != want || sm.report.Closing != 5*time.Millisecond || sm.pace.Durations() != 100 {
+		t.Fatalf("wait %v for calls of 1 to 100 ms, want %v (closing %v, %d durations)", sm.pace.ClosingWait(), want, sm.report.Closing, sm.pace.Durations())
 	}
 	// A sampled call under a whole call under a sampled one is nested
 	// all the same.
-	kept := len(sm.durations)
 	outer := &Call{Func: handler, Start: 0, End: uint64(time.Second)}
 	mid := &Call{Func: whole, Parent: outer, Start: 0, End: uint64(time.Second)}
-	sm.nextDuration = 0
 	sm.observe(&Call{Func: helper, Parent: mid, Start: 0, End: 1})
-	if len(sm.durations) != kept || sm.durations[0] != 3*time.Second {
-		t.Fatal("a sampled call nested two deep was counted")
-	}
 	// A call whose end precedes its start (clocks of two CPUs) is not
 	// counted.
-	before := slices.Clone(sm.durations)
 	sm.observe(&Call{Func: handler, Start: 10, End: 5})
-	if !slices.Equal(before, sm.durations) {
-		t.Fatal("a call ending before it began was counted")
+	if sm.pace.Durations() != 100 {
+		t.Fatalf("%d durations: a nested call or one ending before it began was counted", sm.pace.Durations())
 	}
 }
 
