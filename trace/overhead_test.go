@@ -56,13 +56,16 @@ func paceFrom(t testing.TB, p *targets.Process, loop string, seen, from, n int) 
 // the slowdown the target measures itself, in calls per second of its
 // thread's CPU time, untraced and traced, in the same run.
 //
-// A trap's real cost moves from one attach to the next (on this 2-vCPU
-// VM the same process slowed by 12% under one attach and 18% under the
-// next, the estimate steady at 13.5%, each attach's 200 ms intervals
-// within 1% of their mean), so the test attaches three times, untraced
-// phases between, and compares the means: within a quarter of the
-// slowdown, or three standard errors of it (from the attaches' spread
-// or the intervals', the larger), never less than 2 points.
+// A trap's real cost is not steady on a VM: on a 2-vCPU AMD EPYC guest
+// (Linux 6.18) a single-stepped hit took 9.5 µs for tenths of a second,
+// then 13 (the same process slowed by 12% under one attach and 18% under
+// the next, each attach's 200 ms intervals within 1% of their mean), and
+// gi's calibration, made once a boot, finds 9.6 to 15.9 µs by when it
+// runs. So the test attaches three times, untraced phases between, and
+// compares the means: within a third of the slowdown (the calibration's
+// own spread), or three standard errors of it (from the attaches' spread
+// or the intervals', the larger), never less than 2 points. An estimate
+// off by half, or one that counts a probe once, fails.
 func TestOverheadMatchesSlowdown(t *testing.T) {
 	requirePrivilege(t)
 	const attaches, intervals = 3, 5
@@ -96,7 +99,7 @@ func TestOverheadMatchesSlowdown(t *testing.T) {
 	_, seAttaches := meanAndError(slowdowns)
 	se := max(seIntervals, seAttaches)
 	share, _ := meanAndError(shares)
-	bound := max(0.02, 0.25*slowdown, 3*se)
+	bound := max(0.02, slowdown/3, 3*se)
 	t.Logf("untraced %.0f calls/CPU-s, traced %.0f: slowdown %.2f%% ± %.2f%% (attaches %.3f, gi's estimates %.3f); last attach: gi: %v; costs %v",
 		mu, mt, 100*slowdown, 100*se, slowdowns, shares, o, o.Costs)
 	if slowdown < 0.03 {
