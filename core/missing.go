@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // MissingMemory is a mapping of the process that the core does not hold
@@ -38,6 +39,35 @@ func (m MissingMemory) Reason() string {
 		return fmt.Sprintf("cut off: the core is truncated at byte %d (RLIMIT_CORE, a full disk?)", m.CoreSize)
 	}
 	return "left out of the core (coredump_filter)"
+}
+
+
+// DescribeMissing names the missing mappings in one line, a few per
+// reason.
+func DescribeMissing(missing []MissingMemory) string {
+	const shown = 4
+	var reasons []string
+	byReason := map[string][]string{}
+	for _, m := range missing {
+		r := m.Reason()
+		if _, ok := byReason[r]; !ok {
+			reasons = append(reasons, r)
+		}
+		byReason[r] = append(byReason[r], strings.TrimSuffix(m.String(), ", "+r))
+	}
+	parts := make([]string, len(reasons))
+	for i, r := range reasons {
+		ranges := byReason[r]
+		if len(ranges) > shown {
+			ranges = append(ranges[:shown:shown], fmt.Sprintf("%d more", len(ranges)-shown))
+		}
+		what := "mapping "
+		if len(byReason[r]) > 1 {
+			what = "mappings "
+		}
+		parts[i] = what + strings.Join(ranges, ", ") + ", " + r
+	}
+	return strings.Join(parts, "; ")
 }
 
 // sizeText is n bytes in a round unit.

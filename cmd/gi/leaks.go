@@ -9,18 +9,17 @@ import (
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/leak"
 	"github.com/gi-debug/gi/report"
+	"github.com/gi-debug/gi/service"
 )
 
 // leakReport is what gi ps --leaks prints below the listing.
 type leakReport struct {
-	res *leak.Result
-	im  *leak.Image
 	doc *report.Leaks
 }
 
 // leakOptions are the walk's options for the flags o.
 func leakOptions(o psOptions, errOut io.Writer) leak.Options {
-	opts := leak.Options{InStop: o.coreFile != "", Growth: int64(o.leakMaxGrowth) << 20}
+	opts := leak.Options{Growth: int64(o.leakMaxGrowth) << 20}
 	if o.leakMaxGrowth < 0 {
 		opts.Growth = -1
 	}
@@ -30,27 +29,22 @@ func leakOptions(o psOptions, errOut io.Writer) leak.Options {
 	return opts
 }
 
-// findLeaks runs the walk on the image captured beside snap (nil, with
-// capErr, when the capture failed: the walk is then undecided, and says
-// why), marks snap's leaked goroutines and releases the image.
-func findLeaks(t *inspect.Target, snap *inspect.Snapshot, im *leak.Image, capErr error, o psOptions, errOut io.Writer) *leakReport {
-	res := leak.Find(t, snap, im, leakOptions(o, errOut))
-	snap.ReleaseStacks()
-	if capErr != nil && res.Undecided != "" {
-		res.Undecided = capErr.Error()
+// newLeakReport renders the verdict v on snap's goroutines (nil: none
+// asked, and the report prints nothing).
+func newLeakReport(v *service.LeakVerdict, snap *inspect.Snapshot) *leakReport {
+	if v == nil {
+		return nil
 	}
-	r := &leakReport{res: res, im: im}
-	r.doc = &report.Leaks{Mode: res.Mode, Leaked: len(res.Leaked), Candidates: res.Candidates, Undecided: res.Undecided,
-		WalkNS: res.Took.Nanoseconds(), MarkedObjects: res.Marked, Sites: leakSites(snap.Goroutines)}
-	if im != nil {
-		r.doc.CaptureNS, r.doc.HeapBytes = im.Took.Nanoseconds(), im.Contents.Bytes
-		r.doc.PreCopyNS, r.doc.RewrittenPages, r.doc.InStop = im.PreCopy.Nanoseconds(), im.Rewritten, im.InStop
-		if im.Frozen {
-			r.doc.Frozen, r.doc.ReapPauseNS = true, snap.ReapPause.Nanoseconds()
+	d := &report.Leaks{Mode: v.Mode, Leaked: len(v.Leaked), Candidates: v.Candidates, Undecided: v.Undecided,
+		WalkNS: v.Took.Nanoseconds(), MarkedObjects: v.Marked, Sites: leakSites(snap.Goroutines)}
+	if c := v.Capture; c != nil {
+		d.CaptureNS, d.HeapBytes = c.Took.Nanoseconds(), c.HeapBytes
+		d.PreCopyNS, d.RewrittenPages, d.InStop = c.PreCopy.Nanoseconds(), c.Rewritten, c.InStop
+		if c.Frozen {
+			d.Frozen, d.ReapPauseNS = true, c.ReapPause.Nanoseconds()
 		}
-		im.Release()
 	}
-	return r
+	return &leakReport{doc: d}
 }
 
 // leakSites counts the leaked goroutines by the go statement that created

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/olekukonko/tablewriter"
@@ -18,15 +18,13 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
 	"github.com/gi-debug/gi/core"
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/outfile"
-	"github.com/gi-debug/gi/leak"
-	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/report"
+	"github.com/gi-debug/gi/service"
 )
 
 type psOptions struct {
@@ -184,25 +182,9 @@ func notCoreELF(path string) error {
 	return fmt.Errorf("%s is not a core file but an ELF %s", path, kind)
 }
 
-// coreOrigin names a core file, its process, the signal that ended it
-// and when the core was written.
-func coreOrigin(c *core.Core) string {
-	s := "core " + c.Path + " (" + c.Command
-	if c.Signal != 0 {
-		s += ", " + unix.SignalName(syscall.Signal(c.Signal))
-	}
-	if st, err := os.Stat(c.Path); err == nil {
-		s += ", written " + st.ModTime().UTC().Format("2006-01-02 15:04:05 UTC")
-	}
-	return s + ")"
-}
-
 func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.traceDepth < 1 {
 		return fmt.Errorf("--trace-depth must be at least 1")
-	}
-	if o.why && o.trace == 0 {
-		return fmt.Errorf("--why splits the time of the calls --trace measures: give --trace D")
 	}
 	budget, err := parseBudget(o.maxOverhead)
 	if err != nil {
@@ -221,20 +203,17 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 			return err
 		}
 	}
-	if fromCore && o.trace > 0 {
-		return fmt.Errorf("--trace measures a live process; %s is a core file", target)
-	}
 	if o.binary != "" && !fromCore {
 		return fmt.Errorf("--binary goes with a core file, and %q is not one", target)
 	}
-	if o.coreFile != "" && fromCore {
-		return fmt.Errorf("--core writes a core of a live process; %s is a core file already", target)
+	req := service.PsRequest{Binary: o.binary, State: o.state, Waits: o.waits, CopyEarly: o.copyEarly,
+		Leaks: o.leaks, LeakOptions: leakOptions(o, errOut), CoreFile: o.coreFile, CoreAll: o.coreAll,
+		Trace: o.trace, TraceDepth: o.traceDepth, Why: o.why, MaxOverhead: budget}
+	if fromCore {
+		req.Core = target
 	}
-	if o.coreAll && o.coreFile == "" {
-		return fmt.Errorf("--core-all goes with --core FILE")
-	}
-	if o.leaks && o.trace > 0 {
-		return fmt.Errorf("--leaks and --trace: one at a time")
+	if err := req.Check(); err != nil {
+		return err
 	}
 	if o.leakMaxGrowth < -1 || o.leakMaxGrowth == 0 || o.leakMaxGrowth > 1<<30 {
 		return fmt.Errorf("--leaks-max-growth: %d MiB; want a bound from 1 to %d, or -1 for none", o.leakMaxGrowth, 1<<30)
@@ -287,10 +266,22 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 		return writeGrowth(out, pid, inspect.Compare(before, after), o.json, after.Pause)
 	}
-	var pid int
 	if !fromCore {
-		if pid, err = o.target.resolve(target); err != nil {
+		if req.PID, err = o.target.resolve(target); err != nil {
 			return err
+		}
+		if o.watch > 0 {
+			t, err := inspect.Open(req.PID)
+			if err != nil {
+				return err
+			}
+			defer t.Close()
+			if err := service.CheckState(t, o.state); err != nil {
+				return err
+			}
+			t.SkipWaits = !o.waits
+			t.StacksInStop = !o.copyEarly
+			return runWatch(a, out, errOut, t, o.watch, o.watchCount, o.json)
 		}
 	}
 	// An output file that cannot be written fails before the target is
@@ -302,106 +293,37 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 		defer pprofOut.Abort()
 	}
-	var t *inspect.Target
-	var snap *inspect.Snapshot
-	var leaks *leakReport
-	if fromCore {
-		c, err := core.Open(target, o.binary)
-		if errors.Is(err, core.ErrNoExecutable) {
-			return fmt.Errorf("%w (give it: --binary PATH)", err)
-		}
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		if t, err = inspect.New(c.Process); err != nil {
-			return err
-		}
-		if err := checkState(t, o.state); err != nil {
-			return err
-		}
-		now, _ := c.Now() // 0: waits unknown
-		t.KeepStacks = o.leaks
-		if snap, err = t.Decode(c.Threads, now); err != nil {
-			return err
-		}
-		if o.leaks {
-			im, capErr := leak.Capture(c.Process.Mem, t.Binary, t.Layout, t.Bias, c.Threads, leakOptions(o, errOut))
-			if im != nil {
-				var paths []string
-				for _, m := range c.Mappings {
-					paths = append(paths, m.Path)
-				}
-				im.GoModules = leak.GoModules("/", paths, t.Binary)
-			}
-			leaks = findLeaks(t, snap, im, capErr, o, errOut)
-		}
-		if err := warnMissing(errOut, c, snap); err != nil {
-			return err
-		}
-		snap.Origin = coreOrigin(c)
-		pid = c.Process.PID
-	} else {
-		if t, err = inspect.Open(pid); err != nil {
-			return err
-		}
-		defer t.Close()
-		if err := checkState(t, o.state); err != nil {
-			return err
-		}
-		t.SkipWaits = !o.waits
-		t.StacksInStop = !o.copyEarly
-		if o.watch > 0 {
-			return runWatch(a, out, errOut, t, o.watch, o.watchCount, o.json)
-		}
-		var written *inspect.CoreWritten
-		take := func() (*inspect.Snapshot, error) {
-			if o.coreFile == "" {
-				return t.Snapshot(a.tracer)
-			}
-			s, w, err := t.SnapshotCore(a.tracer, o.coreFile, inspect.CoreOptions{All: o.coreAll})
-			written = w
-			return s, err
-		}
-		if o.leaks {
-			var im *leak.Image
-			var capErr error
-			if snap, im, capErr = leak.Take(t, take, leakOptions(o, errOut)); snap == nil {
-				return capErr
-			}
-			leaks = findLeaks(t, snap, im, capErr, o, errOut)
-		} else if snap, err = take(); err != nil {
-			return err
-		}
-		if w := written; w != nil {
-			fmt.Fprintf(errOut, "gi: wrote core %s: %.1f MB of memory in %d segments (%.1f MB read after the stop), pause %v, written in %v\n",
-				w.Path, float64(w.Memory)/1e6, w.Segments, float64(w.AfterStop)/1e6, snap.Pause.Round(time.Microsecond), w.Write.Round(time.Millisecond))
-		}
+	req.CoreWritten = func(w *inspect.CoreWritten, pause time.Duration) {
+		fmt.Fprintf(errOut, "gi: wrote core %s: %.1f MB of memory in %d segments (%.1f MB read after the stop), pause %v, written in %v\n",
+			w.Path, float64(w.Memory)/1e6, w.Segments, float64(w.AfterStop)/1e6, pause.Round(time.Microsecond), w.Write.Round(time.Millisecond))
 	}
-	gs := filterGoroutines(snap.Goroutines, o, re)
-	var res *measure.Result
+	ended, stop := func() {}, func() {}
+	ctx := context.Background()
 	if o.trace > 0 {
-		ctx, stop := a.traceContext()
-		rows := func(s *inspect.Snapshot) []*inspect.Goroutine { return filterGoroutines(s.Goroutines, o, re) }
-		ended := func() {}
-		res, err = measure.Run(ctx, t, a.tracer, snap, measure.Options{Duration: o.trace, Depth: o.traceDepth, Rows: rows, Why: o.why, MaxOverhead: budget,
-			Attached: func(functions, probes, goroutines int, warnings []string) {
-				for _, w := range warnings {
-					fmt.Fprintf(errOut, "gi: warning: %s\n", w)
-				}
-				fmt.Fprintf(errOut, "gi: tracing %d functions (%d probes) of %d goroutines for %v\n", functions, probes, goroutines, o.trace)
-				// As gi trace's (watchEnd), but the window's end also
-				// detaches the probes and takes the last snapshot.
-				ended = a.watchEnd(ctx, o.trace, psTraceGrace(probes), nil, errOut)
-			}})
-		ended()
-		stop()
-		if err != nil {
-			return fmt.Errorf("--trace: %w", err)
+		ctx, stop = a.traceContext()
+		req.Rows = func(s *inspect.Snapshot) []*inspect.Goroutine { return filterGoroutines(s.Goroutines, o, re) }
+		req.Attached = func(functions, probes, goroutines int, warnings []string) {
+			for _, w := range warnings {
+				fmt.Fprintf(errOut, "gi: warning: %s\n", w)
+			}
+			fmt.Fprintf(errOut, "gi: tracing %d functions (%d probes) of %d goroutines for %v\n", functions, probes, goroutines, o.trace)
+			// As gi trace's (watchEnd), but the window's end also
+			// detaches the probes and takes the last snapshot.
+			ended = a.watchEnd(ctx, o.trace, psTraceGrace(probes), nil, errOut)
 		}
-		snap = res.Snapshot
-		gs = filterGoroutines(snap.Goroutines, o, re)
 	}
+	took, err := service.Ps(ctx, a.tracer, req)
+	ended()
+	stop()
+	if err != nil {
+		return err
+	}
+	if len(took.Missing) > 0 {
+		fmt.Fprintf(errOut, "gi: warning: core %s lacks memory gi needs, so the listing holds only what it could decode: %s\n", took.Core, core.DescribeMissing(took.Missing))
+	}
+	pid, snap, res := took.PID, took.Snapshot, took.Measured
+	leaks := newLeakReport(took.Leaks, snap)
+	gs := filterGoroutines(snap.Goroutines, o, re)
 	var pt *psLatency
 	if res != nil {
 		pt = &psLatency{Result: res, why: o.why}
@@ -486,22 +408,6 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 // each without uprobe_multi links) and takes a snapshot.
 func psTraceGrace(probes int) time.Duration {
 	return 30*time.Second + time.Duration(probes)*100*time.Millisecond
-}
-
-// checkState fails on a --state that no goroutine of the target can be in,
-// naming those it can: the runtime's statuses and wait reasons, as its
-// binary spells them.
-func checkState(t *inspect.Target, state string) error {
-	if state == "" {
-		return nil
-	}
-	states := t.States()
-	for _, s := range states {
-		if strings.EqualFold(s, state) {
-			return nil
-		}
-	}
-	return fmt.Errorf("--state %q: no such state in %s; it has: %s", state, t.Binary.GoVersion, strings.Join(states, ", "))
 }
 
 func filterGoroutines(all []*inspect.Goroutine, o psOptions, re *regexp.Regexp) []*inspect.Goroutine {
