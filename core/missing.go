@@ -41,7 +41,6 @@ func (m MissingMemory) Reason() string {
 	return "left out of the core (coredump_filter)"
 }
 
-
 // DescribeMissing names the missing mappings in one line, a few per
 // reason.
 func DescribeMissing(missing []MissingMemory) string {
