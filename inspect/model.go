@@ -160,6 +160,9 @@ type Goroutine struct {
 	// goroutine that can run will ever wake; LeakedWhy says why.
 	Leaked    bool
 	LeakedWhy string
+	// unlocks are the deferred unlocks pending in its frames, which
+	// findHolders matches with the locks others wait on.
+	unlocks []pendingUnlock
 }
 
 // StackCopy is a copy of the used part of a goroutine's stack.

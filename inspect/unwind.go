@@ -26,8 +26,12 @@ type symbolizer struct {
 	funcs     map[uint64]*pclntab.Func
 	spdelta   map[uint64]int64
 	frames    map[uint64][]pclntab.Frame
-	textLo    uint64
-	textHi    uint64
+	// defers are functions' open-coded defers, unlockKinds what deferred
+	// closures release, by entry (holders.go).
+	defers      map[uint64]pclntab.OpenDefers
+	unlockKinds map[uint64]unlockKind
+	textLo      uint64
+	textHi      uint64
 	// callerFrame walks a frame as the target's architecture lays it out.
 	callerFrame callerFrameFunc
 	// maps are the stack maps of frames, by pc (frameMaps).
@@ -261,6 +265,10 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 		}
 		if live != nil {
 			live.frame(f, pc, sp, fp, trap || wholeNext)
+		}
+		if n > 0 && !trap {
+			// Parked at a call: the frame's defer bits are its own.
+			t.openDefers(g, rg, f, sp, fp)
 		}
 		if lr == 0 {
 			break

@@ -71,6 +71,10 @@ type SyncState struct {
 	Counter  int32 // WaitGroup counter
 	// Waiters is the number of goroutines the stop found sleeping on it.
 	Waiters int
+	// Holders are the goroutines that hold a Mutex or RWMutex by a
+	// deferred unlock pending in one of their frames (holders.go); none
+	// when it was taken without defer.
+	Holders []Holder
 }
 
 // String says what the goroutine waits on in a table cell:
@@ -122,7 +126,9 @@ func (o WaitObject) Parts() (head string, details []string) {
 		s := o.Sync
 		switch o.Kind {
 		case "mutex":
-			if s.Locked {
+			if s.Locked && len(s.Holders) > 0 {
+				details = append(details, "locked by "+holdersText(s.Holders))
+			} else if s.Locked {
 				details = append(details, "locked")
 			} else {
 				details = append(details, "unlocked")
@@ -131,10 +137,24 @@ func (o WaitObject) Parts() (head string, details []string) {
 				details = append(details, "starving")
 			}
 		case "rwmutex":
-			if s.Locked {
+			var writers, readers []Holder
+			for _, h := range s.Holders {
+				if h.Read {
+					readers = append(readers, h)
+				} else {
+					writers = append(writers, h)
+				}
+			}
+			if s.Locked && len(writers) > 0 {
+				details = append(details, "write-locked by "+holdersText(writers))
+			} else if s.Locked {
 				details = append(details, "write-locked")
 			}
-			details = append(details, plural(int(s.Readers), "reader"))
+			r := plural(int(s.Readers), "reader")
+			if len(readers) > 0 {
+				r += " (" + holdersText(readers) + ")"
+			}
+			details = append(details, r)
 		case "waitgroup":
 			details = append(details, fmt.Sprintf("counter %d", s.Counter))
 		}
@@ -144,6 +164,16 @@ func (o WaitObject) Parts() (head string, details []string) {
 		details = append(details, "unreachable")
 	}
 	return head, details
+}
+
+// holdersText names the holders: "goroutine 29 at main.load
+// demo/main.go:77", several joined by commas.
+func holdersText(hs []Holder) string {
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = h.String()
+	}
+	return strings.Join(parts, ", ")
 }
 
 func plural(n int, what string) string {

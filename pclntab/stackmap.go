@@ -1,6 +1,7 @@
 package pclntab
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -142,4 +143,83 @@ func (t *LineTable) StackObjects(f *Func) ([]StackObject, error) {
 		objs[i] = StackObject{Off: int32(t.order.Uint32(r)), Size: int32(t.order.Uint32(r[4:]))}
 	}
 	return objs, nil
+}
+
+// funcdataOpenCodedDeferInfo is FUNCDATA_OpenCodedDeferInfo (internal/abi),
+// 4 in every release gi reads.
+const funcdataOpenCodedDeferInfo = 4
+
+// maxOpenDefers is the most open-coded defers a function has (the
+// compiler's bound, cmd/compile/internal/walk: 8).
+const maxOpenDefers = 8
+
+// OpenDefers says where a function with open-coded defers keeps them in
+// its frame, as offsets below the frame's varp: the byte of defer bits
+// (bit i set: defer statement i, in source order, is pending), and the
+// slot of each defer's closure (a func value).
+type OpenDefers struct {
+	BitsOff uint64
+	// SlotOff[i] is defer i's closure slot; for a release that does not
+	// record how many defers a function has (Go 1.22 on), every slot a
+	// bit can name (the caller reads only those whose bit is set).
+	SlotOff []uint64
+}
+
+// OpenDefers returns f's open-coded defers (FUNCDATA_OpenCodedDeferInfo),
+// false if it has none. enumerated says the binary's release lists each
+// slot (Go 1.20 and 1.21: defer bits offset, count, then the slots' offsets
+// from the last defer to the first); later releases record the bits' offset
+// and the first slot's, the slots contiguous and ascending.
+func (t *LineTable) OpenDefers(f *Func, enumerated bool) (OpenDefers, bool, error) {
+	off, ok := t.funcdata(f, funcdataOpenCodedDeferInfo)
+	if !ok {
+		return OpenDefers{}, false, nil
+	}
+	if t.gofuncErr != nil {
+		return OpenDefers{}, false, t.gofuncErr
+	}
+	if uint64(off) >= uint64(len(t.gofuncData)) {
+		return OpenDefers{}, false, fmt.Errorf("%s: open-coded defer info at go:func.*+%#x out of range", f.Name, off)
+	}
+	r := t.gofuncData[off:]
+	next := func() (uint64, error) {
+		v, n := binary.Uvarint(r)
+		if n <= 0 {
+			return 0, fmt.Errorf("%s: open-coded defer info at go:func.*+%#x: bad varint", f.Name, off)
+		}
+		r = r[n:]
+		return v, nil
+	}
+	bits, err := next()
+	if err != nil {
+		return OpenDefers{}, false, err
+	}
+	d := OpenDefers{BitsOff: bits}
+	if !enumerated {
+		first, err := next()
+		if err != nil {
+			return OpenDefers{}, false, err
+		}
+		for i := range uint64(maxOpenDefers) {
+			if first < 8*i+8 {
+				break // a slot at or above varp: none of the frame's
+			}
+			d.SlotOff = append(d.SlotOff, first-8*i)
+		}
+		return d, true, nil
+	}
+	n, err := next()
+	if err != nil {
+		return OpenDefers{}, false, err
+	}
+	if n > maxOpenDefers {
+		return OpenDefers{}, false, fmt.Errorf("%s: %d open-coded defers, more than %d", f.Name, n, maxOpenDefers)
+	}
+	d.SlotOff = make([]uint64, n)
+	for j := range n {
+		if d.SlotOff[n-1-j], err = next(); err != nil {
+			return OpenDefers{}, false, err
+		}
+	}
+	return d, true, nil
 }

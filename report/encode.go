@@ -283,6 +283,23 @@ func (w *indented) waitObject(o *WaitObject) {
 	if o.Waiters != nil {
 		w.int("waiters", int64(*o.Waiters))
 	}
+	if len(o.Holders) > 0 {
+		w.key("holders")
+		w.open('[')
+		for _, h := range o.Holders {
+			w.element()
+			w.open('{')
+			w.uint("goid", h.Goid)
+			w.str("function", h.Function)
+			w.str("file", h.File)
+			w.int("line", int64(h.Line))
+			if h.Read {
+				w.bool("read", true)
+			}
+			w.close('}')
+		}
+		w.close(']')
+	}
 	if o.FD != nil {
 		w.int("fd", int64(*o.FD))
 	}

@@ -143,6 +143,9 @@ type WaitObject struct {
 	Readers  *int32 `json:"readers,omitempty"`
 	Counter  *int32 `json:"counter,omitempty"`
 	Waiters  *int   `json:"waiters,omitempty"`
+	// Holders are the goroutines that hold a mutex or RWMutex by a
+	// deferred unlock pending in one of their frames.
+	Holders []LockHolder `json:"holders,omitempty"`
 	// Descriptors: the number, and a socket's addresses or a file's path;
 	// Syscall names the system call a goroutine is blocked in on it.
 	FD      *int   `json:"fd,omitempty"`
@@ -159,6 +162,17 @@ type WaitObject struct {
 	Unreachable bool `json:"unreachable,omitempty"`
 }
 
+// LockHolder is a goroutine that holds a lock, and the defer statement
+// whose pending unlock says so.
+type LockHolder struct {
+	Goid     uint64 `json:"goid"`
+	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	// Read says it holds a RWMutex for reading.
+	Read bool `json:"read,omitempty"`
+}
+
 // NewWaitObject converts an inspect.WaitObject.
 func NewWaitObject(o inspect.WaitObject) WaitObject {
 	w := WaitObject{Kind: o.Kind, Addr: fmt.Sprintf("%#x", o.Addr), Name: o.Name, Type: o.Type, Dir: o.Dir, Unknown: o.Unknown, Unreachable: o.Unreachable}
@@ -167,6 +181,9 @@ func NewWaitObject(o inspect.WaitObject) WaitObject {
 	}
 	if s := o.Sync; s != nil {
 		w.Waiters = &s.Waiters
+		for _, h := range s.Holders {
+			w.Holders = append(w.Holders, LockHolder{Goid: h.Goid, Function: h.Function, File: h.File, Line: h.Line, Read: h.Read})
+		}
 		switch o.Kind {
 		case "mutex":
 			w.Locked, w.Starving = &s.Locked, &s.Starving

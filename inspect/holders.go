@@ -1,0 +1,301 @@
+package inspect
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"golang.org/x/arch/arm64/arm64asm"
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/gi-debug/gi/pclntab"
+)
+
+// Lock holders. A sync.Mutex records no owner, but the idiom that takes
+// one, mu.Lock(); defer mu.Unlock(), leaves a pending deferred call in the
+// holder's frame until it returns: the compiler lowers the deferred call
+// into a wrapper closure (outer.deferwrapN; outer.funcN before Go 1.22)
+// whose first context word is the receiver, the *Mutex, for a global
+// mutex too. An open-coded defer (the usual kind) keeps its closure in a
+// slot of the frame and a bit saying it is pending, both found through
+// FUNCDATA_OpenCodedDeferInfo (pclntab.OpenDefers); the bit is cleared
+// before the deferred call runs. So a goroutine whose frame has a pending
+// deferred unlock of the mutex M, and that is not itself waiting for M
+// (a defer registered before the Lock it waits in) nor in a Cond's Wait
+// on M (which unlocked it), holds M. A lock taken without defer, or held
+// by a goroutine that returned without unlocking, shows no holder: gi
+// says so rather than guess.
+
+// Holder is a goroutine that holds a lock, by the deferred unlock pending
+// in one of its frames.
+type Holder struct {
+	Goid uint64 `json:"goid"`
+	// Function is the function whose frame holds the pending unlock;
+	// File and Line are its defer statement's.
+	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	// Read says it holds a RWMutex for reading (a deferred RUnlock).
+	Read bool `json:"read,omitempty"`
+}
+
+// String reads "goroutine 29 at main.load demo/main.go:77".
+func (h Holder) String() string {
+	return fmt.Sprintf("goroutine %d at %s %s:%d", h.Goid, h.Function, shortPath(h.File), h.Line)
+}
+
+// shortPath keeps a path's last directory and file name.
+func shortPath(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i > 0 {
+		if j := strings.LastIndexByte(p[:i], '/'); j >= 0 {
+			return p[j+1:]
+		}
+	}
+	return p
+}
+
+// unlockKind is what a deferred call releases.
+type unlockKind uint8
+
+const (
+	unlockNone  unlockKind = iota
+	unlockWrite            // sync.(*Mutex).Unlock, sync.(*RWMutex).Unlock
+	unlockRead             // sync.(*RWMutex).RUnlock
+)
+
+// pendingUnlock is a deferred unlock pending in a goroutine's frame.
+type pendingUnlock struct {
+	// recv is the deferred closure's first context word: the receiver.
+	recv uint64
+	kind unlockKind
+	// fn is the frame's function; file and line the defer statement.
+	fn, file string
+	line     int
+}
+
+// maxWrapperCode bounds the code of a deferred closure gi decodes.
+const maxWrapperCode = 512
+
+// openDefers collects the deferred unlocks pending in the frame of f at
+// [sp, fp) of rg's copied stack, appending them to g's.
+func (t *Target) openDefers(g *Goroutine, rg *rawG, f *pclntab.Func, sp, fp uint64) {
+	s := t.sym
+	od, ok := s.openDefers(f)
+	if !ok {
+		return
+	}
+	varp := fp
+	if t.Binary.Arch != "arm64" {
+		varp -= 8
+	}
+	if varp > sp {
+		varp -= 8
+	}
+	word := func(addr uint64) (uint64, bool) {
+		base := rg.sp
+		if addr < base || addr+8 > base+uint64(len(rg.stack)) {
+			return 0, false
+		}
+		return binary.LittleEndian.Uint64(rg.stack[addr-base:]), true
+	}
+	if od.BitsOff == 0 || od.BitsOff > varp-sp {
+		return
+	}
+	bitsAt := varp - od.BitsOff
+	if bitsAt < rg.sp || bitsAt >= rg.sp+uint64(len(rg.stack)) {
+		return
+	}
+	bits := rg.stack[bitsAt-rg.sp]
+	for i, off := range od.SlotOff {
+		if bits&(1<<i) == 0 || off > varp-sp {
+			continue
+		}
+		clo, ok := word(varp - off)
+		if !ok || clo == 0 {
+			continue
+		}
+		var fv [16]byte // code pointer, first context word
+		if code, ok := word(clo); ok {
+			recv, _ := word(clo + 8)
+			binary.LittleEndian.PutUint64(fv[:], code)
+			binary.LittleEndian.PutUint64(fv[8:], recv)
+		} else if n, err := t.Mem.ReadAt(fv[:], clo); err != nil || n != len(fv) {
+			continue // a closure off the stack that cannot be read
+		}
+		code, recv := binary.LittleEndian.Uint64(fv[:]), binary.LittleEndian.Uint64(fv[8:])
+		w := s.funcFor(code)
+		if w == nil || w.Entry+s.bias != code || recv == 0 {
+			continue
+		}
+		kind := t.unlockKindOf(w)
+		if kind == unlockNone {
+			continue
+		}
+		p := pendingUnlock{recv: recv, kind: kind, fn: f.Name}
+		// The wrapper's first instruction is on the defer statement's
+		// line.
+		if fr, err := s.logical(w, w.Entry+s.bias); err == nil && len(fr) > 0 {
+			p.file, p.line = fr[len(fr)-1].File, fr[len(fr)-1].Line
+		}
+		g.unlocks = append(g.unlocks, p)
+	}
+}
+
+// openDefers returns f's open-coded defers, cached.
+func (s *symbolizer) openDefers(f *pclntab.Func) (pclntab.OpenDefers, bool) {
+	if d, ok := s.defers[f.Entry]; ok {
+		return d, d.SlotOff != nil
+	}
+	d, ok, err := s.lines.OpenDefers(f, s.minor != 0 && s.minor < 22)
+	if err != nil || !ok {
+		d = pclntab.OpenDefers{}
+	}
+	if s.defers == nil {
+		s.defers = map[uint64]pclntab.OpenDefers{}
+	}
+	s.defers[f.Entry] = d
+	return d, d.SlotOff != nil
+}
+
+// unlockKindOf says what the deferred closure w releases, by the
+// functions its code calls directly: the slow paths of the unlocks the
+// compiler inlines (sync.(*Mutex).Unlock's unlockSlow, RUnlock's
+// rUnlockSlow), or the unlocks themselves. Cached by entry.
+func (t *Target) unlockKindOf(w *pclntab.Func) unlockKind {
+	s := t.sym
+	if k, ok := s.unlockKinds[w.Entry]; ok {
+		return k
+	}
+	k := unlockNone
+	n := min(w.End-w.Entry, maxWrapperCode)
+	code := make([]byte, n)
+	if got, err := t.Binary.ReadAt(code, w.Entry); err == nil && uint64(got) == n {
+		for _, target := range directCalls(t.Binary.Arch, code, w.Entry) {
+			if callee := s.lines.FuncForPC(target); callee != nil && callee.Entry == target {
+				if k = unlockKindByName(callee.Name); k != unlockNone {
+					break
+				}
+			}
+		}
+	}
+	if s.unlockKinds == nil {
+		s.unlockKinds = map[uint64]unlockKind{}
+	}
+	s.unlockKinds[w.Entry] = k
+	return k
+}
+
+// unlockKindByName says what a function of package sync releases.
+func unlockKindByName(name string) unlockKind {
+	switch name {
+	case "sync.(*Mutex).Unlock", "sync.(*Mutex).unlockSlow", "internal/sync.(*Mutex).Unlock", "internal/sync.(*Mutex).unlockSlow",
+		"sync.(*RWMutex).Unlock":
+		return unlockWrite
+	case "sync.(*RWMutex).RUnlock", "sync.(*RWMutex).rUnlockSlow":
+		return unlockRead
+	}
+	return unlockNone
+}
+
+// directCalls returns the targets (link-time addresses) of the direct
+// calls in code, which starts at entry.
+func directCalls(arch string, code []byte, entry uint64) []uint64 {
+	var out []uint64
+	if arch == "arm64" {
+		for off := 0; off+4 <= len(code); off += 4 {
+			inst, err := arm64asm.Decode(code[off:])
+			if err != nil || inst.Op != arm64asm.BL {
+				continue
+			}
+			if rel, ok := inst.Args[0].(arm64asm.PCRel); ok {
+				out = append(out, uint64(int64(entry)+int64(off)+int64(rel)))
+			}
+		}
+		return out
+	}
+	for off := 0; off < len(code); {
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil || inst.Len == 0 {
+			off++
+			continue
+		}
+		if inst.Op == x86asm.CALL {
+			if rel, ok := inst.Args[0].(x86asm.Rel); ok {
+				out = append(out, uint64(int64(entry)+int64(off+inst.Len)+int64(rel)))
+			}
+		}
+		off += inst.Len
+	}
+	return out
+}
+
+// findHolders names, on every mutex and RWMutex the goroutines of gs wait
+// on, the goroutines that hold it by a pending deferred unlock.
+func (t *Target) findHolders(gs []*Goroutine) {
+	byRecv := map[uint64][]int{} // receiver -> indexes into gs
+	for i, g := range gs {
+		for _, u := range g.unlocks {
+			if l := byRecv[u.recv]; len(l) == 0 || l[len(l)-1] != i {
+				byRecv[u.recv] = append(byRecv[u.recv], i)
+			}
+		}
+	}
+	if len(byRecv) == 0 {
+		return
+	}
+	// A goroutine in a Cond's Wait unlocked the Cond's lock (its L's data
+	// word).
+	condLock := map[uint64]uint64{}
+	lockOf := func(cond uint64) uint64 {
+		if l, ok := condLock[cond]; ok {
+			return l
+		}
+		var b [8]byte
+		l := uint64(0)
+		if n, err := t.Mem.ReadAt(b[:], cond+8); err == nil && n == 8 {
+			l = binary.LittleEndian.Uint64(b[:])
+		}
+		condLock[cond] = l
+		return l
+	}
+	releases := func(g *Goroutine, m uint64) bool {
+		for _, o := range g.WaitingOn {
+			if o.Addr == m && (o.Kind == "mutex" || o.Kind == "rwmutex") {
+				return true // waits for it: a defer registered before its Lock
+			}
+			if o.Kind == "cond" && o.Addr != 0 && lockOf(o.Addr) == m {
+				return true
+			}
+		}
+		return false
+	}
+	holders := map[uint64][]Holder{}
+	done := map[uint64]bool{}
+	for _, g := range gs {
+		for _, o := range g.WaitingOn {
+			if o.Sync == nil || (o.Kind != "mutex" && o.Kind != "rwmutex") || o.Addr == 0 {
+				continue
+			}
+			m := o.Addr
+			if !done[m] {
+				done[m] = true
+				for _, i := range byRecv[m] {
+					h := gs[i]
+					if releases(h, m) {
+						continue
+					}
+					for _, u := range h.unlocks {
+						if u.recv != m || (o.Kind == "mutex" && u.kind != unlockWrite) {
+							continue
+						}
+						holders[m] = append(holders[m], Holder{Goid: h.ID, Function: u.fn, File: u.file, Line: u.line, Read: u.kind == unlockRead})
+						break
+					}
+				}
+			}
+			if hs := holders[m]; len(hs) > 0 && o.Sync.Holders == nil {
+				o.Sync.Holders = hs
+			}
+		}
+	}
+}

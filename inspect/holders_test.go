@@ -1,0 +1,96 @@
+package inspect_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/internal/targets"
+)
+
+// TestLockHolders: the holders target takes locks with mu.Lock(); defer
+// mu.Unlock() (a global mutex, a field through a pointer receiver, a
+// global RWMutex for writing) and blocks holding them while others wait;
+// it says which goroutine holds which lock and the line of its defer.
+// Every waiter's object names exactly that holder, and the locks whose
+// holder cannot be seen (taken without defer; a defer registered before
+// the Lock its goroutine waits in) name none. On the releases whose
+// open-coded defer info differ (enumerated before Go 1.22, the wrapper
+// named funcN) and a PIE build.
+func TestLockHolders(t *testing.T) {
+	requirePrivilege(t)
+	builds := []targets.BuildOptions{{}, {PIE: true}, {Toolchain: "go1.20.14"}, {Toolchain: "go1.21.13"}, {Toolchain: "go1.22.12"}, {Toolchain: "go1.27.4"}}
+	for _, opts := range builds {
+		t.Run(opts.String(), func(t *testing.T) {
+			p := targets.Start(t, targets.Build(t, "holders", opts), "-n", "2")
+			type hold struct {
+				goid uint64
+				fn   string
+				line int
+			}
+			holds := map[string]hold{}
+			waits := map[uint64]string{}
+			for _, line := range p.Lines() {
+				f := strings.Fields(line)
+				switch {
+				case len(f) == 5 && f[0] == "HOLD":
+					id, _ := strconv.ParseUint(f[1], 10, 64)
+					n, _ := strconv.Atoi(f[4])
+					holds[f[2]] = hold{id, f[3], n}
+				case len(f) == 3 && f[0] == "WAIT":
+					id, _ := strconv.ParseUint(f[1], 10, 64)
+					waits[id] = f[2]
+				}
+			}
+			if len(holds) != 3 || len(waits) != 9 {
+				t.Fatalf("the target reported %d holds and %d waits: %q", len(holds), len(waits), p.Lines())
+			}
+			tg, err := inspect.Open(p.Cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tg.Close()
+			snap, err := tg.Snapshot(sharedTracer())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked := 0
+			for _, g := range snap.Goroutines {
+				lock, ok := waits[g.ID]
+				if !ok {
+					continue
+				}
+				var obj *inspect.WaitObject
+				for i := range g.WaitingOn {
+					if k := g.WaitingOn[i].Kind; k == "mutex" || k == "rwmutex" {
+						obj = &g.WaitingOn[i]
+					}
+				}
+				if obj == nil || obj.Sync == nil {
+					t.Errorf("goroutine %d waits on %s: gi found %v", g.ID, lock, g.WaitingOn)
+					continue
+				}
+				checked++
+				want, held := holds[lock]
+				got := obj.Sync.Holders
+				if !held {
+					if len(got) != 0 {
+						t.Errorf("goroutine %d waits on %s, whose holder cannot be seen: gi names %v (%s)", g.ID, lock, got, obj)
+					}
+					continue
+				}
+				if len(got) != 1 || got[0].Goid != want.goid || got[0].Function != want.fn || got[0].Line != want.line || got[0].Read ||
+					!strings.HasSuffix(got[0].File, "holders/main.go") {
+					t.Errorf("goroutine %d waits on %s, held by goroutine %d at %s line %d: gi names %+v", g.ID, lock, want.goid, want.fn, want.line, got)
+				}
+				if s := obj.String(); !strings.Contains(s, "locked by goroutine "+strconv.FormatUint(want.goid, 10)+" at "+want.fn+" holders/main.go:"+strconv.Itoa(want.line)) {
+					t.Errorf("goroutine %d waits on %q", g.ID, s)
+				}
+			}
+			if checked != len(waits) {
+				t.Errorf("checked %d of the %d waiters", checked, len(waits))
+			}
+		})
+	}
+}

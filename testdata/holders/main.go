@@ -1,0 +1,175 @@
+// Command holders holds sync objects the ways Go code does, for the tests
+// of gi's lock holders: a goroutine takes a lock with the idiom
+// mu.Lock(); defer mu.Unlock() and then blocks on a channel, holding it,
+// while -n others wait for it. The locks: a global sync.Mutex
+// (main.cacheMu), a mutex field reached through a pointer receiver
+// (main.reg's), a global sync.RWMutex held for writing (main.table), one
+// taken without defer (main.plainMu: its holder cannot be seen), and one
+// whose would-be holder registered the defer before it took the lock and
+// waits in Lock itself (main.lateMu, held by a plain Lock). Once every
+// waiter is parked (as the runtime's own dump says) it prints, then
+// READY:
+//
+//	HOLD <goid> <lock> <function> <line of the defer statement>
+//	WAIT <goid> <lock>
+//
+// and runs until killed.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+var (
+	cacheMu sync.Mutex
+	table   sync.RWMutex
+	plainMu sync.Mutex
+	lateMu  sync.Mutex
+	reg     = &registry{name: "reg"}
+)
+
+type registry struct {
+	name string
+	mu   sync.Mutex
+	n    int
+}
+
+// event is what a goroutine reports once it holds or is about to wait.
+type event struct {
+	kind, lock, fn string
+	goid           uint64
+	line           int
+}
+
+var (
+	events = make(chan event, 64)
+	block  = make(chan struct{}) // never closed: holders hold for good
+)
+
+//go:noinline
+func holdGlobal() {
+	cacheMu.Lock()
+	_, _, line, _ := runtime.Caller(0)
+	defer cacheMu.Unlock()
+	events <- event{kind: "HOLD", lock: "main.cacheMu", fn: "main.holdGlobal", goid: goid(), line: line + 1}
+	<-block
+}
+
+//go:noinline
+func (r *registry) hold() {
+	r.mu.Lock()
+	_, _, line, _ := runtime.Caller(0)
+	defer r.mu.Unlock()
+	r.n++
+	events <- event{kind: "HOLD", lock: "main.reg.mu", fn: "main.(*registry).hold", goid: goid(), line: line + 1}
+	<-block
+}
+
+//go:noinline
+func holdTable() {
+	table.Lock()
+	_, _, line, _ := runtime.Caller(0)
+	defer table.Unlock()
+	events <- event{kind: "HOLD", lock: "main.table", fn: "main.holdTable", goid: goid(), line: line + 1}
+	<-block
+}
+
+//go:noinline
+func holdPlain() {
+	plainMu.Lock()
+	events <- event{kind: "PLAIN", lock: "main.plainMu", goid: goid()}
+	<-block
+	plainMu.Unlock()
+}
+
+// lateDefer registers its unlock before it takes the lock, which
+// another goroutine holds: it waits in Lock with the defer pending, and
+// holds nothing.
+//
+//go:noinline
+func lateDefer() {
+	defer lateMu.Unlock()
+	events <- event{kind: "WAIT", lock: "main.lateMu", goid: goid()}
+	lateMu.Lock()
+}
+
+//go:noinline
+func waitMutex(mu *sync.Mutex, name string) {
+	events <- event{kind: "WAIT", lock: name, goid: goid()}
+	mu.Lock()
+	mu.Unlock()
+}
+
+//go:noinline
+func waitRead() {
+	events <- event{kind: "WAIT", lock: "main.table", goid: goid()}
+	table.RLock()
+	table.RUnlock()
+}
+
+func main() {
+	n := flag.Int("n", 3, "waiters on each lock")
+	flag.Parse()
+	holders := []func(){holdGlobal, reg.hold, holdTable, holdPlain, func() { lateMu.Lock(); <-block }}
+	for _, h := range holders {
+		go h()
+	}
+	got := make([]event, 0, 4+4**n+1)
+	for len(got) < 4 {
+		if e := <-events; e.kind != "WAIT" {
+			got = append(got, e)
+		}
+	}
+	time.Sleep(time.Millisecond) // lateMu's holder: no report of its own
+	for i := 0; i < *n; i++ {
+		go waitMutex(&cacheMu, "main.cacheMu")
+		go waitMutex(&reg.mu, "main.reg.mu")
+		go waitRead()
+		go waitMutex(&plainMu, "main.plainMu")
+	}
+	go lateDefer()
+	for len(got) < 4+4**n+1 {
+		got = append(got, <-events)
+	}
+	waitParked(4**n + 1)
+	for _, e := range got {
+		switch e.kind {
+		case "HOLD":
+			fmt.Printf("HOLD %d %s %s %d\n", e.goid, e.lock, e.fn, e.line)
+		case "WAIT":
+			fmt.Printf("WAIT %d %s\n", e.goid, e.lock)
+		}
+	}
+	fmt.Println("READY")
+	for {
+		time.Sleep(time.Hour) // a timer: the runtime sees no deadlock
+	}
+}
+
+// waitParked waits until n goroutines are parked in Lock or RLock, as the
+// runtime's own dump says.
+func waitParked(n int) {
+	buf := make([]byte, 1<<20)
+	for {
+		b := buf[:runtime.Stack(buf, true)]
+		if bytes.Count(b, []byte("[sync.Mutex.Lock"))+bytes.Count(b, []byte("[sync.RWMutex.RLock")) >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// goid is the calling goroutine's id, from its stack's header.
+func goid() uint64 {
+	var buf [64]byte
+	s := strings.TrimPrefix(string(buf[:runtime.Stack(buf[:], false)]), "goroutine ")
+	id, _ := strconv.ParseUint(s[:strings.IndexByte(s, ' ')], 10, 64)
+	return id
+}
