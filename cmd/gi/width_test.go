@@ -48,15 +48,17 @@ func TestPsFitsTerminal(t *testing.T) {
 			wide := args[len(args)-1] == "--wide"
 			rows, overflow, shortened := 0, 0, 0
 			for _, line := range strings.Split(screen, "\n") {
+				// Any row may hold the cell shortened (a long function
+				// of net/http, an address), whatever the demo does then.
+				if strings.Contains(line, "…") {
+					shortened++
+				}
 				if !strings.Contains(line, "main.") {
 					continue
 				}
 				rows++
 				if cellWidth(line) > width {
 					overflow++
-				}
-				if strings.Contains(line, "…") {
-					shortened++
 				}
 			}
 			switch {
