@@ -17,8 +17,8 @@ build:
 # machine: tmux (terminal UI tests), gcc (cgo targets), clang-19, llvm-19 and
 # libbpf-dev (compiling gi.bpf.c), gdb (its gcore writes cores gi reads; it
 # reads the cores gi writes), zstd, lz4 and xz-utils (compressing cores as
-# systemd-coredump does).
-DEB_PACKAGES := tmux gcc libc6-dev clang-19 llvm-19 libbpf-dev gdb zstd lz4 xz-utils
+# systemd-coredump does), graphviz (gi ps --graph FILE.svg runs its dot).
+DEB_PACKAGES := tmux gcc libc6-dev clang-19 llvm-19 libbpf-dev gdb zstd lz4 xz-utils graphviz
 
 deps:
 	@missing=""; \

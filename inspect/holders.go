@@ -37,11 +37,21 @@ type Holder struct {
 	Line     int    `json:"line"`
 	// Read says it holds a RWMutex for reading (a deferred RUnlock).
 	Read bool `json:"read,omitempty"`
+	// WaitsOn is what the holder waits on itself ("chan 0xc000123000",
+	// "mutex main.b"): the next link of a blocking chain.
+	WaitsOn []string `json:"waits_on,omitempty"`
+
+	g *Goroutine
 }
 
-// String reads "goroutine 29 at main.load demo/main.go:77".
+// String reads "goroutine 29 at main.load demo/main.go:77", and what the
+// holder waits on itself: ", which waits on chan 0xc000123000".
 func (h Holder) String() string {
-	return fmt.Sprintf("goroutine %d at %s %s:%d", h.Goid, h.Function, shortPath(h.File), h.Line)
+	s := fmt.Sprintf("goroutine %d at %s %s:%d", h.Goid, h.Function, shortPath(h.File), h.Line)
+	if len(h.WaitsOn) > 0 {
+		s += ", which waits on " + strings.Join(h.WaitsOn, " or ")
+	}
+	return s
 }
 
 // shortPath keeps a path's last directory and file name.
@@ -71,6 +81,9 @@ type pendingUnlock struct {
 	// fn is the frame's function; file and line the defer statement.
 	fn, file string
 	line     int
+	// frame is the frame's index among the goroutine's physical frames,
+	// innermost 0.
+	frame int
 }
 
 // maxWrapperCode bounds the code of a deferred closure gi decodes.
@@ -78,7 +91,7 @@ const maxWrapperCode = 512
 
 // openDefers collects the deferred unlocks pending in the frame of f at
 // [sp, fp) of rg's copied stack, appending them to g's.
-func (t *Target) openDefers(g *Goroutine, rg *rawG, f *pclntab.Func, sp, fp uint64) {
+func (t *Target) openDefers(g *Goroutine, rg *rawG, f *pclntab.Func, sp, fp uint64, frame int) {
 	s := t.sym
 	od, ok := s.openDefers(f)
 	if !ok {
@@ -131,7 +144,7 @@ func (t *Target) openDefers(g *Goroutine, rg *rawG, f *pclntab.Func, sp, fp uint
 		if kind == unlockNone {
 			continue
 		}
-		p := pendingUnlock{recv: recv, kind: kind, fn: f.Name}
+		p := pendingUnlock{recv: recv, kind: kind, fn: f.Name, frame: frame}
 		// The wrapper's first instruction is on the defer statement's
 		// line.
 		if fr, err := s.logical(w, w.Entry+s.bias); err == nil && len(fr) > 0 {
@@ -229,9 +242,17 @@ func directCalls(arch string, code []byte, entry uint64) []uint64 {
 	return out
 }
 
+// isLockPlumbing says whether a function is the runtime's or package
+// sync's: frames a goroutine waiting in Lock has above its caller's.
+func isLockPlumbing(name string) bool {
+	return strings.HasPrefix(name, "runtime.") || strings.HasPrefix(name, "sync.") || strings.HasPrefix(name, "internal/sync.")
+}
+
 // findHolders names, on every mutex and RWMutex the goroutines of gs wait
-// on, the goroutines that hold it by a pending deferred unlock.
-func (t *Target) findHolders(gs []*Goroutine) {
+// on, the goroutines that hold it by a pending deferred unlock, and
+// returns the cycles of goroutines each waiting for a lock the next holds
+// (deadlocks), marking their members.
+func (t *Target) findHolders(gs []*Goroutine) []Deadlock {
 	byRecv := map[uint64][]int{} // receiver -> indexes into gs
 	for i, g := range gs {
 		for _, u := range g.unlocks {
@@ -241,7 +262,7 @@ func (t *Target) findHolders(gs []*Goroutine) {
 		}
 	}
 	if len(byRecv) == 0 {
-		return
+		return nil
 	}
 	// A goroutine in a Cond's Wait unlocked the Cond's lock (its L's data
 	// word).
@@ -258,16 +279,21 @@ func (t *Target) findHolders(gs []*Goroutine) {
 		condLock[cond] = l
 		return l
 	}
-	releases := func(g *Goroutine, m uint64) bool {
-		for _, o := range g.WaitingOn {
+	// holds says whether h's pending unlock u means h holds m: not when h
+	// waits in a Cond's Wait on m, nor when h waits for m itself from the
+	// frame whose defer is pending (a defer registered before its Lock);
+	// when the defer is in a frame further out, h took m and waits to
+	// take it again.
+	holds := func(h *Goroutine, u pendingUnlock, m uint64) bool {
+		for _, o := range h.WaitingOn {
 			if o.Addr == m && (o.Kind == "mutex" || o.Kind == "rwmutex") {
-				return true // waits for it: a defer registered before its Lock
+				return h.lockCaller >= 0 && u.frame > h.lockCaller
 			}
 			if o.Kind == "cond" && o.Addr != 0 && lockOf(o.Addr) == m {
-				return true
+				return false
 			}
 		}
-		return false
+		return true
 	}
 	holders := map[uint64][]Holder{}
 	done := map[uint64]bool{}
@@ -281,21 +307,145 @@ func (t *Target) findHolders(gs []*Goroutine) {
 				done[m] = true
 				for _, i := range byRecv[m] {
 					h := gs[i]
-					if releases(h, m) {
-						continue
-					}
 					for _, u := range h.unlocks {
-						if u.recv != m || (o.Kind == "mutex" && u.kind != unlockWrite) {
+						if u.recv != m || (o.Kind == "mutex" && u.kind != unlockWrite) || !holds(h, u, m) {
 							continue
 						}
-						holders[m] = append(holders[m], Holder{Goid: h.ID, Function: u.fn, File: u.file, Line: u.line, Read: u.kind == unlockRead})
+						holders[m] = append(holders[m], Holder{Goid: h.ID, Function: u.fn, File: u.file, Line: u.line, Read: u.kind == unlockRead, g: h})
 						break
 					}
 				}
 			}
-			if hs := holders[m]; len(hs) > 0 && o.Sync.Holders == nil {
-				o.Sync.Holders = hs
+		}
+	}
+	// What each holder waits on itself: the chain's next link.
+	for m, hs := range holders {
+		for i := range hs {
+			for _, o := range hs[i].g.WaitingOn {
+				head, _ := o.Parts()
+				hs[i].WaitsOn = append(hs[i].WaitsOn, head)
+			}
+		}
+		holders[m] = hs
+	}
+	for _, g := range gs {
+		for _, o := range g.WaitingOn {
+			if o.Sync != nil && o.Sync.Holders == nil {
+				o.Sync.Holders = holders[o.Addr]
 			}
 		}
 	}
+	return deadlocks(gs, holders)
+}
+
+// Deadlock is a cycle of goroutines each waiting for a lock the next
+// holds, by the holders' pending deferred unlocks: none of them can run
+// again.
+type Deadlock struct {
+	Members []DeadlockMember `json:"members"`
+}
+
+// DeadlockMember is one goroutine of a deadlock: the lock it waits for,
+// held by the next member (the last's by the first).
+type DeadlockMember struct {
+	Goid uint64 `json:"goid"`
+	// Function and Line are where it waits (its innermost frame outside
+	// the runtime and package sync).
+	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	// WaitsFor is the lock it waits for ("mutex main.b").
+	WaitsFor string `json:"waits_for"`
+}
+
+// String reads "goroutine 7 at main.ab demo/main.go:20 waits for mutex
+// main.b".
+func (m DeadlockMember) String() string {
+	return fmt.Sprintf("goroutine %d at %s %s:%d waits for %s", m.Goid, m.Function, shortPath(m.File), m.Line, m.WaitsFor)
+}
+
+// deadlocks finds the cycles of the wait-for graph: an edge from each
+// goroutine waiting for a lock to each of the lock's holders (a reader
+// waiting on a RWMutex waits only for its writer). Each cycle is reported
+// once, from its least goroutine id; its members are marked Deadlocked.
+func deadlocks(gs []*Goroutine, holders map[uint64][]Holder) []Deadlock {
+	type edge struct {
+		to   *Goroutine
+		lock WaitObject
+	}
+	next := map[*Goroutine][]edge{}
+	for _, g := range gs {
+		for _, o := range g.WaitingOn {
+			for _, h := range holders[o.Addr] {
+				if o.Kind == "rwmutex" && o.Dir == "read" && h.Read {
+					continue // readers do not exclude a reader
+				}
+				if o.Kind == "mutex" || o.Kind == "rwmutex" {
+					next[g] = append(next[g], edge{h.g, o})
+				}
+			}
+		}
+	}
+	var out []Deadlock
+	seen := map[*Goroutine]bool{}
+	for _, start := range gs {
+		if len(next[start]) == 0 || seen[start] {
+			continue
+		}
+		// Follow the first edge from each goroutine: a cycle found so
+		// holds whatever the other edges do.
+		var path []*Goroutine
+		var locks []WaitObject
+		at := map[*Goroutine]int{}
+		g := start
+		for g != nil && !seen[g] {
+			if i, ok := at[g]; ok {
+				d := Deadlock{}
+				cycle, held := path[i:], locks[i:]
+				// From the least goroutine id, so that each is named once
+				// the same way.
+				least := 0
+				for k, c := range cycle {
+					if c.ID < cycle[least].ID {
+						least = k
+					}
+				}
+				for k := range cycle {
+					c, lock := cycle[(least+k)%len(cycle)], held[(least+k)%len(cycle)]
+					c.Deadlocked = true
+					head, _ := lock.Parts()
+					m := DeadlockMember{Goid: c.ID, WaitsFor: head}
+					if fr := c.waitFrame(); fr != nil {
+						m.Function, m.File, m.Line = fr.Function, fr.File, fr.Line
+					}
+					d.Members = append(d.Members, m)
+				}
+				out = append(out, d)
+				break
+			}
+			at[g] = len(path)
+			path = append(path, g)
+			es := next[g]
+			if len(es) == 0 {
+				break
+			}
+			locks = append(locks, es[0].lock)
+			g = es[0].to
+		}
+		for _, p := range path {
+			seen[p] = true
+		}
+	}
+	return out
+}
+
+// waitFrame is the goroutine's innermost frame outside the runtime and
+// package sync, nil if none.
+func (g *Goroutine) waitFrame() *Frame {
+	for i := range g.Frames {
+		if !isLockPlumbing(g.Frames[i].Function) {
+			return &g.Frames[i]
+		}
+	}
+	return nil
 }

@@ -91,6 +91,79 @@ func TestLockHolders(t *testing.T) {
 			if checked != len(waits) {
 				t.Errorf("checked %d of the %d waiters", checked, len(waits))
 			}
+			if len(snap.Deadlocks) != 0 {
+				t.Errorf("deadlocks in a program without one: %+v", snap.Deadlocks)
+			}
+		})
+	}
+}
+
+// TestDeadlocks: with -deadlock the holders target also deadlocks two
+// goroutines on two mutexes taken in opposite orders, and one on a mutex
+// it holds itself, and says which. gi reports exactly those cycles, each
+// member waiting for the lock the next holds, and marks exactly their
+// members.
+func TestDeadlocks(t *testing.T) {
+	requirePrivilege(t)
+	for _, opts := range []targets.BuildOptions{{}, {Toolchain: "go1.21.13"}, {Toolchain: "go1.27.4"}} {
+		t.Run(opts.String(), func(t *testing.T) {
+			p := targets.Start(t, targets.Build(t, "holders", opts), "-n", "1", "-deadlock")
+			waitsFor := map[uint64]string{} // goroutine -> the lock it waits for
+			var pair []uint64
+			var self uint64
+			for _, line := range p.Lines() {
+				f := strings.Fields(line)
+				switch {
+				case len(f) == 4 && f[0] == "CYCLE":
+					id, _ := strconv.ParseUint(f[1], 10, 64)
+					pair = append(pair, id)
+					waitsFor[id] = "mutex " + f[3]
+				case len(f) == 3 && f[0] == "SELF":
+					self, _ = strconv.ParseUint(f[1], 10, 64)
+					waitsFor[self] = "mutex " + f[2]
+				}
+			}
+			if len(pair) != 2 || self == 0 {
+				t.Fatalf("the target reported the pair %v and %d: %q", pair, self, p.Lines())
+			}
+			tg, err := inspect.Open(p.Cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tg.Close()
+			snap, err := tg.Snapshot(sharedTracer())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.Deadlocks) != 2 {
+				t.Fatalf("deadlocks %+v, want the pair %v and %d alone", snap.Deadlocks, pair, self)
+			}
+			found := map[uint64]bool{}
+			for _, d := range snap.Deadlocks {
+				for _, m := range d.Members {
+					if m.WaitsFor != waitsFor[m.Goid] || m.Function == "" || m.Line == 0 {
+						t.Errorf("member %+v: waits for %q, the target says %q", m, m.WaitsFor, waitsFor[m.Goid])
+					}
+					found[m.Goid] = true
+				}
+				switch len(d.Members) {
+				case 1:
+					if d.Members[0].Goid != self || d.Members[0].Function != "main.lockAgain" {
+						t.Errorf("a deadlock of one: %+v, want goroutine %d in main.lockAgain", d.Members, self)
+					}
+				case 2:
+					if got := []uint64{d.Members[0].Goid, d.Members[1].Goid}; !(got[0] == min(pair[0], pair[1]) && got[1] == max(pair[0], pair[1])) {
+						t.Errorf("the pair's deadlock: %+v, want goroutines %v from the least", d.Members, pair)
+					}
+				default:
+					t.Errorf("a deadlock of %d: %+v", len(d.Members), d.Members)
+				}
+			}
+			for _, g := range snap.Goroutines {
+				if g.Deadlocked != found[g.ID] || found[g.ID] != (waitsFor[g.ID] != "") {
+					t.Errorf("goroutine %d marked deadlocked %v, in a deadlock %v, the target says %q", g.ID, g.Deadlocked, found[g.ID], waitsFor[g.ID])
+				}
+			}
 		})
 	}
 }

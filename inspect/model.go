@@ -26,6 +26,9 @@ import (
 // Snapshot is the decoded state of every goroutine of a process at one instant.
 type Snapshot struct {
 	PID int
+	// Deadlocks are the cycles of goroutines each waiting for a lock the
+	// next holds (by the holders' deferred unlocks): none can run again.
+	Deadlocks []Deadlock
 	// NSPid is the process's pid inside its own PID namespace (a
 	// container's view); equal to PID outside containers.
 	NSPid     int
@@ -163,6 +166,13 @@ type Goroutine struct {
 	// unlocks are the deferred unlocks pending in its frames, which
 	// findHolders matches with the locks others wait on.
 	unlocks []pendingUnlock
+	// lockCaller is the innermost physical frame outside the runtime and
+	// package sync (the caller of the Lock a goroutine waits in), -1 if
+	// none.
+	lockCaller int
+	// Deadlocked says the goroutine is in a cycle of goroutines each
+	// waiting for a lock the next holds (Snapshot.Deadlocks).
+	Deadlocked bool
 }
 
 // StackCopy is a copy of the used part of a goroutine's stack.

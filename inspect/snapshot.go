@@ -498,7 +498,7 @@ func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 		t.index(raw.waits, raws)
 		snap.Warnings = append(snap.Warnings, raw.waits.problemWarnings()...)
 		t.decodeWaits(raw.waits, snap.Goroutines, raw.gs, now, raws)
-		t.findHolders(snap.Goroutines)
+		snap.Deadlocks = t.findHolders(snap.Goroutines)
 		for a := range raw.waits.sudogs {
 			snap.Sudogs = append(snap.Sudogs, a)
 		}

@@ -192,6 +192,7 @@ func (t *Target) isSystem(start *pclntab.Func) bool {
 // SP) and expands inlined frames.
 func (t *Target) unwind(g *Goroutine, rg *rawG) {
 	s := t.sym
+	g.lockCaller = -1
 	g.Frames = t.scratch[:0]
 	defer func() { t.scratch = g.Frames[:0] }()
 	if rg.stackErr != "" {
@@ -244,6 +245,9 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 			callee = lf.Function
 			g.Frames = append(g.Frames, fr)
 		}
+		if g.lockCaller < 0 && !isLockPlumbing(f.Name) {
+			g.lockCaller = n
+		}
 		if f.Flag&funcFlagTopFrame != 0 || f.Name == "runtime.goexit" {
 			if live != nil {
 				g.Stack.Unwound = true
@@ -268,7 +272,7 @@ func (t *Target) unwind(g *Goroutine, rg *rawG) {
 		}
 		if n > 0 && !trap {
 			// Parked at a call: the frame's defer bits are its own.
-			t.openDefers(g, rg, f, sp, fp)
+			t.openDefers(g, rg, f, sp, fp, n)
 		}
 		if lr == 0 {
 			break

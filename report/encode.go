@@ -234,6 +234,9 @@ func (w *indented) goroutine(g *Goroutine) {
 	if g.LeakedWhy != "" {
 		w.str("leaked_why", g.LeakedWhy)
 	}
+	if g.Deadlocked {
+		w.bool("deadlocked", true)
+	}
 	if g.Trace != nil {
 		w.key("trace")
 		w.latency(g.Trace)

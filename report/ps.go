@@ -29,7 +29,10 @@ type Ps struct {
 	// TraceWindow is set by `gi ps --trace`.
 	TraceWindow *measure.Window `json:"trace_window,omitempty"`
 	// Leaks is set by `gi ps --leaks`.
-	Leaks      *Leaks       `json:"leaks,omitempty"`
+	Leaks *Leaks `json:"leaks,omitempty"`
+	// Deadlocks are the cycles of goroutines each waiting for a lock the
+	// next holds (each member's deferred unlock pending).
+	Deadlocks  []Deadlock   `json:"deadlocks,omitempty"`
 	Goroutines []*Goroutine `json:"goroutines"`
 }
 
@@ -116,6 +119,8 @@ type Goroutine struct {
 	// run will ever wake, LeakedWhy says why.
 	Leaked    bool   `json:"leaked,omitempty"`
 	LeakedWhy string `json:"leaked_why,omitempty"`
+	// Deadlocked is set on a member of a deadlock (Ps.Deadlocks).
+	Deadlocked bool `json:"deadlocked,omitempty"`
 	// Trace is set by `gi ps --trace`: the latency of the goroutine's
 	// measured function.
 	Trace *measure.Latency `json:"trace,omitempty"`
@@ -160,6 +165,35 @@ type WaitObject struct {
 	// Unreachable is set by `gi ps --leaks` on an object no goroutine
 	// that can run reaches.
 	Unreachable bool `json:"unreachable,omitempty"`
+}
+
+// Deadlock is a cycle of goroutines, each waiting for a lock the next
+// holds (the last's held by the first).
+type Deadlock struct {
+	Members []DeadlockMember `json:"members"`
+}
+
+// DeadlockMember is one goroutine of a deadlock: where it waits, and for
+// which lock.
+type DeadlockMember struct {
+	Goid     uint64 `json:"goid"`
+	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	WaitsFor string `json:"waits_for"`
+}
+
+// NewDeadlocks converts a snapshot's deadlocks.
+func NewDeadlocks(ds []inspect.Deadlock) []Deadlock {
+	var out []Deadlock
+	for _, d := range ds {
+		var r Deadlock
+		for _, m := range d.Members {
+			r.Members = append(r.Members, DeadlockMember{Goid: m.Goid, Function: m.Function, File: m.File, Line: m.Line, WaitsFor: m.WaitsFor})
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // LockHolder is a goroutine that holds a lock, and the defer statement
@@ -260,6 +294,7 @@ func NewPs(snap *inspect.Snapshot, gs []*inspect.Goroutine, allFrames bool, res 
 			return snap.Taken.UnixNano()
 		}(),
 		Goroutines: make([]*Goroutine, 0, len(gs)),
+		Deadlocks:  NewDeadlocks(snap.Deadlocks),
 	}
 	if res != nil {
 		out.TraceWindow = &res.Window
@@ -338,6 +373,7 @@ func (sh *sharer) goroutine(g *inspect.Goroutine, allFrames bool) *Goroutine {
 		Truncated:      g.Truncated,
 		Problem:        g.Problem,
 		Leaked:         g.Leaked || g.Status == "leaked",
+		Deadlocked:     g.Deadlocked,
 		LeakedWhy:      g.LeakedWhy,
 	}
 	if jg.Labels == nil {
@@ -449,6 +485,11 @@ type Objects struct {
 	Blocked    int      `json:"blocked"`
 	Goroutines int      `json:"goroutines"`
 	Warnings   []string `json:"warnings,omitempty"`
+	// Deadlocks are the cycles of goroutines each waiting for a lock the
+	// next holds; Graph is the wait-for graph (goroutines, folded waiters
+	// and objects; waits-on and held-by edges).
+	Deadlocks []Deadlock         `json:"deadlocks,omitempty"`
+	Graph     *inspect.WaitGraph `json:"graph"`
 }
 
 // WaitedObject is one entry of Objects.
@@ -464,7 +505,8 @@ type WaitedObject struct {
 
 // NewObjects builds the document for goroutines gs of snap.
 func NewObjects(snap *inspect.Snapshot, gs []*inspect.Goroutine) *Objects {
-	out := &Objects{PID: snap.PID, PauseNS: snap.Pause.Nanoseconds(), Origin: snap.Origin, Objects: []*WaitedObject{}, Warnings: snap.Warnings}
+	out := &Objects{PID: snap.PID, PauseNS: snap.Pause.Nanoseconds(), Origin: snap.Origin, Objects: []*WaitedObject{}, Warnings: snap.Warnings,
+		Deadlocks: NewDeadlocks(snap.Deadlocks), Graph: inspect.NewWaitGraph(snap, gs)}
 	out.Blocked, out.Goroutines = inspect.AllBlocked(snap.Goroutines)
 	for _, wo := range inspect.WaitedObjects(gs) {
 		o := &WaitedObject{Object: NewWaitObject(wo.Object), Waiters: len(wo.Goroutines), BySide: map[string]int{},

@@ -39,6 +39,7 @@ type psOptions struct {
 	waits                               bool
 	copyEarly                           bool
 	pprofFile                           string
+	graphFile                           string
 	binary                              string // with a core file: its executable
 	coreFile                            string // write a core of the live process
 	coreAll                             bool
@@ -91,6 +92,7 @@ given with --binary.`,
 	f.IntVar(&o.watchCount, "count", 0, "with --watch: stop after `N` intervals")
 	f.StringVar(&o.since, "since", "", "compare with a listing saved earlier by gi ps --json `FILE`: how the goroutines grew since, and which have not moved (the target may be another saved listing)")
 	f.StringVar(&o.pprofFile, "pprof", "", "write a pprof goroutine profile to `FILE`")
+	f.StringVar(&o.graphFile, "graph", "", "write the wait-for graph (goroutines, the objects they wait on, who holds them, deadlocks in red) to `FILE`: DOT, or SVG if FILE ends in .svg (needs Graphviz)")
 	f.BoolVar(&o.all, "all", false, "include system goroutines")
 	f.BoolVar(&o.allFrames, "all-frames", false, "keep the runtime-internal frames the runtime's dump elides")
 	f.StringVar(&o.state, "state", "", "only goroutines in this state (e.g. \"chan receive\", waiting, running)")
@@ -227,7 +229,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.watchCount != 0 && o.watch == 0 {
 		return fmt.Errorf("--count goes with --watch D")
 	}
-	if (o.watch > 0 || o.since != "") && (o.trace > 0 || o.leaks || o.coreFile != "" || o.stacks || o.group || o.objects || o.pprofFile != "") {
+	if (o.watch > 0 || o.since != "") && (o.trace > 0 || o.leaks || o.coreFile != "" || o.stacks || o.group || o.objects || o.pprofFile != "" || o.graphFile != "") {
 		return fmt.Errorf("--watch and --since print how goroutines grew, with --json or alone")
 	}
 	if o.watch > 0 && o.since != "" {
@@ -327,6 +329,12 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	var pt *psLatency
 	if res != nil {
 		pt = &psLatency{Result: res, why: o.why}
+	}
+	if o.graphFile != "" {
+		if err := writeGraphFile(o.graphFile, inspect.NewWaitGraph(snap, gs), fmt.Sprintf("gi ps: pid %d, %s", pid, snap.GoVersion)); err != nil {
+			return err
+		}
+		fmt.Fprintf(errOut, "gi: wrote the wait-for graph to %s\n", o.graphFile)
 	}
 	if pprofOut != nil {
 		if err := inspect.WritePprof(pprofOut, snap, gs); err != nil {
@@ -598,6 +606,7 @@ func writeObjects(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine
 	if blocked, total := inspect.AllBlocked(snap.Goroutines); total > 0 && blocked == total {
 		fmt.Fprintf(out, "all %d goroutines of the program are blocked\n", total)
 	}
+	writeDeadlocks(out, snap)
 	return writeWarnings(out, snap)
 }
 
@@ -605,6 +614,9 @@ func stateText(g *inspect.Goroutine) string {
 	s := g.State
 	if g.Leaked || g.Status == "leaked" { // gi ps --leaks's verdict, or the runtime's own (Go 1.26+)
 		s += " LEAKED"
+	}
+	if g.Deadlocked {
+		s += " DEADLOCK"
 	}
 	if g.LockedToThread {
 		s += " (locked)"
@@ -795,12 +807,37 @@ func writeFooter(out io.Writer, snap *inspect.Snapshot, gs []*inspect.Goroutine)
 		parts[i] = fmt.Sprintf("%d %s", counts[s], s)
 	}
 	fmt.Fprintf(out, "\n%d goroutines: %s\n", len(gs), strings.Join(parts, ", "))
+	writeDeadlocks(out, snap)
 	if snap.Origin != "" {
 		fmt.Fprintf(out, "pid %s, %s, from %s\n", pidText(snap.PID, snap.NSPid), snap.GoVersion, snap.Origin)
 	} else {
 		fmt.Fprintf(out, "pid %s, %s, paused %s\n", pidText(snap.PID, snap.NSPid), snap.GoVersion, snap.Pause.Round(time.Microsecond))
 	}
 	return writeWarnings(out, snap)
+}
+
+// writeDeadlocks names each deadlock's goroutines, where each waits, for
+// what, and who holds it: "deadlock: goroutine 10 at main.ab
+// demo/main.go:20 waits for mutex main.b, held by goroutine 11 at ...,
+// which waits for mutex main.a, held by goroutine 10".
+func writeDeadlocks(out io.Writer, snap *inspect.Snapshot) {
+	for _, d := range snap.Deadlocks {
+		var b strings.Builder
+		for i, m := range d.Members {
+			where := fmt.Sprintf("goroutine %d at %s %s:%d", m.Goid, m.Function, shortFile(m.File), m.Line)
+			if i == 0 {
+				b.WriteString(where + " waits for " + m.WaitsFor)
+			} else {
+				b.WriteString(", held by " + where + ", which waits for " + m.WaitsFor)
+			}
+		}
+		if len(d.Members) == 1 {
+			b.WriteString(", which it holds itself")
+		} else {
+			fmt.Fprintf(&b, ", held by goroutine %d", d.Members[0].Goid)
+		}
+		fmt.Fprintf(out, "deadlock: %s\n", b.String())
+	}
 }
 
 func writeWarnings(out io.Writer, snap *inspect.Snapshot) error {

@@ -13,6 +13,14 @@
 //	HOLD <goid> <lock> <function> <line of the defer statement>
 //	WAIT <goid> <lock>
 //
+// With -deadlock, two goroutines also take main.abA and main.abB in
+// opposite orders, each with its first lock's unlock deferred (a
+// deadlock), and one takes main.selfMu and, holding it, calls a function
+// that locks it again (a deadlock of one); it prints
+//
+//	CYCLE <goid> <lock it holds> <lock it waits for>
+//	SELF <goid> <lock>
+//
 // and runs until killed.
 package main
 
@@ -32,6 +40,9 @@ var (
 	table   sync.RWMutex
 	plainMu sync.Mutex
 	lateMu  sync.Mutex
+	abA     sync.Mutex
+	abB     sync.Mutex
+	selfMu  sync.Mutex
 	reg     = &registry{name: "reg"}
 )
 
@@ -114,8 +125,39 @@ func waitRead() {
 	table.RUnlock()
 }
 
+// lockBoth takes first, then, once both of its pair hold their first,
+// second: with the pair's orders opposite, neither gets its second.
+//
+//go:noinline
+func lockBoth(first, second *sync.Mutex, holds, wants string, both *sync.WaitGroup) {
+	first.Lock()
+	defer first.Unlock()
+	events <- event{kind: "CYCLE", lock: holds + " " + wants, goid: goid()}
+	both.Done()
+	both.Wait()
+	second.Lock()
+	defer second.Unlock()
+}
+
+// relock holds selfMu and calls lockAgain, which locks it again.
+//
+//go:noinline
+func relock() {
+	selfMu.Lock()
+	defer selfMu.Unlock()
+	events <- event{kind: "SELF", lock: "main.selfMu", goid: goid()}
+	lockAgain()
+}
+
+//go:noinline
+func lockAgain() {
+	selfMu.Lock()
+	selfMu.Unlock()
+}
+
 func main() {
 	n := flag.Int("n", 3, "waiters on each lock")
+	deadlock := flag.Bool("deadlock", false, "also deadlock two goroutines on two mutexes, and one on itself")
 	flag.Parse()
 	holders := []func(){holdGlobal, reg.hold, holdTable, holdPlain, func() { lateMu.Lock(); <-block }}
 	for _, h := range holders {
@@ -135,16 +177,27 @@ func main() {
 		go waitMutex(&plainMu, "main.plainMu")
 	}
 	go lateDefer()
-	for len(got) < 4+4**n+1 {
+	want, parked := 4+4**n+1, 4**n+1
+	if *deadlock {
+		var both sync.WaitGroup
+		both.Add(2)
+		go lockBoth(&abA, &abB, "main.abA", "main.abB", &both)
+		go lockBoth(&abB, &abA, "main.abB", "main.abA", &both)
+		go relock()
+		want, parked = want+3, parked+3
+	}
+	for len(got) < want {
 		got = append(got, <-events)
 	}
-	waitParked(4**n + 1)
+	waitParked(parked)
 	for _, e := range got {
 		switch e.kind {
 		case "HOLD":
 			fmt.Printf("HOLD %d %s %s %d\n", e.goid, e.lock, e.fn, e.line)
 		case "WAIT":
 			fmt.Printf("WAIT %d %s\n", e.goid, e.lock)
+		case "CYCLE", "SELF":
+			fmt.Printf("%s %d %s\n", e.kind, e.goid, e.lock)
 		}
 	}
 	fmt.Println("READY")

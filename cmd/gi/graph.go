@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/internal/outfile"
+)
+
+// writeGraphDOT renders a wait-for graph in Graphviz's DOT: objects as
+// boxes, goroutines as ellipses, folded waiters as stacked boxes, the
+// edges of a deadlock's cycle and its goroutines in red.
+func writeGraphDOT(w io.Writer, g *inspect.WaitGraph, title string) error {
+	var b bytes.Buffer
+	b.WriteString("digraph waitfor {\n")
+	fmt.Fprintf(&b, "  label=%s;\n  labelloc=t;\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n  edge [fontname=\"monospace\", fontsize=9];\n", dotQuote(title))
+	for _, n := range g.Nodes {
+		attrs := []string{"label=" + dotQuote(n.Label)}
+		switch n.Kind {
+		case "object":
+			attrs = append(attrs, "shape=box", "style=rounded")
+		case "waiters":
+			attrs = append(attrs, "shape=box3d")
+		default:
+			attrs = append(attrs, "shape=ellipse")
+		}
+		if n.Deadlocked {
+			attrs = append(attrs, "color=red", "fontcolor=red", "penwidth=2")
+		}
+		fmt.Fprintf(&b, "  %s [%s];\n", dotQuote(n.ID), strings.Join(attrs, ", "))
+	}
+	for _, e := range g.Edges {
+		attrs := []string{"label=" + dotQuote(e.Kind)}
+		if e.Kind == "held-by" {
+			attrs = append(attrs, "style=dashed")
+		}
+		if e.Cycle {
+			attrs = append(attrs, "color=red", "fontcolor=red", "penwidth=2")
+		}
+		fmt.Fprintf(&b, "  %s -> %s [%s];\n", dotQuote(e.From), dotQuote(e.To), strings.Join(attrs, ", "))
+	}
+	if g.CutObjects > 0 {
+		fmt.Fprintf(&b, "  cut [shape=note, label=%s];\n", dotQuote(fmt.Sprintf("%d more objects (%d goroutines waiting on them) left out", g.CutObjects, g.CutGoroutines)))
+	}
+	b.WriteString("}\n")
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// dotQuote quotes s as a DOT string.
+func dotQuote(s string) string {
+	return strconv.Quote(s) // DOT's escapes are a subset of Go's: \" and \\
+}
+
+// dotTimeout bounds Graphviz's layout of a graph.
+const dotTimeout = time.Minute
+
+// writeGraphFile writes the wait-for graph to path: DOT, or SVG through
+// Graphviz's dot when path ends in .svg. It writes through a temporary
+// file renamed into place, so a link planted at path is replaced, not
+// followed.
+func writeGraphFile(path string, g *inspect.WaitGraph, title string) error {
+	var dot bytes.Buffer
+	if err := writeGraphDOT(&dot, g, title); err != nil {
+		return err
+	}
+	f, err := outfile.Create(path, 0o644)
+	if err != nil {
+		return fmt.Errorf("--graph: %w", err)
+	}
+	defer f.Abort()
+	if strings.HasSuffix(strings.ToLower(path), ".svg") {
+		bin, err := exec.LookPath("dot")
+		if err != nil {
+			return fmt.Errorf("--graph %s: an SVG needs Graphviz's dot on PATH (Debian: apt-get install graphviz); or give a .dot file", path)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), dotTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "-Tsvg")
+		var stderr bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = &dot, f, &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("--graph %s: dot: %v: %s", path, err, oneLine(stderr.String()))
+		}
+	} else if _, err := f.Write(dot.Bytes()); err != nil {
+		return fmt.Errorf("--graph: %w", err)
+	}
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("--graph: %w", err)
+	}
+	return nil
+}

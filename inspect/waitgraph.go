@@ -1,0 +1,222 @@
+package inspect
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// The wait-for graph: goroutines and the objects they wait on, and the
+// goroutines that hold those objects (holders.go). A goroutine that holds
+// something or is in a deadlock is a node of its own; the other waiters
+// of an object are folded by where they wait, so that 100k goroutines
+// parked on one channel are one node. The objects with most waiters come
+// first, MaxGraphObjects at most (those a holder or a deadlock involves
+// always), the rest cut and counted.
+
+// MaxGraphObjects bounds the objects a wait-for graph holds.
+const MaxGraphObjects = 200
+
+// GraphNode is a node of the wait-for graph.
+type GraphNode struct {
+	// ID names the node in the graph: "g29" for a goroutine, "w3" for a
+	// folded group of waiters, "o0xc000123000" for an object.
+	ID string `json:"id"`
+	// Kind is "goroutine", "waiters" (goroutines folded) or "object".
+	Kind string `json:"kind"`
+	// Label says what it is: "goroutine 29 main.load demo/main.go:77",
+	// "200 goroutines at main.worker", "mutex main.cacheMu (locked,
+	// 3 waiters)".
+	Label string `json:"label"`
+	// Goids are a goroutine's id, or a group's (the first 20).
+	Goids []uint64 `json:"goids,omitempty"`
+	// Count is how many goroutines a group folds.
+	Count int `json:"count,omitempty"`
+	// Deadlocked marks a goroutine in a deadlock.
+	Deadlocked bool `json:"deadlocked,omitempty"`
+}
+
+// GraphEdge is an edge of the wait-for graph: From waits on To (a
+// goroutine or group on an object: "waits-on"), or From is held by To (an
+// object by a goroutine: "held-by").
+type GraphEdge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	Kind string `json:"kind"`
+	// Cycle marks an edge of a deadlock's cycle.
+	Cycle bool `json:"cycle,omitempty"`
+}
+
+// WaitGraph is the wait-for graph of a snapshot.
+type WaitGraph struct {
+	Nodes []GraphNode `json:"nodes"`
+	Edges []GraphEdge `json:"edges"`
+	// CutObjects counts the objects left out past MaxGraphObjects, and
+	// CutGoroutines the goroutines that waited on them only.
+	CutObjects    int `json:"cut_objects,omitempty"`
+	CutGoroutines int `json:"cut_goroutines,omitempty"`
+}
+
+// maxGroupGoids bounds the ids a folded group lists.
+const maxGroupGoids = 20
+
+// NewWaitGraph builds the wait-for graph of gs, of snapshot snap.
+func NewWaitGraph(snap *Snapshot, gs []*Goroutine) *WaitGraph {
+	objs := WaitedObjects(gs)
+	// Holders and deadlock members are nodes of their own.
+	single := map[uint64]bool{}
+	holdersOf := func(o WaitObject) []Holder {
+		if o.Sync == nil {
+			return nil
+		}
+		return o.Sync.Holders
+	}
+	for _, wo := range objs {
+		for _, h := range holdersOf(wo.Object) {
+			single[h.Goid] = true
+		}
+	}
+	cycle := map[uint64]bool{}
+	for _, d := range snap.Deadlocks {
+		for _, m := range d.Members {
+			single[m.Goid], cycle[m.Goid] = true, true
+		}
+	}
+	// The objects kept: those with holders or single waiters always,
+	// then by waiters, up to the bound.
+	keep := make([]bool, len(objs))
+	kept := 0
+	for i, wo := range objs {
+		if len(holdersOf(wo.Object)) > 0 {
+			keep[i], kept = true, kept+1
+			continue
+		}
+		for _, g := range wo.Goroutines {
+			if single[g.ID] {
+				keep[i], kept = true, kept+1
+				break
+			}
+		}
+	}
+	for i := range objs {
+		if !keep[i] && kept < MaxGraphObjects {
+			keep[i], kept = true, kept+1
+		}
+	}
+	gr := &WaitGraph{}
+	byGoid := map[uint64]*Goroutine{}
+	for _, g := range gs {
+		byGoid[g.ID] = g
+	}
+	added := map[string]bool{}
+	addNode := func(n GraphNode) {
+		if !added[n.ID] {
+			added[n.ID] = true
+			gr.Nodes = append(gr.Nodes, n)
+		}
+	}
+	goroutineNode := func(id uint64) string {
+		n := GraphNode{ID: "g" + strconv.FormatUint(id, 10), Kind: "goroutine", Goids: []uint64{id}, Deadlocked: cycle[id]}
+		n.Label = fmt.Sprintf("goroutine %d", id)
+		if g := byGoid[id]; g != nil {
+			if fr := g.waitFrame(); fr != nil {
+				n.Label += fmt.Sprintf(" %s %s:%d", fr.Function, shortPath(fr.File), fr.Line)
+			}
+		}
+		addNode(n)
+		return n.ID
+	}
+	objectID := func(i int, o WaitObject) string {
+		if o.Addr != 0 {
+			return fmt.Sprintf("o%#x", o.Addr)
+		}
+		return fmt.Sprintf("o%d", i)
+	}
+	ids := make([]string, len(objs))
+	cut := map[*Goroutine]bool{}
+	for i, wo := range objs {
+		if !keep[i] {
+			gr.CutObjects++
+			for _, g := range wo.Goroutines {
+				cut[g] = true
+			}
+			continue
+		}
+		ids[i] = objectID(i, wo.Object)
+		addNode(GraphNode{ID: ids[i], Kind: "object", Label: wo.Object.String()})
+	}
+	groups := 0
+	for i, wo := range objs {
+		if !keep[i] {
+			continue
+		}
+		// Waiters: single ones each, the rest folded by where they wait.
+		type fold struct {
+			where string
+			gs    []*Goroutine
+		}
+		var folds []*fold
+		byWhere := map[string]*fold{}
+		for _, g := range wo.Goroutines {
+			delete(cut, g)
+			if single[g.ID] {
+				from := goroutineNode(g.ID)
+				gr.Edges = append(gr.Edges, GraphEdge{From: from, To: ids[i], Kind: "waits-on", Cycle: cycle[g.ID]})
+				continue
+			}
+			where := "?"
+			if fr := g.waitFrame(); fr != nil {
+				where = fr.Function
+			}
+			f := byWhere[where]
+			if f == nil {
+				f = &fold{where: where}
+				byWhere[where] = f
+				folds = append(folds, f)
+			}
+			f.gs = append(f.gs, g)
+		}
+		for _, f := range folds {
+			if len(f.gs) == 1 {
+				from := goroutineNode(f.gs[0].ID)
+				gr.Edges = append(gr.Edges, GraphEdge{From: from, To: ids[i], Kind: "waits-on"})
+				continue
+			}
+			groups++
+			n := GraphNode{ID: "w" + strconv.Itoa(groups), Kind: "waiters", Count: len(f.gs), Label: fmt.Sprintf("%d goroutines at %s", len(f.gs), f.where)}
+			for _, g := range f.gs[:min(len(f.gs), maxGroupGoids)] {
+				n.Goids = append(n.Goids, g.ID)
+			}
+			addNode(n)
+			gr.Edges = append(gr.Edges, GraphEdge{From: n.ID, To: ids[i], Kind: "waits-on"})
+		}
+		for _, h := range holdersOf(wo.Object) {
+			to := goroutineNode(h.Goid)
+			gr.Edges = append(gr.Edges, GraphEdge{From: ids[i], To: to, Kind: "held-by", Cycle: cycle[h.Goid] && anyWaiterIn(wo.Goroutines, cycle)})
+		}
+	}
+	gr.CutGoroutines = len(cut)
+	sort.SliceStable(gr.Nodes, func(i, j int) bool { return nodeRank(gr.Nodes[i]) < nodeRank(gr.Nodes[j]) })
+	return gr
+}
+
+// anyWaiterIn says whether a goroutine of gs is in set.
+func anyWaiterIn(gs []*Goroutine, set map[uint64]bool) bool {
+	for _, g := range gs {
+		if set[g.ID] {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeRank orders nodes: objects, goroutines, folded waiters.
+func nodeRank(n GraphNode) int {
+	switch n.Kind {
+	case "object":
+		return 0
+	case "goroutine":
+		return 1
+	}
+	return 2
+}
