@@ -46,15 +46,7 @@ func TestLockHolders(t *testing.T) {
 			if len(holds) != 3 || len(waits) != 9 {
 				t.Fatalf("the target reported %d holds and %d waits: %q", len(holds), len(waits), p.Lines())
 			}
-			tg, err := inspect.Open(p.Cmd.Process.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tg.Close()
-			snap, err := tg.Snapshot(sharedTracer())
-			if err != nil {
-				t.Fatal(err)
-			}
+			snap := snapshotOf(t, p.Cmd.Process.Pid)
 			checked := 0
 			for _, g := range snap.Goroutines {
 				lock, ok := waits[g.ID]
@@ -126,15 +118,7 @@ func TestDeadlocks(t *testing.T) {
 			if len(pair) != 2 || self == 0 {
 				t.Fatalf("the target reported the pair %v and %d: %q", pair, self, p.Lines())
 			}
-			tg, err := inspect.Open(p.Cmd.Process.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tg.Close()
-			snap, err := tg.Snapshot(sharedTracer())
-			if err != nil {
-				t.Fatal(err)
-			}
+			snap := snapshotOf(t, p.Cmd.Process.Pid)
 			if len(snap.Deadlocks) != 2 {
 				t.Fatalf("deadlocks %+v, want the pair %v and %d alone", snap.Deadlocks, pair, self)
 			}
@@ -166,4 +150,19 @@ func TestDeadlocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// snapshotOf takes a snapshot of process pid.
+func snapshotOf(t *testing.T, pid int) *inspect.Snapshot {
+	t.Helper()
+	tg, err := inspect.Open(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	snap, err := tg.Snapshot(sharedTracer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
 }

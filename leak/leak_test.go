@@ -17,61 +17,32 @@ import (
 	"github.com/gi-debug/gi/ptrace"
 )
 
-// groundTruth is what testdata/leaky printed of the goroutines it parked.
-type groundTruth struct {
-	leaked, kept map[uint64]string // goid → class
-}
-
-func readGroundTruth(t *testing.T, p *targets.Process) groundTruth {
-	t.Helper()
-	gt := groundTruth{leaked: map[uint64]string{}, kept: map[uint64]string{}}
-	for _, line := range p.Lines() {
-		f := strings.Fields(line)
-		if len(f) != 4 || f[0] != "G" {
-			continue
-		}
-		id, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			t.Fatalf("target line %q", line)
-		}
-		if f[3] == "leaked" {
-			gt.leaked[id] = f[2]
-		} else {
-			gt.kept[id] = f[2]
-		}
-	}
-	if len(gt.leaked) == 0 || len(gt.kept) == 0 {
-		t.Fatalf("the target reported %d leaked and %d kept goroutines", len(gt.leaked), len(gt.kept))
-	}
-	return gt
-}
-
 // checkFound compares the walk's verdict with the target's own account:
 // never a goroutine reported that the target kept (nor any other, the
 // main goroutine's select {} included), every one that blocks forever
 // by definition reported, and at least found of the leaked ones (all,
 // where the walk scans everything precisely; fewer where some of it is
 // scanned conservatively, which may hide a leak, never invent one).
-func (gt groundTruth) checkFound(t *testing.T, res *leak.Result, found int) {
+func checkFound(t *testing.T, gt targets.LeakyTruth, res *leak.Result, found int) {
 	t.Helper()
 	if res.Undecided != "" {
 		t.Fatalf("undecided: %s", res.Undecided)
 	}
 	missed := 0
-	for id, class := range gt.leaked {
+	for id, class := range gt.Leaked {
 		if _, ok := res.Leaked[id]; !ok {
 			missed++
-			if found == len(gt.leaked) || class == "nilchan" || class == "selectnone" {
+			if found == len(gt.Leaked) || class == "nilchan" || class == "selectnone" {
 				t.Errorf("goroutine %d (%s, leaked) not reported", id, class)
 			}
 		}
 	}
-	if len(gt.leaked)-missed < found {
-		t.Errorf("%d of the %d leaked goroutines reported, want at least %d", len(gt.leaked)-missed, len(gt.leaked), found)
+	if len(gt.Leaked)-missed < found {
+		t.Errorf("%d of the %d leaked goroutines reported, want at least %d", len(gt.Leaked)-missed, len(gt.Leaked), found)
 	}
 	for id, why := range res.Leaked {
-		if _, ok := gt.leaked[id]; !ok {
-			t.Errorf("goroutine %d (%s) reported leaked: %s", id, gt.kept[id], why)
+		if _, ok := gt.Leaked[id]; !ok {
+			t.Errorf("goroutine %d (%s) reported leaked: %s", id, gt.Kept[id], why)
 		}
 	}
 }
@@ -169,7 +140,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 		for _, opts := range []targets.BuildOptions{{Toolchain: tc}, {Toolchain: tc, PIE: true}, {Toolchain: tc, Stripped: true}} {
 			t.Run(opts.String(), func(t *testing.T) {
 				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "4")
-				gt := readGroundTruth(t, p)
+				gt := targets.ReadLeakyTruth(t, p)
 				tg := openTarget(t, p.Pid)
 				snap, im := takeQuiet(t, tg)
 				res := leak.Find(tg, snap, im, leak.Options{})
@@ -187,7 +158,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 				default:
 					t.Logf("heap copied in the stop: %s", im.InStop)
 				}
-				gt.checkFound(t, res, len(gt.leaked))
+				checkFound(t, gt, res, len(gt.Leaked))
 				for _, g := range snap.Goroutines {
 					if _, reported := res.Leaked[g.ID]; g.Leaked != reported {
 						t.Errorf("goroutine %d: Leaked %v in the snapshot", g.ID, g.Leaked)
@@ -239,7 +210,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 				if marked != len(runtimeSet) {
 					t.Errorf("%d goroutines in status leaked after the runtime's profile, which reported %d", marked, len(runtimeSet))
 				}
-				gt.checkFound(t, res2, len(gt.leaked))
+				checkFound(t, gt, res2, len(gt.Leaked))
 			})
 		}
 	}
@@ -251,7 +222,7 @@ func TestLeaksMatchTarget(t *testing.T) {
 func TestLeaksBounded(t *testing.T) {
 	targets.RequirePrivilege(t, "stopping and reading another process")
 	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "3")
-	gt := readGroundTruth(t, p)
+	gt := targets.ReadLeakyTruth(t, p)
 	tg := openTarget(t, p.Pid)
 	snap, im := take(t, tg)
 	res := leak.Find(tg, snap, im, leak.Options{Objects: 5})
@@ -259,7 +230,7 @@ func TestLeaksBounded(t *testing.T) {
 		t.Errorf("undecided %q, want the bound named", res.Undecided)
 	}
 	forever := 0
-	for id, class := range gt.leaked {
+	for id, class := range gt.Leaked {
 		if class == "nilchan" || class == "selectnone" {
 			forever++
 			if _, ok := res.Leaked[id]; !ok {
@@ -304,7 +275,7 @@ func TestGoModules(t *testing.T) {
 func TestLeaksRunningOnSystemStack(t *testing.T) {
 	targets.RequirePrivilege(t, "stopping and reading another process")
 	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "2", "-clock")
-	gt := readGroundTruth(t, p)
+	gt := targets.ReadLeakyTruth(t, p)
 	tg := openTarget(t, p.Pid)
 	for i := 0; i < 500; i++ {
 		snap, im := take(t, tg)
@@ -315,7 +286,7 @@ func TestLeaksRunningOnSystemStack(t *testing.T) {
 			}
 		}
 		res := leak.Find(tg, snap, im, leak.Options{})
-		gt.checkFound(t, res, len(gt.leaked)*3/4)
+		checkFound(t, gt, res, len(gt.Leaked)*3/4)
 		snap.ReleaseStacks()
 		im.Release()
 		if t.Failed() || whole {
@@ -342,7 +313,7 @@ func TestLeaksQueuedFinalizer(t *testing.T) {
 		for _, opts := range []targets.BuildOptions{{Toolchain: tc}, {Toolchain: tc, Stripped: true}} {
 			t.Run(opts.String(), func(t *testing.T) {
 				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "1", "-finq")
-				gt := readGroundTruth(t, p)
+				gt := targets.ReadLeakyTruth(t, p)
 				tg := openTarget(t, p.Pid)
 				snap, im := takeQuiet(t, tg)
 				res := leak.Find(tg, snap, im, leak.Options{})
@@ -353,7 +324,7 @@ func TestLeaksQueuedFinalizer(t *testing.T) {
 					t.Error("no block of queued finalizers read")
 				}
 				found := false
-				for id, class := range gt.kept {
+				for id, class := range gt.Kept {
 					if class == "finq" {
 						found = true
 						if why, ok := res.Leaked[id]; ok {
@@ -365,11 +336,11 @@ func TestLeaksQueuedFinalizer(t *testing.T) {
 					t.Fatal("the target parked no goroutine on a finalizer's channel")
 				}
 				for id, why := range res.Leaked {
-					if _, ok := gt.leaked[id]; !ok {
-						t.Errorf("goroutine %d (%s) reported leaked: %s", id, gt.kept[id], why)
+					if _, ok := gt.Leaked[id]; !ok {
+						t.Errorf("goroutine %d (%s) reported leaked: %s", id, gt.Kept[id], why)
 					}
 				}
-				for id, class := range gt.leaked {
+				for id, class := range gt.Leaked {
 					if _, ok := res.Leaked[id]; !ok {
 						t.Errorf("goroutine %d (%s), leaked, not reported", id, class)
 					}
@@ -388,9 +359,9 @@ func TestLeaksQueuedFinalizer(t *testing.T) {
 func TestLeaksMovingChannel(t *testing.T) {
 	targets.RequirePrivilege(t, "stopping and reading another process")
 	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "1", "-mover")
-	gt := readGroundTruth(t, p)
+	gt := targets.ReadLeakyTruth(t, p)
 	moved := false
-	for _, class := range gt.kept {
+	for _, class := range gt.Kept {
 		moved = moved || class == "moved"
 	}
 	if !moved {
@@ -411,8 +382,8 @@ func TestLeaksMovingChannel(t *testing.T) {
 				t.Fatalf("%+v, stop %d: undecided: %s", opts, i+1, res.Undecided)
 			}
 			for id, why := range res.Leaked {
-				if _, ok := gt.leaked[id]; !ok {
-					t.Errorf("%+v, stop %d: goroutine %d (%s) reported leaked: %s", opts, i+1, id, gt.kept[id], why)
+				if _, ok := gt.Leaked[id]; !ok {
+					t.Errorf("%+v, stop %d: goroutine %d (%s) reported leaked: %s", opts, i+1, id, gt.Kept[id], why)
 				}
 			}
 			snap.ReleaseStacks()
@@ -435,19 +406,19 @@ func TestLeaksStaleWords(t *testing.T) {
 		for _, opts := range []targets.BuildOptions{{Toolchain: tc}, {Toolchain: tc, Stripped: true}} {
 			t.Run(opts.String(), func(t *testing.T) {
 				p := targets.Start(t, targets.Build(t, "leaky", opts), "-n", "2", "-stale")
-				gt := readGroundTruth(t, p)
+				gt := targets.ReadLeakyTruth(t, p)
 				tg := openTarget(t, p.Pid)
 				snap, im := takeQuiet(t, tg)
 				res := leak.Find(tg, snap, im, leak.Options{})
 				t.Logf("mode: %s", res.Mode)
-				gt.checkFound(t, res, len(gt.leaked))
+				checkFound(t, gt, res, len(gt.Leaked))
 				im.Pointers = nil
 				conservative := leak.Find(tg, snap, im, leak.Options{})
 				if !strings.Contains(conservative.Mode, "heap conservative") {
 					t.Errorf("without pointer maps, mode %s", conservative.Mode)
 				}
 				forever := 0
-				for _, class := range gt.leaked {
+				for _, class := range gt.Leaked {
 					if class == "nilchan" || class == "selectnone" {
 						forever++
 					}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,25 +58,7 @@ func TestPsCheck(t *testing.T) {
 func TestPsLiveAndCore(t *testing.T) {
 	targets.RequirePrivilege(t, "stopping and reading another process")
 	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "2")
-	leaked, kept := map[uint64]bool{}, map[uint64]bool{}
-	for _, line := range p.Lines() {
-		f := strings.Fields(line)
-		if len(f) != 4 || f[0] != "G" {
-			continue
-		}
-		id, err := strconv.ParseUint(f[1], 10, 64)
-		if err != nil {
-			t.Fatalf("line %q", line)
-		}
-		if f[3] == "leaked" {
-			leaked[id] = true
-		} else {
-			kept[id] = true
-		}
-	}
-	if len(leaked) == 0 || len(kept) == 0 {
-		t.Fatalf("the target reported %d leaked and %d kept goroutines", len(leaked), len(kept))
-	}
+	gt := targets.ReadLeakyTruth(t, p)
 	tracer := ptrace.NewTracer()
 	defer tracer.Close()
 	corePath := filepath.Join(t.TempDir(), "core")
@@ -98,12 +79,12 @@ func TestPsLiveAndCore(t *testing.T) {
 	for _, g := range live.Snapshot.Goroutines {
 		byID[g.ID] = g
 	}
-	for id := range leaked {
+	for id := range gt.Leaked {
 		if g := byID[id]; g == nil || !g.Leaked {
 			t.Errorf("goroutine %d leaked (the target says), not marked: %+v", id, g)
 		}
 	}
-	for id := range kept {
+	for id := range gt.Kept {
 		if g := byID[id]; g == nil || g.Leaked {
 			t.Errorf("goroutine %d kept (the target says), marked leaked or missing: %+v", id, g)
 		}
