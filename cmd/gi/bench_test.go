@@ -113,6 +113,8 @@ func BenchmarkPs(b *testing.B) {
 						args = append(args, filepath.Join(b.TempDir(), "gi.pb.gz"))
 					case "core":
 						args = append(args, filepath.Join(b.TempDir(), "core"))
+					case "graph":
+						args = append(args, filepath.Join(b.TempDir(), "wf.dot"))
 					}
 					cmd := exec.Command(gi, append(args, strconv.Itoa(p.Pid))...)
 					cmd.Env = append(os.Environ(), "GI_PEAK_RSS=1")
@@ -300,6 +302,9 @@ var psFormats = []struct {
 	{"stacks", []string{"--stacks"}},
 	{"pprof", []string{"--pprof"}},
 	{"core", []string{"--core"}}, // the table, and a core of what it read
+	{"objects", []string{"--objects"}},
+	{"objects-json", []string{"--objects", "--json"}}, // with the wait-for graph
+	{"graph", []string{"--graph"}},                    // DOT, the table too
 }
 
 // BenchmarkTopOverhead measures the lockserver target's throughput (handler
