@@ -4,7 +4,9 @@
 // file under the name: each is written under a temporary name in the
 // same directory, created anew (O_CREAT|O_EXCL, which never follows a
 // link), and renamed over the name once complete (a rename replaces a
-// link; it does not write through it).
+// link; it does not write through it). The temporary name holds the
+// writer's pid: one left by a gi that was killed is removed when the
+// same name is written next.
 package outfile
 
 import (
@@ -13,6 +15,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -33,7 +37,8 @@ func Create(path string, perm os.FileMode) (*File, error) {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".gi-*")
+	removeStale(dir, base)
+	f, err := os.CreateTemp(dir, tempPrefix(base, os.Getpid())+"*")
 	if err != nil {
 		// The temporary name is gi's business: the error names path.
 		var pe *fs.PathError
@@ -48,6 +53,52 @@ func Create(path string, perm os.FileMode) (*File, error) {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	return &File{File: f, path: path}, nil
+}
+
+// tempPrefix is how the temporary names of a file base written by
+// process pid begin: hidden, and naming the writer, so that the next gi
+// can tell a temporary file left by a gi that was killed.
+func tempPrefix(base string, pid int) string {
+	return "." + base + ".gi-" + strconv.Itoa(pid) + "-"
+}
+
+// maxStale bounds the temporary files removeStale looks at.
+const maxStale = 64
+
+// removeStale removes the temporary files of base in dir whose writer no
+// longer runs (a gi killed before it committed or aborted). A link with
+// such a name is removed itself, never followed.
+func removeStale(dir, base string) {
+	names, err := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+".gi-*-*"))
+	if err != nil {
+		return
+	}
+	for _, name := range names[:min(len(names), maxStale)] {
+		rest := strings.TrimPrefix(filepath.Base(name), "."+base+".gi-")
+		i := strings.IndexByte(rest, '-')
+		if i <= 0 {
+			continue
+		}
+		pid, err := strconv.Atoi(rest[:i])
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			os.Remove(name)
+		}
+	}
+}
+
+// globEscape escapes the characters filepath.Match treats specially.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Path is the name the file is committed under.

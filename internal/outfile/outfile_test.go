@@ -2,7 +2,9 @@ package outfile_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/gi-debug/gi/internal/outfile"
@@ -76,5 +78,54 @@ func TestAbort(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("files left after Probe: %v", ents)
+	}
+}
+
+// TestStaleRemoved: the temporary file a killed writer left (its pid no
+// longer runs) goes when the same name is written next; one of a writer
+// that runs, another name's, and the target of a link named like a stale
+// one stay.
+func TestStaleRemoved(t *testing.T) {
+	dir := t.TempDir()
+	// A pid that ran and ended: a child reaped.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := strconv.Itoa(cmd.Process.Pid)
+	live := strconv.Itoa(os.Getpid())
+	victim := filepath.Join(dir, "victim")
+	files := map[string]bool{ // name -> kept
+		".core.gi-" + dead + "-123":  false,
+		".core.gi-" + live + "-456":  true,
+		".other.gi-" + dead + "-789": true,
+		"core.gi-" + dead + "-1":     true,
+	}
+	for name := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(victim, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := ".core.gi-" + dead + "-link"
+	if err := os.Symlink(victim, filepath.Join(dir, link)); err != nil {
+		t.Fatal(err)
+	}
+	files[link] = false
+	f, err := outfile.Create(filepath.Join(dir, "core"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Abort()
+	for name, kept := range files {
+		_, err := os.Lstat(filepath.Join(dir, name))
+		if (err == nil) != kept {
+			t.Errorf("%s: kept %v, want %v", name, err == nil, kept)
+		}
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {
+		t.Errorf("the link's target: %q %v", b, err)
 	}
 }
