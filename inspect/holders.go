@@ -48,7 +48,10 @@ type Holder struct {
 // holder waits on itself: ", which waits on chan 0xc000123000".
 func (h Holder) String() string {
 	s := fmt.Sprintf("goroutine %d at %s %s:%d", h.Goid, h.Function, shortPath(h.File), h.Line)
-	if len(h.WaitsOn) > 0 {
+	switch {
+	case len(h.WaitsOn) == 1 && h.WaitsOn[0] == "sleep":
+		s += ", which sleeps"
+	case len(h.WaitsOn) > 0:
 		s += ", which waits on " + strings.Join(h.WaitsOn, " or ")
 	}
 	return s
@@ -323,6 +326,9 @@ func (t *Target) findHolders(gs []*Goroutine) []Deadlock {
 		for i := range hs {
 			for _, o := range hs[i].g.WaitingOn {
 				head, _ := o.Parts()
+				if o.Kind == "timer" {
+					head = "sleep"
+				}
 				hs[i].WaitsOn = append(hs[i].WaitsOn, head)
 			}
 		}

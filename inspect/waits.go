@@ -129,7 +129,9 @@ func (o WaitObject) Parts() (head string, details []string) {
 			if s.Locked && len(s.Holders) > 0 {
 				details = append(details, "locked by "+holdersText(s.Holders))
 			} else if s.Locked {
-				details = append(details, "locked")
+				// Locked without defer, by a goroutine gone, or in a
+				// way gi does not read: never a guess.
+				details = append(details, "locked", "holder unknown")
 			} else {
 				details = append(details, "unlocked")
 			}
@@ -148,7 +150,7 @@ func (o WaitObject) Parts() (head string, details []string) {
 			if s.Locked && len(writers) > 0 {
 				details = append(details, "write-locked by "+holdersText(writers))
 			} else if s.Locked {
-				details = append(details, "write-locked")
+				details = append(details, "write-locked", "holder unknown")
 			}
 			r := plural(int(s.Readers), "reader")
 			if len(readers) > 0 {

@@ -62,37 +62,58 @@ func dotQuote(s string) string {
 // dotTimeout bounds Graphviz's layout of a graph.
 const dotTimeout = time.Minute
 
-// writeGraphFile writes the wait-for graph to path: DOT, or SVG through
+// graphFile is where --graph writes the wait-for graph: opened before
+// the target is touched, so that a path that cannot be written, or an
+// SVG without Graphviz, fails first.
+type graphFile struct {
+	out *outfile.File
+	dot string // Graphviz's dot, for an SVG; "" for DOT
+}
+
+// openGraphFile opens path for the wait-for graph: DOT, or SVG through
 // Graphviz's dot when path ends in .svg. It writes through a temporary
 // file renamed into place, so a link planted at path is replaced, not
 // followed.
-func writeGraphFile(path string, g *inspect.WaitGraph, title string) error {
-	var dot bytes.Buffer
-	if err := writeGraphDOT(&dot, g, title); err != nil {
-		return err
-	}
-	f, err := outfile.Create(path, 0o644)
-	if err != nil {
-		return fmt.Errorf("--graph: %w", err)
-	}
-	defer f.Abort()
+func openGraphFile(path string) (*graphFile, error) {
+	g := &graphFile{}
 	if strings.HasSuffix(strings.ToLower(path), ".svg") {
 		bin, err := exec.LookPath("dot")
 		if err != nil {
-			return fmt.Errorf("--graph %s: an SVG needs Graphviz's dot on PATH (Debian: apt-get install graphviz); or give a .dot file", path)
+			return nil, fmt.Errorf("--graph %s: an SVG needs Graphviz's dot on PATH (Debian: apt-get install graphviz); or give a .dot file", path)
 		}
+		g.dot = bin
+	}
+	out, err := outfile.Create(path, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--graph: %w", err)
+	}
+	g.out = out
+	return g, nil
+}
+
+// abort removes what was written, if not committed.
+func (g *graphFile) abort() { g.out.Abort() }
+
+// write writes the graph and commits the file.
+func (g *graphFile) write(graph *inspect.WaitGraph, title string) error {
+	path := g.out.Path()
+	var dot bytes.Buffer
+	if err := writeGraphDOT(&dot, graph, title); err != nil {
+		return err
+	}
+	if g.dot != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), dotTimeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, "-Tsvg")
+		cmd := exec.CommandContext(ctx, g.dot, "-Tsvg")
 		var stderr bytes.Buffer
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = &dot, f, &stderr
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = &dot, g.out, &stderr
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("--graph %s: dot: %v: %s", path, err, oneLine(stderr.String()))
 		}
-	} else if _, err := f.Write(dot.Bytes()); err != nil {
+	} else if _, err := g.out.Write(dot.Bytes()); err != nil {
 		return fmt.Errorf("--graph: %w", err)
 	}
-	if err := f.Commit(); err != nil {
+	if err := g.out.Commit(); err != nil {
 		return fmt.Errorf("--graph: %w", err)
 	}
 	return nil

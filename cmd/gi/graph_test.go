@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -119,4 +120,14 @@ func TestPsGraph(t *testing.T) {
 			t.Errorf("the SVG lacks goroutine %s (%d bytes)", goid, len(svg))
 		}
 	}
+
+	// A path that cannot be written fails first, before gi reads the
+	// process (a program that is not Go would fail there).
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	_, stderr, code := runGi(t, "ps", "--graph", "/no/such/dir/x.svg", strconv.Itoa(sleeper.Process.Pid))
+	checkOneLineError(t, stderr, code, `^gi: --graph: create /no/such/dir/x\.svg: no such file or directory`)
 }

@@ -295,6 +295,13 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 		}
 		defer pprofOut.Abort()
 	}
+	var graphOut *graphFile
+	if o.graphFile != "" {
+		if graphOut, err = openGraphFile(o.graphFile); err != nil {
+			return err
+		}
+		defer graphOut.abort()
+	}
 	req.CoreWritten = func(w *inspect.CoreWritten, pause time.Duration) {
 		fmt.Fprintf(errOut, "gi: wrote core %s: %.1f MB of memory in %d segments (%.1f MB read after the stop), pause %v, written in %v\n",
 			w.Path, float64(w.Memory)/1e6, w.Segments, float64(w.AfterStop)/1e6, pause.Round(time.Microsecond), w.Write.Round(time.Millisecond))
@@ -330,8 +337,8 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if res != nil {
 		pt = &psLatency{Result: res, why: o.why}
 	}
-	if o.graphFile != "" {
-		if err := writeGraphFile(o.graphFile, inspect.NewWaitGraph(snap, gs), fmt.Sprintf("gi ps: pid %d, %s", pid, snap.GoVersion)); err != nil {
+	if graphOut != nil {
+		if err := graphOut.write(inspect.NewWaitGraph(snap, gs), fmt.Sprintf("gi ps: pid %d, %s", pid, snap.GoVersion)); err != nil {
 			return err
 		}
 		fmt.Fprintf(errOut, "gi: wrote the wait-for graph to %s\n", o.graphFile)
