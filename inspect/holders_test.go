@@ -1,6 +1,7 @@
 package inspect_test
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ func TestLockHolders(t *testing.T) {
 				line int
 			}
 			holds := map[string]hold{}
+			reads := map[string][]hold{}
 			waits := map[uint64]string{}
 			for _, line := range p.Lines() {
 				f := strings.Fields(line)
@@ -38,13 +40,17 @@ func TestLockHolders(t *testing.T) {
 					id, _ := strconv.ParseUint(f[1], 10, 64)
 					n, _ := strconv.Atoi(f[4])
 					holds[f[2]] = hold{id, f[3], n}
+				case len(f) == 5 && f[0] == "READ":
+					id, _ := strconv.ParseUint(f[1], 10, 64)
+					n, _ := strconv.Atoi(f[4])
+					reads[f[2]] = append(reads[f[2]], hold{id, f[3], n})
 				case len(f) == 3 && f[0] == "WAIT":
 					id, _ := strconv.ParseUint(f[1], 10, 64)
 					waits[id] = f[2]
 				}
 			}
-			if len(holds) != 3 || len(waits) != 9 {
-				t.Fatalf("the target reported %d holds and %d waits: %q", len(holds), len(waits), p.Lines())
+			if len(holds) != 4 || len(reads["main.shared"]) != 2 || len(waits) != 12 {
+				t.Fatalf("the target reported %d holds, %d read holds and %d waits: %q", len(holds), len(reads["main.shared"]), len(waits), p.Lines())
 			}
 			snap := snapshotOf(t, p.Cmd.Process.Pid)
 			checked := 0
@@ -66,6 +72,21 @@ func TestLockHolders(t *testing.T) {
 				checked++
 				want, held := holds[lock]
 				got := obj.Sync.Holders
+				if rs := reads[lock]; len(rs) > 0 {
+					// Readers hold it; a writer waits for them.
+					ok := len(got) == len(rs)
+					for _, r := range rs {
+						found := false
+						for _, h := range got {
+							found = found || h.Goid == r.goid && h.Read && h.Function == r.fn && h.Line == r.line
+						}
+						ok = ok && found
+					}
+					if s := obj.String(); !ok || !strings.Contains(s, "writer pending, 2 readers (goroutine ") {
+						t.Errorf("goroutine %d waits to write-lock %s, read-held by %+v: gi names %+v (%s)", g.ID, lock, rs, got, s)
+					}
+					continue
+				}
 				if !held {
 					if len(got) != 0 || !strings.Contains(obj.String(), "locked, holder unknown") {
 						t.Errorf("goroutine %d waits on %s, whose holder cannot be seen: gi names %v (%s)", g.ID, lock, got, obj)
@@ -91,56 +112,66 @@ func TestLockHolders(t *testing.T) {
 }
 
 // TestDeadlocks: with -deadlock the holders target also deadlocks two
-// goroutines on two mutexes taken in opposite orders, and one on a mutex
-// it holds itself, and says which. gi reports exactly those cycles, each
-// member waiting for the lock the next holds, and marks exactly their
-// members.
+// goroutines on two mutexes taken in opposite orders, three in a ring,
+// and one on a mutex it holds itself, and says which. gi reports exactly
+// those cycles, each member waiting for the lock the next holds, and
+// marks exactly their members.
 func TestDeadlocks(t *testing.T) {
 	requirePrivilege(t)
 	for _, opts := range []targets.BuildOptions{{}, {Toolchain: "go1.21.13"}, {Toolchain: "go1.27.4"}} {
 		t.Run(opts.String(), func(t *testing.T) {
 			p := targets.Start(t, targets.Build(t, "holders", opts), "-n", "1", "-deadlock")
 			waitsFor := map[uint64]string{} // goroutine -> the lock it waits for
-			var pair []uint64
-			var self uint64
+			holdsLock := map[uint64]string{}
+			cycles := map[string][]uint64{} // "ab", "ring", "self" -> goroutines
 			for _, line := range p.Lines() {
 				f := strings.Fields(line)
 				switch {
 				case len(f) == 4 && f[0] == "CYCLE":
 					id, _ := strconv.ParseUint(f[1], 10, 64)
-					pair = append(pair, id)
-					waitsFor[id] = "mutex " + f[3]
+					name := "ab"
+					if strings.HasPrefix(f[2], "main.ring") {
+						name = "ring"
+					}
+					cycles[name] = append(cycles[name], id)
+					waitsFor[id], holdsLock[id] = "mutex "+f[3], "mutex "+f[2]
 				case len(f) == 3 && f[0] == "SELF":
-					self, _ = strconv.ParseUint(f[1], 10, 64)
-					waitsFor[self] = "mutex " + f[2]
+					id, _ := strconv.ParseUint(f[1], 10, 64)
+					cycles["self"] = append(cycles["self"], id)
+					waitsFor[id], holdsLock[id] = "mutex "+f[2], "mutex "+f[2]
 				}
 			}
-			if len(pair) != 2 || self == 0 {
-				t.Fatalf("the target reported the pair %v and %d: %q", pair, self, p.Lines())
+			if len(cycles["ab"]) != 2 || len(cycles["ring"]) != 3 || len(cycles["self"]) != 1 {
+				t.Fatalf("the target reported the cycles %v: %q", cycles, p.Lines())
 			}
 			snap := snapshotOf(t, p.Cmd.Process.Pid)
-			if len(snap.Deadlocks) != 2 {
-				t.Fatalf("deadlocks %+v, want the pair %v and %d alone", snap.Deadlocks, pair, self)
+			if len(snap.Deadlocks) != 3 {
+				t.Fatalf("deadlocks %+v, want %v", snap.Deadlocks, cycles)
 			}
 			found := map[uint64]bool{}
 			for _, d := range snap.Deadlocks {
-				for _, m := range d.Members {
+				var got []uint64
+				for k, m := range d.Members {
 					if m.WaitsFor != waitsFor[m.Goid] || m.Function == "" || m.Line == 0 {
 						t.Errorf("member %+v: waits for %q, the target says %q", m, m.WaitsFor, waitsFor[m.Goid])
 					}
+					// Each waits for what the next holds.
+					next := d.Members[(k+1)%len(d.Members)]
+					if m.WaitsFor != holdsLock[next.Goid] {
+						t.Errorf("member %+v waits for %q, followed by goroutine %d, which holds %q", m, m.WaitsFor, next.Goid, holdsLock[next.Goid])
+					}
 					found[m.Goid] = true
+					got = append(got, m.Goid)
 				}
-				switch len(d.Members) {
-				case 1:
-					if d.Members[0].Goid != self || d.Members[0].Function != "main.lockAgain" {
-						t.Errorf("a deadlock of one: %+v, want goroutine %d in main.lockAgain", d.Members, self)
-					}
-				case 2:
-					if got := []uint64{d.Members[0].Goid, d.Members[1].Goid}; !(got[0] == min(pair[0], pair[1]) && got[1] == max(pair[0], pair[1])) {
-						t.Errorf("the pair's deadlock: %+v, want goroutines %v from the least", d.Members, pair)
-					}
-				default:
-					t.Errorf("a deadlock of %d: %+v", len(d.Members), d.Members)
+				slices.Sort(got)
+				matched := false
+				for _, want := range cycles {
+					w := slices.Clone(want)
+					slices.Sort(w)
+					matched = matched || slices.Equal(got, w)
+				}
+				if !matched || d.Members[0].Goid != got[0] {
+					t.Errorf("a deadlock of %v (from %d): not one the target made, %v, or not from its least goroutine", got, d.Members[0].Goid, cycles)
 				}
 			}
 			for _, g := range snap.Goroutines {

@@ -147,9 +147,14 @@ func (o WaitObject) Parts() (head string, details []string) {
 					writers = append(writers, h)
 				}
 			}
-			if s.Locked && len(writers) > 0 {
+			switch {
+			case s.Locked && len(writers) > 0:
 				details = append(details, "write-locked by "+holdersText(writers))
-			} else if s.Locked {
+			case s.Locked && len(readers) > 0:
+				// Readers hold it: the negative reader count is a
+				// writer waiting for them.
+				details = append(details, "writer pending")
+			case s.Locked:
 				details = append(details, "write-locked", "holder unknown")
 			}
 			r := plural(int(s.Readers), "reader")

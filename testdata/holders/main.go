@@ -6,16 +6,20 @@
 // (main.reg's), a global sync.RWMutex held for writing (main.table), one
 // taken without defer (main.plainMu: its holder cannot be seen), and one
 // whose would-be holder registered the defer before it took the lock and
-// waits in Lock itself (main.lateMu, held by a plain Lock). Once every
-// waiter is parked (as the runtime's own dump says) it prints, then
+// waits in Lock itself (main.lateMu, held by a plain Lock). Also: a mutex
+// embedded in a heap struct (main.emb.Mutex, locked as emb.Lock()), and a
+// RWMutex two goroutines hold for reading (main.shared) while a writer
+// waits for them. Once every waiter is parked (as the runtime's own dump says) it prints, then
 // READY:
 //
 //	HOLD <goid> <lock> <function> <line of the defer statement>
+//	READ <goid> <lock> <function> <line of the defer statement>
 //	WAIT <goid> <lock>
 //
 // With -deadlock, two goroutines also take main.abA and main.abB in
 // opposite orders, each with its first lock's unlock deferred (a
-// deadlock), and one takes main.selfMu and, holding it, calls a function
+// deadlock), three take main.ring0, ring1 and ring2 each and then the
+// next (a cycle of three), and one takes main.selfMu and, holding it, calls a function
 // that locks it again (a deadlock of one); it prints
 //
 //	CYCLE <goid> <lock it holds> <lock it waits for>
@@ -43,8 +47,18 @@ var (
 	abA     sync.Mutex
 	abB     sync.Mutex
 	selfMu  sync.Mutex
+	ring0   sync.Mutex
+	ring1   sync.Mutex
+	ring2   sync.Mutex
+	shared  sync.RWMutex
+	emb     = &embedded{}
 	reg     = &registry{name: "reg"}
 )
+
+type embedded struct {
+	sync.Mutex
+	n int
+}
 
 type registry struct {
 	name string
@@ -90,6 +104,32 @@ func holdTable() {
 	defer table.Unlock()
 	events <- event{kind: "HOLD", lock: "main.table", fn: "main.holdTable", goid: goid(), line: line + 1}
 	<-block
+}
+
+//go:noinline
+func holdEmbedded() {
+	emb.Lock()
+	_, _, line, _ := runtime.Caller(0)
+	defer emb.Unlock()
+	emb.n++
+	events <- event{kind: "HOLD", lock: "main.emb.Mutex", fn: "main.holdEmbedded", goid: goid(), line: line + 1}
+	<-block
+}
+
+//go:noinline
+func holdShared() {
+	shared.RLock()
+	_, _, line, _ := runtime.Caller(0)
+	defer shared.RUnlock()
+	events <- event{kind: "READ", lock: "main.shared", fn: "main.holdShared", goid: goid(), line: line + 1}
+	<-block
+}
+
+//go:noinline
+func waitWrite() {
+	events <- event{kind: "WAIT", lock: "main.shared", goid: goid()}
+	shared.Lock()
+	shared.Unlock()
 }
 
 //go:noinline
@@ -159,12 +199,13 @@ func main() {
 	n := flag.Int("n", 3, "waiters on each lock")
 	deadlock := flag.Bool("deadlock", false, "also deadlock two goroutines on two mutexes, and one on itself")
 	flag.Parse()
-	holders := []func(){holdGlobal, reg.hold, holdTable, holdPlain, func() { lateMu.Lock(); <-block }}
+	holders := []func(){holdGlobal, reg.hold, holdTable, holdPlain, holdEmbedded, holdShared, holdShared, func() { lateMu.Lock(); <-block }}
 	for _, h := range holders {
 		go h()
 	}
-	got := make([]event, 0, 4+4**n+1)
-	for len(got) < 4 {
+	const reports = 7 // the holders' but lateMu's
+	got := make([]event, 0, reports+5**n+2)
+	for len(got) < reports {
 		if e := <-events; e.kind != "WAIT" {
 			got = append(got, e)
 		}
@@ -175,16 +216,23 @@ func main() {
 		go waitMutex(&reg.mu, "main.reg.mu")
 		go waitRead()
 		go waitMutex(&plainMu, "main.plainMu")
+		go waitMutex(&emb.Mutex, "main.emb.Mutex")
 	}
 	go lateDefer()
-	want, parked := 4+4**n+1, 4**n+1
+	go waitWrite()
+	want, parked := reports+5**n+2, 5**n+2
 	if *deadlock {
 		var both sync.WaitGroup
 		both.Add(2)
 		go lockBoth(&abA, &abB, "main.abA", "main.abB", &both)
 		go lockBoth(&abB, &abA, "main.abB", "main.abA", &both)
 		go relock()
-		want, parked = want+3, parked+3
+		var all sync.WaitGroup
+		all.Add(3)
+		go lockBoth(&ring0, &ring1, "main.ring0", "main.ring1", &all)
+		go lockBoth(&ring1, &ring2, "main.ring1", "main.ring2", &all)
+		go lockBoth(&ring2, &ring0, "main.ring2", "main.ring0", &all)
+		want, parked = want+6, parked+6
 	}
 	for len(got) < want {
 		got = append(got, <-events)
@@ -192,8 +240,8 @@ func main() {
 	waitParked(parked)
 	for _, e := range got {
 		switch e.kind {
-		case "HOLD":
-			fmt.Printf("HOLD %d %s %s %d\n", e.goid, e.lock, e.fn, e.line)
+		case "HOLD", "READ":
+			fmt.Printf("%s %d %s %s %d\n", e.kind, e.goid, e.lock, e.fn, e.line)
 		case "WAIT":
 			fmt.Printf("WAIT %d %s\n", e.goid, e.lock)
 		case "CYCLE", "SELF":
@@ -212,7 +260,7 @@ func waitParked(n int) {
 	buf := make([]byte, 1<<20)
 	for {
 		b := buf[:runtime.Stack(buf, true)]
-		if bytes.Count(b, []byte("[sync.Mutex.Lock"))+bytes.Count(b, []byte("[sync.RWMutex.RLock")) >= n {
+		if bytes.Count(b, []byte("[sync.Mutex.Lock"))+bytes.Count(b, []byte("[sync.RWMutex.RLock"))+bytes.Count(b, []byte("[sync.RWMutex.Lock")) >= n {
 			return
 		}
 		time.Sleep(time.Millisecond)
