@@ -1,11 +1,13 @@
 package inspect_test
 
 import (
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/gi-debug/gi/core"
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/targets"
 )
@@ -18,10 +20,11 @@ import (
 // holder cannot be seen (taken without defer; a defer registered before
 // the Lock its goroutine waits in) name none. On the releases whose
 // open-coded defer info differ (enumerated before Go 1.22, the wrapper
-// named funcN) and a PIE build.
+// named funcN), PIE and stripped builds, and from a core of the default
+// build.
 func TestLockHolders(t *testing.T) {
 	requirePrivilege(t)
-	builds := []targets.BuildOptions{{}, {PIE: true}, {Toolchain: "go1.20.14"}, {Toolchain: "go1.21.13"}, {Toolchain: "go1.22.12"}, {Toolchain: "go1.27.4"}}
+	builds := []targets.BuildOptions{{}, {PIE: true}, {Stripped: true}, {Toolchain: "go1.20.14"}, {Toolchain: "go1.21.13"}, {Toolchain: "go1.22.12"}, {Toolchain: "go1.27.4"}}
 	for _, opts := range builds {
 		t.Run(opts.String(), func(t *testing.T) {
 			p := targets.Start(t, targets.Build(t, "holders", opts), "-n", "2")
@@ -53,6 +56,10 @@ func TestLockHolders(t *testing.T) {
 				t.Fatalf("the target reported %d holds, %d read holds and %d waits: %q", len(holds), len(reads["main.shared"]), len(waits), p.Lines())
 			}
 			snap := snapshotOf(t, p.Cmd.Process.Pid)
+			if opts == (targets.BuildOptions{}) {
+				// And from a core of the process: the same holders.
+				snap = snapshotFromCore(t, p.Cmd.Process.Pid)
+			}
 			checked := 0
 			for _, g := range snap.Goroutines {
 				lock, ok := waits[g.ID]
@@ -192,6 +199,36 @@ func snapshotOf(t *testing.T, pid int) *inspect.Snapshot {
 	}
 	defer tg.Close()
 	snap, err := tg.Snapshot(sharedTracer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// snapshotFromCore writes a core of process pid from a snapshot's stop
+// and decodes the goroutines it holds.
+func snapshotFromCore(t *testing.T, pid int) *inspect.Snapshot {
+	t.Helper()
+	tg, err := inspect.Open(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	path := filepath.Join(t.TempDir(), "core")
+	if _, _, err := tg.SnapshotCore(sharedTracer(), path, inspect.CoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := core.Open(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	back, err := inspect.New(c.Process)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := c.Now()
+	snap, err := back.Decode(c.Threads, now)
 	if err != nil {
 		t.Fatal(err)
 	}
