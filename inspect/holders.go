@@ -1,14 +1,17 @@
 package inspect
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/gi-debug/gi/pclntab"
+	"github.com/gi-debug/gi/runtimelayout"
 )
 
 // Lock holders. A sync.Mutex records no owner, but the idiom that takes
@@ -108,8 +111,8 @@ func (t *Target) openDefers(g *Goroutine, rg *rawG, f *pclntab.Func, sp, fp uint
 		varp -= 8
 	}
 	word := func(addr uint64) (uint64, bool) {
-		base := rg.sp
-		if addr < base || addr+8 > base+uint64(len(rg.stack)) {
+		base, n := rg.sp, uint64(len(rg.stack))
+		if addr < base || n < 8 || addr-base > n-8 {
 			return 0, false
 		}
 		return binary.LittleEndian.Uint64(rg.stack[addr-base:]), true
@@ -254,7 +257,9 @@ func isLockPlumbing(name string) bool {
 // findHolders names, on every mutex and RWMutex the goroutines of gs wait
 // on, the goroutines that hold it by a pending deferred unlock, and
 // returns the cycles of goroutines each waiting for a lock the next holds
-// (deadlocks), marking their members.
+// (deadlocks), marking their members. A holder is named only where the
+// lock's state agrees: a mutex locked, a RWMutex write-locked for a
+// writer, read by some for readers.
 func (t *Target) findHolders(gs []*Goroutine) []Deadlock {
 	byRecv := map[uint64][]int{} // receiver -> indexes into gs
 	for i, g := range gs {
@@ -267,32 +272,42 @@ func (t *Target) findHolders(gs []*Goroutine) []Deadlock {
 	if len(byRecv) == 0 {
 		return nil
 	}
-	// A goroutine in a Cond's Wait unlocked the Cond's lock (its L's data
-	// word).
+	// A goroutine in a Cond's Wait unlocked the Cond's lock: L, the
+	// interface before the Cond's notify list (its data word the lock's
+	// address). 0 when not known.
 	condLock := map[uint64]uint64{}
 	lockOf := func(cond uint64) uint64 {
 		if l, ok := condLock[cond]; ok {
 			return l
 		}
-		var b [8]byte
 		l := uint64(0)
-		if n, err := t.Mem.ReadAt(b[:], cond+8); err == nil && n == 8 {
-			l = binary.LittleEndian.Uint64(b[:])
+		if off := t.Layout.Wait.CondNotify; cond != 0 && off != runtimelayout.Missing && off >= 8 {
+			var b [8]byte
+			if n, err := t.Mem.ReadAt(b[:], cond+uint64(off)-8); err == nil && n == 8 {
+				l = binary.LittleEndian.Uint64(b[:])
+			}
 		}
 		condLock[cond] = l
 		return l
 	}
 	// holds says whether h's pending unlock u means h holds m: not when h
-	// waits in a Cond's Wait on m, nor when h waits for m itself from the
-	// frame whose defer is pending (a defer registered before its Lock);
-	// when the defer is in a frame further out, h took m and waits to
-	// take it again.
+	// waits in a Cond's Wait on m, or on a Cond whose lock is not known;
+	// not when h waits for m itself from the frame whose defer is pending
+	// (a defer registered before its Lock); when the defer is in a frame
+	// further out, h took m and waits to take it again.
 	holds := func(h *Goroutine, u pendingUnlock, m uint64) bool {
 		for _, o := range h.WaitingOn {
 			if o.Addr == m && (o.Kind == "mutex" || o.Kind == "rwmutex") {
 				return h.lockCaller >= 0 && u.frame > h.lockCaller
 			}
-			if o.Kind == "cond" && o.Addr != 0 && lockOf(o.Addr) == m {
+			if o.Kind == "cond" {
+				if l := lockOf(o.Addr); l == 0 || l == m {
+					return false
+				}
+			}
+		}
+		for _, f := range h.Frames {
+			if f.Function == "sync.(*Cond).Wait" && !waitsOnKnownCond(h) {
 				return false
 			}
 		}
@@ -306,17 +321,18 @@ func (t *Target) findHolders(gs []*Goroutine) []Deadlock {
 				continue
 			}
 			m := o.Addr
-			if !done[m] {
-				done[m] = true
-				for _, i := range byRecv[m] {
-					h := gs[i]
-					for _, u := range h.unlocks {
-						if u.recv != m || (o.Kind == "mutex" && u.kind != unlockWrite) || !holds(h, u, m) {
-							continue
-						}
-						holders[m] = append(holders[m], Holder{Goid: h.ID, Function: u.fn, File: u.file, Line: u.line, Read: u.kind == unlockRead, g: h})
-						break
+			if done[m] {
+				continue
+			}
+			done[m] = true
+			for _, i := range byRecv[m] {
+				h := gs[i]
+				for _, u := range h.unlocks {
+					if u.recv != m || !stateAgrees(o, u.kind) || !holds(h, u, m) {
+						continue
 					}
+					holders[m] = append(holders[m], Holder{Goid: h.ID, Function: u.fn, File: u.file, Line: u.line, Read: u.kind == unlockRead, g: h})
+					break
 				}
 			}
 		}
@@ -344,6 +360,34 @@ func (t *Target) findHolders(gs []*Goroutine) []Deadlock {
 	return deadlocks(gs, holders)
 }
 
+// stateAgrees says whether a lock in o's state can be held by a pending
+// unlock of kind k: a mutex locked; a RWMutex write-locked (or a writer
+// pending) for a writer, with readers for a reader.
+func stateAgrees(o WaitObject, k unlockKind) bool {
+	s := o.Sync
+	switch {
+	case o.Unknown != "":
+		return false
+	case o.Kind == "mutex":
+		return k == unlockWrite && s.Locked
+	case k == unlockWrite:
+		return s.Locked
+	case k == unlockRead:
+		return s.Readers > 0
+	}
+	return false
+}
+
+// waitsOnKnownCond says whether g waits on a Cond gi identified.
+func waitsOnKnownCond(g *Goroutine) bool {
+	for _, o := range g.WaitingOn {
+		if o.Kind == "cond" && o.Addr != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Deadlock is a cycle of goroutines each waiting for a lock the next
 // holds, by the holders' pending deferred unlocks: none of them can run
 // again.
@@ -362,6 +406,8 @@ type DeadlockMember struct {
 	Line     int    `json:"line"`
 	// WaitsFor is the lock it waits for ("mutex main.b").
 	WaitsFor string `json:"waits_for"`
+
+	lock uint64 // the address of the lock it waits for
 }
 
 // String reads "goroutine 7 at main.ab demo/main.go:20 waits for mutex
@@ -372,74 +418,188 @@ func (m DeadlockMember) String() string {
 
 // deadlocks finds the cycles of the wait-for graph: an edge from each
 // goroutine waiting for a lock to each of the lock's holders (a reader
-// waiting on a RWMutex waits only for its writer). Each cycle is reported
-// once, from its least goroutine id; its members are marked Deadlocked.
+// waiting on a RWMutex waits only for its writer). Lock waits are all
+// needed, so every cycle is a deadlock: the graph's strongly connected
+// components of more than one goroutine, or of one waiting for itself,
+// each reported once as its shortest cycle through its least goroutine
+// id, whose members are marked Deadlocked.
 func deadlocks(gs []*Goroutine, holders map[uint64][]Holder) []Deadlock {
 	type edge struct {
-		to   *Goroutine
+		to   int
 		lock WaitObject
 	}
-	next := map[*Goroutine][]edge{}
-	for _, g := range gs {
+	index := make(map[*Goroutine]int, len(gs))
+	for i, g := range gs {
+		index[g] = i
+	}
+	next := make([][]edge, len(gs))
+	hasEdges := false
+	for i, g := range gs {
 		for _, o := range g.WaitingOn {
+			if o.Kind != "mutex" && o.Kind != "rwmutex" {
+				continue
+			}
 			for _, h := range holders[o.Addr] {
 				if o.Kind == "rwmutex" && o.Dir == "read" && h.Read {
 					continue // readers do not exclude a reader
 				}
-				if o.Kind == "mutex" || o.Kind == "rwmutex" {
-					next[g] = append(next[g], edge{h.g, o})
+				if j, ok := index[h.g]; ok {
+					next[i] = append(next[i], edge{j, o})
+					hasEdges = true
 				}
 			}
 		}
 	}
+	if !hasEdges {
+		return nil
+	}
+	comp := components(len(gs), func(i int, visit func(int)) {
+		for _, e := range next[i] {
+			visit(e.to)
+		}
+	})
 	var out []Deadlock
-	seen := map[*Goroutine]bool{}
-	for _, start := range gs {
-		if len(next[start]) == 0 || seen[start] {
+	for _, c := range comp {
+		in := map[int]bool{}
+		least := c[0]
+		for _, i := range c {
+			in[i] = true
+			if gs[i].ID < gs[least].ID {
+				least = i
+			}
+		}
+		// The shortest cycle through least, by a breadth-first walk
+		// inside the component.
+		prev := map[int]edge{}
+		from := map[int]int{}
+		queue := []int{least}
+		seen := map[int]bool{least: true}
+		closing, found := -1, false
+		for len(queue) > 0 && !found {
+			i := queue[0]
+			queue = queue[1:]
+			for _, e := range next[i] {
+				if !in[e.to] {
+					continue
+				}
+				if e.to == least {
+					closing, found = i, true
+					prev[least] = e
+					break
+				}
+				if !seen[e.to] {
+					seen[e.to] = true
+					prev[e.to], from[e.to] = e, i
+					queue = append(queue, e.to)
+				}
+			}
+		}
+		if !found {
+			continue // a component of one goroutine that waits for no one in it
+		}
+		// Walk back from the edge that closes the cycle.
+		var cycle []int
+		for i := closing; ; i = from[i] {
+			cycle = append(cycle, i)
+			if i == least {
+				break
+			}
+		}
+		slices.Reverse(cycle) // least first
+		d := Deadlock{}
+		for k, i := range cycle {
+			g := gs[i]
+			// The lock member k waits for is on its edge to member k+1.
+			to := cycle[(k+1)%len(cycle)]
+			var lock WaitObject
+			for _, e := range next[i] {
+				if e.to == to {
+					lock = e.lock
+					break
+				}
+			}
+			g.Deadlocked = true
+			head, _ := lock.Parts()
+			m := DeadlockMember{Goid: g.ID, WaitsFor: head, lock: lock.Addr}
+			if fr := g.waitFrame(); fr != nil {
+				m.Function, m.File, m.Line = fr.Function, fr.File, fr.Line
+			}
+			d.Members = append(d.Members, m)
+		}
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b Deadlock) int { return cmp.Compare(a.Members[0].Goid, b.Members[0].Goid) })
+	return out
+}
+
+// components returns the strongly connected components of a graph of n
+// nodes whose edges each calls visit on (Tarjan's algorithm, iterative:
+// a chain of 100k goroutines does not grow the stack).
+func components(n int, edges func(i int, visit func(int))) [][]int {
+	index := make([]int, n)
+	low := make([]int, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i] = -1
+	}
+	var stack []int
+	var out [][]int
+	counter := 0
+	type frame struct {
+		node int
+		succ []int
+		at   int
+	}
+	succOf := func(i int) []int {
+		var s []int
+		edges(i, func(j int) { s = append(s, j) })
+		return s
+	}
+	for root := range n {
+		if index[root] >= 0 {
 			continue
 		}
-		// Follow the first edge from each goroutine: a cycle found so
-		// holds whatever the other edges do.
-		var path []*Goroutine
-		var locks []WaitObject
-		at := map[*Goroutine]int{}
-		g := start
-		for g != nil && !seen[g] {
-			if i, ok := at[g]; ok {
-				d := Deadlock{}
-				cycle, held := path[i:], locks[i:]
-				// From the least goroutine id, so that each is named once
-				// the same way.
-				least := 0
-				for k, c := range cycle {
-					if c.ID < cycle[least].ID {
-						least = k
+		work := []frame{{node: root, succ: succOf(root)}}
+		index[root], low[root] = counter, counter
+		counter++
+		stack = append(stack, root)
+		onStack[root] = true
+		for len(work) > 0 {
+			f := &work[len(work)-1]
+			if f.at < len(f.succ) {
+				j := f.succ[f.at]
+				f.at++
+				switch {
+				case index[j] < 0:
+					index[j], low[j] = counter, counter
+					counter++
+					stack = append(stack, j)
+					onStack[j] = true
+					work = append(work, frame{node: j, succ: succOf(j)})
+				case onStack[j]:
+					low[f.node] = min(low[f.node], index[j])
+				}
+				continue
+			}
+			i := f.node
+			work = work[:len(work)-1]
+			if len(work) > 0 {
+				p := work[len(work)-1].node
+				low[p] = min(low[p], low[i])
+			}
+			if low[i] == index[i] {
+				var c []int
+				for {
+					j := stack[len(stack)-1]
+					stack = stack[:len(stack)-1]
+					onStack[j] = false
+					c = append(c, j)
+					if j == i {
+						break
 					}
 				}
-				for k := range cycle {
-					c, lock := cycle[(least+k)%len(cycle)], held[(least+k)%len(cycle)]
-					c.Deadlocked = true
-					head, _ := lock.Parts()
-					m := DeadlockMember{Goid: c.ID, WaitsFor: head}
-					if fr := c.waitFrame(); fr != nil {
-						m.Function, m.File, m.Line = fr.Function, fr.File, fr.Line
-					}
-					d.Members = append(d.Members, m)
-				}
-				out = append(out, d)
-				break
+				out = append(out, c)
 			}
-			at[g] = len(path)
-			path = append(path, g)
-			es := next[g]
-			if len(es) == 0 {
-				break
-			}
-			locks = append(locks, es[0].lock)
-			g = es[0].to
-		}
-		for _, p := range path {
-			seen[p] = true
 		}
 	}
 	return out

@@ -11,8 +11,8 @@ import (
 // something or is in a deadlock is a node of its own; the other waiters
 // of an object are folded by where they wait, so that 100k goroutines
 // parked on one channel are one node. The objects with most waiters come
-// first, MaxGraphObjects at most (those a holder or a deadlock involves
-// always), the rest cut and counted.
+// first, MaxGraphObjects at most (those a deadlock involves first, then
+// those a holder does), the rest cut and counted.
 
 // MaxGraphObjects bounds the objects a wait-for graph holds.
 const MaxGraphObjects = 200
@@ -77,33 +77,44 @@ func NewWaitGraph(snap *Snapshot, gs []*Goroutine) *WaitGraph {
 		}
 	}
 	cycle := map[uint64]bool{}
+	type link struct{ from, to uint64 } // goroutine or lock, goroutine or lock
+	cycleEdge := map[link]bool{}        // waits-on: goid, lock; held-by: lock, goid
 	for _, d := range snap.Deadlocks {
-		for _, m := range d.Members {
+		for k, m := range d.Members {
 			single[m.Goid], cycle[m.Goid] = true, true
+			next := d.Members[(k+1)%len(d.Members)]
+			cycleEdge[link{m.Goid, m.lock}], cycleEdge[link{m.lock, next.Goid}] = true, true
 		}
 	}
-	// The objects kept: those with holders or single waiters always,
-	// then by waiters, up to the bound.
-	keep := make([]bool, len(objs))
-	kept := 0
-	for i, wo := range objs {
+	// The objects kept, MaxGraphObjects at most: those a deadlock
+	// involves first, then those with holders or holders among their
+	// waiters, then by waiters.
+	rank := func(wo *WaitedObject) int {
+		for _, g := range wo.Goroutines {
+			if cycle[g.ID] {
+				return 0
+			}
+		}
 		if len(holdersOf(wo.Object)) > 0 {
-			keep[i], kept = true, kept+1
-			continue
+			return 1
 		}
 		for _, g := range wo.Goroutines {
 			if single[g.ID] {
+				return 1
+			}
+		}
+		return 2
+	}
+	keep := make([]bool, len(objs))
+	kept := 0
+	for r := 0; r <= 2; r++ {
+		for i, wo := range objs {
+			if !keep[i] && kept < MaxGraphObjects && rank(wo) == r {
 				keep[i], kept = true, kept+1
-				break
 			}
 		}
 	}
-	for i := range objs {
-		if !keep[i] && kept < MaxGraphObjects {
-			keep[i], kept = true, kept+1
-		}
-	}
-	gr := &WaitGraph{}
+	gr := &WaitGraph{Nodes: []GraphNode{}, Edges: []GraphEdge{}}
 	byGoid := map[uint64]*Goroutine{}
 	for _, g := range gs {
 		byGoid[g.ID] = g
@@ -161,7 +172,7 @@ func NewWaitGraph(snap *Snapshot, gs []*Goroutine) *WaitGraph {
 			delete(cut, g)
 			if single[g.ID] {
 				from := goroutineNode(g.ID)
-				gr.Edges = append(gr.Edges, GraphEdge{From: from, To: ids[i], Kind: "waits-on", Cycle: cycle[g.ID]})
+				gr.Edges = append(gr.Edges, GraphEdge{From: from, To: ids[i], Kind: "waits-on", Cycle: cycleEdge[link{g.ID, wo.Object.Addr}]})
 				continue
 			}
 			where := "?"
@@ -192,22 +203,12 @@ func NewWaitGraph(snap *Snapshot, gs []*Goroutine) *WaitGraph {
 		}
 		for _, h := range holdersOf(wo.Object) {
 			to := goroutineNode(h.Goid)
-			gr.Edges = append(gr.Edges, GraphEdge{From: ids[i], To: to, Kind: "held-by", Cycle: cycle[h.Goid] && anyWaiterIn(wo.Goroutines, cycle)})
+			gr.Edges = append(gr.Edges, GraphEdge{From: ids[i], To: to, Kind: "held-by", Cycle: cycleEdge[link{wo.Object.Addr, h.Goid}]})
 		}
 	}
 	gr.CutGoroutines = len(cut)
 	sort.SliceStable(gr.Nodes, func(i, j int) bool { return nodeRank(gr.Nodes[i]) < nodeRank(gr.Nodes[j]) })
 	return gr
-}
-
-// anyWaiterIn says whether a goroutine of gs is in set.
-func anyWaiterIn(gs []*Goroutine, set map[uint64]bool) bool {
-	for _, g := range gs {
-		if set[g.ID] {
-			return true
-		}
-	}
-	return false
 }
 
 // nodeRank orders nodes: objects, goroutines, folded waiters.

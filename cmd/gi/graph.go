@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/outfile"
@@ -54,9 +54,29 @@ func writeGraphDOT(w io.Writer, g *inspect.WaitGraph, title string) error {
 	return err
 }
 
-// dotQuote quotes s as a DOT string.
+// dotQuote quotes s as a DOT string: a quote and a backslash escaped, a
+// newline as DOT's line break, other control and unprintable characters
+// as spaces, invalid UTF-8 as U+FFFD (names and addresses come from the
+// target's memory).
 func dotQuote(s string) string {
-	return strconv.Quote(s) // DOT's escapes are a subset of Go's: \" and \\
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case !unicode.IsPrint(r):
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // dotTimeout bounds Graphviz's layout of a graph.

@@ -131,3 +131,21 @@ func TestPsGraph(t *testing.T) {
 	_, stderr, code := runGi(t, "ps", "--graph", "/no/such/dir/x.svg", strconv.Itoa(sleeper.Process.Pid))
 	checkOneLineError(t, stderr, code, `^gi: --graph: create /no/such/dir/x\.svg: no such file or directory`)
 }
+
+// TestDotQuote: names read from the target cannot break out of a DOT
+// string nor carry control characters into the picture.
+func TestDotQuote(t *testing.T) {
+	cases := map[string]string{
+		`mutex main.mu`:          `"mutex main.mu"`,
+		`a "quoted" \ name`:      `"a \"quoted\" \\ name"`,
+		"two\nlines":             `"two\nlines"`,
+		"tab\tbell\a\x00end":     `"tab bell  end"`,
+		"bad \xff utf8":          `"bad ` + "\uFFFD" + ` utf8"`,
+		"zero\u200bwidth émigré": `"zero width émigré"`,
+	}
+	for in, want := range cases {
+		if got := dotQuote(in); got != want {
+			t.Errorf("dotQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
