@@ -357,7 +357,19 @@ func (t *Target) findHolders(gs []*Goroutine) []Deadlock {
 			}
 		}
 	}
-	return deadlocks(gs, holders)
+	// A writer parked on a RWMutex's writerSem holds its inner mutex:
+	// new readers wait for it.
+	pending := map[uint64][]*Goroutine{}
+	if off := t.Layout.Wait.RWMutexWriterSem; off != runtimelayout.Missing {
+		for _, g := range gs {
+			for _, o := range g.WaitingOn {
+				if o.Kind == "rwmutex" && o.Dir == "write" && o.Addr != 0 && o.Sema == o.Addr+uint64(off) {
+					pending[o.Addr] = append(pending[o.Addr], g)
+				}
+			}
+		}
+	}
+	return deadlocks(gs, holders, pending)
 }
 
 // stateAgrees says whether a lock in o's state can be held by a pending
@@ -418,12 +430,13 @@ func (m DeadlockMember) String() string {
 
 // deadlocks finds the cycles of the wait-for graph: an edge from each
 // goroutine waiting for a lock to each of the lock's holders (a reader
-// waiting on a RWMutex waits only for its writer). Lock waits are all
+// waiting on a RWMutex waits only for its writer, and for the writers
+// pending, by RWMutex, which hold its inner mutex). Lock waits are all
 // needed, so every cycle is a deadlock: the graph's strongly connected
 // components of more than one goroutine, or of one waiting for itself,
 // each reported once as its shortest cycle through its least goroutine
 // id, whose members are marked Deadlocked.
-func deadlocks(gs []*Goroutine, holders map[uint64][]Holder) []Deadlock {
+func deadlocks(gs []*Goroutine, holders map[uint64][]Holder, pending map[uint64][]*Goroutine) []Deadlock {
 	type edge struct {
 		to   int
 		lock WaitObject
@@ -446,6 +459,14 @@ func deadlocks(gs []*Goroutine, holders map[uint64][]Holder) []Deadlock {
 				if j, ok := index[h.g]; ok {
 					next[i] = append(next[i], edge{j, o})
 					hasEdges = true
+				}
+			}
+			if o.Kind == "rwmutex" && o.Dir == "read" {
+				for _, w := range pending[o.Addr] {
+					if j, ok := index[w]; ok && w != g {
+						next[i] = append(next[i], edge{j, o})
+						hasEdges = true
+					}
 				}
 			}
 		}

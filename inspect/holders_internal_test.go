@@ -21,7 +21,7 @@ func TestDeadlocksThroughReaders(t *testing.T) {
 		rw: {{Goid: 3, Read: true, g: r1}, {Goid: 9, Read: true, g: r2}},
 		m:  {{Goid: 7, g: w}},
 	}
-	ds := deadlocks(gs, holders)
+	ds := deadlocks(gs, holders, nil)
 	if len(ds) != 1 || len(ds[0].Members) != 2 || ds[0].Members[0].Goid != 7 || ds[0].Members[1].Goid != 9 {
 		t.Fatalf("deadlocks %+v, want one of goroutines 7 and 9, from 7", ds)
 	}
@@ -50,13 +50,13 @@ func TestDeadlocksChain(t *testing.T) {
 		holders[lock] = []Holder{{Goid: gs[i+1].ID, g: gs[i+1]}}
 	}
 	gs[n-1].WaitingOn = []WaitObject{{Kind: "chan", Addr: 0x8}}
-	if ds := deadlocks(gs, holders); len(ds) != 0 {
+	if ds := deadlocks(gs, holders, nil); len(ds) != 0 {
 		t.Fatalf("a chain: %d deadlocks", len(ds))
 	}
 	last := uint64(0x10000 + 8*(n-1))
 	gs[n-1].WaitingOn = []WaitObject{{Kind: "mutex", Addr: last, Sync: &SyncState{Locked: true}}}
 	holders[last] = []Holder{{Goid: gs[0].ID, g: gs[0]}}
-	ds := deadlocks(gs, holders)
+	ds := deadlocks(gs, holders, nil)
 	if len(ds) != 1 || len(ds[0].Members) != n || ds[0].Members[0].Goid != 1 {
 		t.Fatalf("a ring of %d: %d deadlocks, the first of %d from %d", n, len(ds), len(ds[0].Members), ds[0].Members[0].Goid)
 	}
@@ -111,5 +111,25 @@ func TestWaitGraphBounded(t *testing.T) {
 	objects := slices.IndexFunc(g.Nodes, func(n GraphNode) bool { return n.Kind != "object" })
 	if objects != MaxGraphObjects || g.CutObjects != 2000-MaxGraphObjects || g.CutGoroutines == 0 {
 		t.Errorf("%d objects kept, %d cut (%d goroutines)", objects, g.CutObjects, g.CutGoroutines)
+	}
+}
+
+// TestDeadlocksThroughPendingWriter: a reader waits for a writer pending
+// on the RWMutex (it holds the inner mutex), which waits for the read
+// holder R1, which waits for a mutex R2, the waiting reader, holds: one
+// cycle of three.
+func TestDeadlocksThroughPendingWriter(t *testing.T) {
+	const rw, m = 0x1000, 0x2000
+	w := &Goroutine{ID: 5, WaitingOn: []WaitObject{{Kind: "rwmutex", Addr: rw, Dir: "write", Sema: rw + 8, Sync: &SyncState{Locked: true, Readers: 2}}}}
+	r1 := &Goroutine{ID: 6, WaitingOn: []WaitObject{{Kind: "mutex", Addr: m, Sync: &SyncState{Locked: true}}}}
+	r2 := &Goroutine{ID: 4, WaitingOn: []WaitObject{{Kind: "rwmutex", Addr: rw, Dir: "read", Sema: rw + 12, Sync: &SyncState{Locked: true, Readers: 2}}}}
+	gs := []*Goroutine{w, r1, r2}
+	holders := map[uint64][]Holder{rw: {{Goid: 6, Read: true, g: r1}}, m: {{Goid: 4, g: r2}}}
+	if ds := deadlocks(gs, holders, nil); len(ds) != 0 {
+		t.Fatalf("without the pending writer's edge: %+v", ds)
+	}
+	ds := deadlocks(gs, holders, map[uint64][]*Goroutine{rw: {w}})
+	if len(ds) != 1 || len(ds[0].Members) != 3 || ds[0].Members[0].Goid != 4 || ds[0].Members[1].Goid != 5 || ds[0].Members[2].Goid != 6 {
+		t.Fatalf("deadlocks %+v, want 4 -> 5 -> 6", ds)
 	}
 }
