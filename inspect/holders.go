@@ -32,17 +32,17 @@ import (
 // Holder is a goroutine that holds a lock, by the deferred unlock pending
 // in one of its frames.
 type Holder struct {
-	Goid uint64 `json:"goid"`
+	Goid uint64
 	// Function is the function whose frame holds the pending unlock;
 	// File and Line are its defer statement's.
-	Function string `json:"function"`
-	File     string `json:"file"`
-	Line     int    `json:"line"`
+	Function string
+	File     string
+	Line     int   
 	// Read says it holds a RWMutex for reading (a deferred RUnlock).
-	Read bool `json:"read,omitempty"`
+	Read bool
 	// WaitsOn is what the holder waits on itself ("chan 0xc000123000",
 	// "mutex main.b"): the next link of a blocking chain.
-	WaitsOn []string `json:"waits_on,omitempty"`
+	WaitsOn []string
 
 	g *Goroutine
 }
@@ -404,20 +404,20 @@ func waitsOnKnownCond(g *Goroutine) bool {
 // holds, by the holders' pending deferred unlocks: none of them can run
 // again.
 type Deadlock struct {
-	Members []DeadlockMember `json:"members"`
+	Members []DeadlockMember
 }
 
 // DeadlockMember is one goroutine of a deadlock: the lock it waits for,
 // held by the next member (the last's by the first).
 type DeadlockMember struct {
-	Goid uint64 `json:"goid"`
+	Goid uint64
 	// Function and Line are where it waits (its innermost frame outside
 	// the runtime and package sync).
-	Function string `json:"function"`
-	File     string `json:"file"`
-	Line     int    `json:"line"`
+	Function string
+	File     string
+	Line     int   
 	// WaitsFor is the lock it waits for ("mutex main.b").
-	WaitsFor string `json:"waits_for"`
+	WaitsFor string
 
 	lock uint64 // the address of the lock it waits for
 }

@@ -21,40 +21,40 @@ const MaxGraphObjects = 200
 type GraphNode struct {
 	// ID names the node in the graph: "g29" for a goroutine, "w3" for a
 	// folded group of waiters, "o0xc000123000" for an object.
-	ID string `json:"id"`
+	ID string
 	// Kind is "goroutine", "waiters" (goroutines folded) or "object".
-	Kind string `json:"kind"`
+	Kind string
 	// Label says what it is: "goroutine 29 main.load demo/main.go:77",
 	// "200 goroutines at main.worker", "mutex main.cacheMu (locked,
 	// 3 waiters)".
-	Label string `json:"label"`
+	Label string
 	// Goids are a goroutine's id, or a group's (the first 20).
-	Goids []uint64 `json:"goids,omitempty"`
+	Goids []uint64
 	// Count is how many goroutines a group folds.
-	Count int `json:"count,omitempty"`
+	Count int
 	// Deadlocked marks a goroutine in a deadlock.
-	Deadlocked bool `json:"deadlocked,omitempty"`
+	Deadlocked bool
 }
 
 // GraphEdge is an edge of the wait-for graph: From waits on To (a
 // goroutine or group on an object: "waits-on"), or From is held by To (an
 // object by a goroutine: "held-by").
 type GraphEdge struct {
-	From string `json:"from"`
-	To   string `json:"to"`
-	Kind string `json:"kind"`
+	From string
+	To   string
+	Kind string
 	// Cycle marks an edge of a deadlock's cycle.
-	Cycle bool `json:"cycle,omitempty"`
+	Cycle bool
 }
 
 // WaitGraph is the wait-for graph of a snapshot.
 type WaitGraph struct {
-	Nodes []GraphNode `json:"nodes"`
-	Edges []GraphEdge `json:"edges"`
+	Nodes []GraphNode
+	Edges []GraphEdge
 	// CutObjects counts the objects left out past MaxGraphObjects, and
 	// CutGoroutines the goroutines that waited on them only.
-	CutObjects    int `json:"cut_objects,omitempty"`
-	CutGoroutines int `json:"cut_goroutines,omitempty"`
+	CutObjects    int
+	CutGoroutines int
 }
 
 // maxGroupGoids bounds the ids a folded group lists.

@@ -488,8 +488,52 @@ type Objects struct {
 	// Deadlocks are the cycles of goroutines each waiting for a lock the
 	// next holds; Graph is the wait-for graph (goroutines, folded waiters
 	// and objects; waits-on and held-by edges).
-	Deadlocks []Deadlock         `json:"deadlocks,omitempty"`
-	Graph     *inspect.WaitGraph `json:"graph"`
+	Deadlocks []Deadlock `json:"deadlocks,omitempty"`
+	Graph     WaitGraph  `json:"graph"`
+}
+
+// WaitGraph is the wait-for graph: goroutines (folded by where they wait,
+// but for holders and deadlocked ones), the objects they wait on, and
+// who holds them; MaxGraphObjects objects at most, the rest cut and
+// counted.
+type WaitGraph struct {
+	Nodes         []GraphNode `json:"nodes"`
+	Edges         []GraphEdge `json:"edges"`
+	CutObjects    int         `json:"cut_objects,omitempty"`
+	CutGoroutines int         `json:"cut_goroutines,omitempty"`
+}
+
+// GraphNode is a goroutine ("g29"), a folded group of waiters ("w3") or
+// an object ("o0xc000123000").
+type GraphNode struct {
+	ID    string   `json:"id"`
+	Kind  string   `json:"kind"`
+	Label string   `json:"label"`
+	Goids []uint64 `json:"goids,omitempty"`
+	// Count is how many goroutines a group folds.
+	Count      int  `json:"count,omitempty"`
+	Deadlocked bool `json:"deadlocked,omitempty"`
+}
+
+// GraphEdge is From waiting on To ("waits-on") or From held by To
+// ("held-by"); Cycle marks an edge of a deadlock's cycle.
+type GraphEdge struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Kind  string `json:"kind"`
+	Cycle bool   `json:"cycle,omitempty"`
+}
+
+// NewWaitGraph converts a wait-for graph.
+func NewWaitGraph(g *inspect.WaitGraph) WaitGraph {
+	out := WaitGraph{Nodes: make([]GraphNode, 0, len(g.Nodes)), Edges: make([]GraphEdge, 0, len(g.Edges)), CutObjects: g.CutObjects, CutGoroutines: g.CutGoroutines}
+	for _, n := range g.Nodes {
+		out.Nodes = append(out.Nodes, GraphNode{ID: n.ID, Kind: n.Kind, Label: n.Label, Goids: n.Goids, Count: n.Count, Deadlocked: n.Deadlocked})
+	}
+	for _, e := range g.Edges {
+		out.Edges = append(out.Edges, GraphEdge{From: e.From, To: e.To, Kind: e.Kind, Cycle: e.Cycle})
+	}
+	return out
 }
 
 // WaitedObject is one entry of Objects.
@@ -506,7 +550,7 @@ type WaitedObject struct {
 // NewObjects builds the document for goroutines gs of snap.
 func NewObjects(snap *inspect.Snapshot, gs []*inspect.Goroutine) *Objects {
 	out := &Objects{PID: snap.PID, PauseNS: snap.Pause.Nanoseconds(), Origin: snap.Origin, Objects: []*WaitedObject{}, Warnings: snap.Warnings,
-		Deadlocks: NewDeadlocks(snap.Deadlocks), Graph: inspect.NewWaitGraph(snap, gs)}
+		Deadlocks: NewDeadlocks(snap.Deadlocks), Graph: NewWaitGraph(inspect.NewWaitGraph(snap, gs))}
 	out.Blocked, out.Goroutines = inspect.AllBlocked(snap.Goroutines)
 	for _, wo := range inspect.WaitedObjects(gs) {
 		o := &WaitedObject{Object: NewWaitObject(wo.Object), Waiters: len(wo.Goroutines), BySide: map[string]int{},

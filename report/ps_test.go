@@ -138,3 +138,15 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// TestObjectsGraphEmpty: a snapshot with nothing waited on has a graph of
+// no nodes and no edges, [] in JSON (the schema wants arrays).
+func TestObjectsGraphEmpty(t *testing.T) {
+	b, err := json.Marshal(NewObjects(&inspect.Snapshot{}, []*inspect.Goroutine{{ID: 1}}).Graph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `{"nodes":[],"edges":[]}` {
+		t.Errorf("empty graph %s", b)
+	}
+}
