@@ -37,7 +37,7 @@ type Holder struct {
 	// File and Line are its defer statement's.
 	Function string
 	File     string
-	Line     int   
+	Line     int
 	// Read says it holds a RWMutex for reading (a deferred RUnlock).
 	Read bool
 	// WaitsOn is what the holder waits on itself ("chan 0xc000123000",
@@ -415,7 +415,7 @@ type DeadlockMember struct {
 	// the runtime and package sync).
 	Function string
 	File     string
-	Line     int   
+	Line     int
 	// WaitsFor is the lock it waits for ("mutex main.b").
 	WaitsFor string
 
