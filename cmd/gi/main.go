@@ -132,6 +132,9 @@ func oneLine(s string) string {
 // app holds what every subcommand shares.
 type app struct {
 	tracer *ptrace.Tracer
+	// beforeExit, if set, runs before a watchdog (watchEnd) ends gi:
+	// gi top's restores the terminal.
+	beforeExit func()
 
 	mu          sync.Mutex
 	traceCancel context.CancelFunc

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +70,24 @@ function's calls' time dominates (on CPU, runnable or a wait reason).`,
 	return cmd
 }
 
+// topGrace is how long gi top may take to detach its probes once the view
+// ends (0.1-0.2 s a probe without uprobe_multi links); GI_TEST_TOP_GRACE
+// shortens it for tests.
+func topGrace() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("GI_TEST_TOP_GRACE")); err == nil && d > 0 {
+		return d
+	}
+	return time.Minute
+}
+
+// testCloseDelay sleeps GI_TEST_CLOSE_DELAY, for tests: a detach that
+// hangs.
+func testCloseDelay() {
+	if d, err := time.ParseDuration(os.Getenv("GI_TEST_CLOSE_DELAY")); err == nil && d > 0 {
+		time.Sleep(d)
+	}
+}
+
 func runTop(a *app, target string, tf targetFlags, lo measure.LiveOptions) error {
 	fd := int(os.Stdout.Fd())
 	if !term.IsTerminal(fd) || !term.IsTerminal(int(os.Stdin.Fd())) {
@@ -103,11 +122,19 @@ func runTop(a *app, target string, tf targetFlags, lo measure.LiveOptions) error
 
 	ctx, stop := a.traceContext() // SIGTERM/SIGINT end the view cleanly
 	defer stop()
+	// A watchdog: once the view ends, gi exits within topGrace, the
+	// terminal restored, whatever detaching the probes takes (the kernel
+	// detaches what is left when gi exits).
+	quit, quitted := context.WithCancel(context.Background())
+	defer a.watchEnd(quit, 0, topGrace(), nil, os.Stderr)()
+	a.beforeExit = restore
 	// One reading of the binary's probe sites for the grouping and the
 	// trace.
 	sites := trace.NewSites(t.Binary)
 	tt := measure.NewLive(t.Process(), sites, lo)
 	defer tt.Close()
+	defer testCloseDelay()
+	defer quitted() // first on the way out: the watchdog starts
 
 	input := make(chan []byte, 16)
 	go func() {

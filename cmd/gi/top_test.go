@@ -391,3 +391,36 @@ func TestTopBudgetInTmux(t *testing.T) {
 	s.waitFor("gi exiting", contains("GI-EXIT=0"))
 	targets.CheckNotStopped(t, p.Pid)
 }
+
+// TestTopWatchdog: when detaching gi top's probes hangs once the view
+// ends (GI_TEST_CLOSE_DELAY), gi exits within its grace all the same
+// (GI_TEST_TOP_GRACE), says why, restores the terminal, and leaves the
+// target running, untraced.
+func TestTopWatchdog(t *testing.T) {
+	requirePrivilege(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is missing (make deps installs it)")
+	}
+	gi := buildGi(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}))
+	s := newTmux(t, "gitopwd"+strconv.Itoa(os.Getpid()), 200, 50)
+	s.keys("clear; echo BEFORE-GI-TOP", "Enter")
+	s.waitFor("the shell", contains("BEFORE-GI-TOP"))
+	s.keys("GI_TEST_CLOSE_DELAY=1h GI_TEST_TOP_GRACE=2s "+gi+" top --max-overhead none "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
+	s.waitFor("the grouped view", contains("gi top - pid "+strconv.Itoa(p.Pid), "main.worker"))
+	giPid := findProcess(t, "top --max-overhead none "+strconv.Itoa(p.Pid))
+	progs, links := bpfObjectsOf(t, giPid)
+	if len(progs) == 0 {
+		t.Errorf("gi top holds no BPF programs: no trace runs")
+	}
+	s.keys("q")
+	sc := s.waitFor("gi exiting", contains("GI-EXIT=1"))
+	if !strings.Contains(sc, "did not end within 2s") || strings.Contains(sc, "gi top - pid") || !strings.Contains(sc, "BEFORE-GI-TOP") {
+		t.Errorf("want the watchdog's line and the terminal restored:\n%s", sc)
+	}
+	checkReleased(t, progs, links)
+	targets.CheckNotStopped(t, p.Pid)
+	if _, err := p.Do("calls", time.Minute); err != nil {
+		t.Errorf("target broken after gi top: %v", err)
+	}
+}

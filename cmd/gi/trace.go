@@ -577,6 +577,9 @@ func (a *app) watchEnd(ctx context.Context, d, grace time.Duration, handled func
 			if handled != nil {
 				more = fmt.Sprintf(": events came faster than gi could read them (%d more since), and it reads until the ring buffer is empty", n-last)
 			}
+			if a.beforeExit != nil {
+				a.beforeExit()
+			}
 			fmt.Fprintf(stderr, "gi: the trace did not end within %v of %s%s; exiting (the kernel detaches the probes)\n", grace, why, more)
 			a.tracer.ResumeAll()
 			os.Exit(1)
