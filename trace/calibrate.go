@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -244,6 +245,10 @@ func writeCalibration(key string, c ProbeCosts) {
 	_ = f.Commit()
 }
 
+// calibrationCodeLen is the length of calibrationTarget and its copies:
+// three instructions, one byte each on amd64, four on arm64.
+var calibrationCodeLen = map[string]int{"amd64": 3, "arm64": 12}[runtime.GOARCH]
+
 // Calibration loop sizes: calls per timing, and timings kept the least
 // of (signals), or rounds of the three functions timed in turn, taken the
 // median of, a pause between rounds (probes).
@@ -325,6 +330,20 @@ func measureProbes(multi bool) (ProbeCosts, error) {
 	}
 	code := make([]byte, 16)
 	_, err = exe.ReadAt(code, int64(fileOff))
+	if err == nil {
+		// The copies must be the same code: the same instruction is
+		// probed at the same place in each.
+		copyCode := make([]byte, calibrationCodeLen)
+		for _, off := range fileOffs[1:] {
+			if _, err = exe.ReadAt(copyCode, int64(off)); err != nil {
+				break
+			}
+			if !bytes.Equal(copyCode, code[:calibrationCodeLen]) {
+				err = fmt.Errorf("the calibration function's copies differ: % x, % x", code[:calibrationCodeLen], copyCode)
+				break
+			}
+		}
+	}
 	exe.Close()
 	if err != nil {
 		return ProbeCosts{}, fmt.Errorf("read calibration code: %w", err)
@@ -390,15 +409,20 @@ func measureProbes(multi bool) (ProbeCosts, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	emulated, stepped := make([]time.Duration, calibrationRounds), make([]time.Duration, calibrationRounds)
-	var bare time.Duration
+	bare := make([]time.Duration, calibrationRounds)
+	fns := []func(){calibrationTarget, calibrationEmulated, calibrationStepped}
 	for i := range calibrationRounds {
 		if i > 0 {
 			time.Sleep(calibrationPause)
 		}
-		b := perCall(calibrationTarget, calibrationRound)
-		emulated[i] = perCall(calibrationEmulated, calibrationRound) - b
-		stepped[i] = perCall(calibrationStepped, calibrationRound) - b
-		bare = max(bare, b)
+		// The three in turn, each round starting with the next: none
+		// always runs first, after the pause.
+		var t [3]time.Duration
+		for k := range fns {
+			j := (i + k) % len(fns)
+			t[j] = perCall(fns[j], calibrationRound)
+		}
+		bare[i], emulated[i], stepped[i] = t[0], t[1]-t[0], t[2]-t[0]
 	}
 	c := ProbeCosts{Emulated: medianDuration(emulated), Stepped: medianDuration(stepped)}
 	c.Signal = timeSignals()
@@ -406,7 +430,7 @@ func measureProbes(multi bool) (ProbeCosts, error) {
 	// A probe costs a trap at least: a figure below 50 ns means it did
 	// not fire.
 	if c.Emulated < 50*time.Nanosecond || c.Stepped < 50*time.Nanosecond {
-		return ProbeCosts{}, fmt.Errorf("calibration probes did not fire (a call took %v bare, %v more with a probe emulated, %v single-stepped)", bare, c.Emulated, c.Stepped)
+		return ProbeCosts{}, fmt.Errorf("calibration probes did not fire (a call took %v bare, %v more with a probe emulated, %v single-stepped)", medianDuration(bare), c.Emulated, c.Stepped)
 	}
 	return c, nil
 }
