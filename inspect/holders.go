@@ -162,6 +162,9 @@ func (t *Target) openDefers(g *Goroutine, rg *rawG, f *pclntab.Func, sp, fp uint
 
 // openDefers returns f's open-coded defers, cached.
 func (s *symbolizer) openDefers(f *pclntab.Func) (pclntab.OpenDefers, bool) {
+	if !s.lines.HasOpenDefers(f) {
+		return pclntab.OpenDefers{}, false // most frames: no map lookup
+	}
 	if d, ok := s.defers[f.Entry]; ok {
 		return d, d.SlotOff != nil
 	}

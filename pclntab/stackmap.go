@@ -165,6 +165,13 @@ type OpenDefers struct {
 	SlotOff []uint64
 }
 
+// HasOpenDefers says whether f has open-coded defers: a test of its
+// funcdata table, no decoding.
+func (t *LineTable) HasOpenDefers(f *Func) bool {
+	_, ok := t.funcdata(f, funcdataOpenCodedDeferInfo)
+	return ok
+}
+
 // OpenDefers returns f's open-coded defers (FUNCDATA_OpenCodedDeferInfo),
 // false if it has none. enumerated says the binary's release lists each
 // slot (Go 1.20 and 1.21: defer bits offset, count, then the slots' offsets
