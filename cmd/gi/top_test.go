@@ -407,7 +407,10 @@ func TestTopWatchdog(t *testing.T) {
 	s.keys("clear; echo BEFORE-GI-TOP", "Enter")
 	s.waitFor("the shell", contains("BEFORE-GI-TOP"))
 	s.keys("GI_TEST_CLOSE_DELAY=1h GI_TEST_TOP_GRACE=2s "+gi+" top --max-overhead none "+strconv.Itoa(p.Pid)+"; echo GI-EXIT=$?", "Enter")
-	s.waitFor("the grouped view", contains("gi top - pid "+strconv.Itoa(p.Pid), "main.worker"))
+	// Latencies on the screen: the trace runs (its probes are in).
+	s.waitFor("the grouped view with latencies", func(sc string) bool {
+		return strings.Contains(sc, "gi top - pid "+strconv.Itoa(p.Pid)) && handleCalls(sc) > 0
+	})
 	giPid := findProcess(t, "top --max-overhead none "+strconv.Itoa(p.Pid))
 	progs, links := bpfObjectsOf(t, giPid)
 	if len(progs) == 0 {
