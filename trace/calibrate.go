@@ -1,14 +1,12 @@
 package trace
 
 import (
-	"bytes"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -121,14 +119,11 @@ func (p ProbeCosts) String() string {
 	return fmt.Sprintf("%v a hit emulated, %v single-stepped, %v a signal (%s)", p.Emulated, p.Stepped, p.Signal, how)
 }
 
-// calibrationTarget, its copies calibrationEmulated and
-// calibrationStepped, and calibrationAddrs are in calibrate_$GOARCH.s: a
-// function of two instructions of known classes and a RET, twice copied,
-// and the three's addresses.
+// calibrationTarget and calibrationAddr are in calibrate_$GOARCH.s: a
+// function of two instructions of known classes and a RET, and its
+// address.
 func calibrationTarget()
-func calibrationEmulated()
-func calibrationStepped()
-func calibrationAddrs() (bare, emulated, stepped uintptr)
+func calibrationAddr() uintptr
 
 var (
 	calibrated     map[bool]ProbeCosts
@@ -179,10 +174,9 @@ func calibrationKey(multi bool) string {
 	if multi {
 		mech = "multi"
 	}
-	// "cpu median": the figures are in thread CPU time, the median of
-	// rounds (measureProbes); earlier ones, in wall time or the least of
-	// timings, are measured again.
-	return strings.TrimSpace(string(boot)) + " " + unix.ByteSliceToString(u.Release[:]) + " " + runtime.GOARCH + " cpu median " + mech
+	// "cpu": the figures are in thread CPU time (leastPerCall); earlier
+	// ones, in wall time, are measured again.
+	return strings.TrimSpace(string(boot)) + " " + unix.ByteSliceToString(u.Release[:]) + " " + runtime.GOARCH + " cpu " + mech
 }
 
 // calibrationFile is where the figures are kept.
@@ -245,26 +239,10 @@ func writeCalibration(key string, c ProbeCosts) {
 	_ = f.Commit()
 }
 
-// calibrationCodeLen is the length of calibrationTarget and its copies:
-// three instructions, one byte each on amd64, four on arm64.
-var calibrationCodeLen = map[string]int{"amd64": 3, "arm64": 12}[runtime.GOARCH]
-
-// Calibration loop sizes: calls per timing, and timings kept the least
-// of (signals), or rounds of the three functions timed in turn, taken the
-// median of, a pause between rounds (probes).
-//
-// A trap's cost is not steady on a VM: on a 2-vCPU AMD EPYC guest (Linux
-// 6.18) a single-stepped hit took 9.5 µs for tenths of a second, then 13;
-// the least of timings taken together, as gi took it, found either, and
-// estimates of a trace's overhead were off by a third. Rounds spread
-// over 0.1 s, the three functions timed in each, and their median, find
-// the usual cost.
+// Calibration loop sizes: calls per timing, and timings kept the least of.
 const (
-	calibrationCalls  = 256
-	calibrationReps   = 7
-	calibrationRounds = 31
-	calibrationRound  = 128
-	calibrationPause  = 2 * time.Millisecond
+	calibrationCalls = 256
+	calibrationReps  = 7
 )
 
 // calibrationSites returns the file offsets of an instruction of each
@@ -301,27 +279,22 @@ func measureProbes(multi bool) (ProbeCosts, error) {
 		machine = elf.EM_AARCH64
 	}
 	pid := os.Getpid()
+	addr := uint64(calibrationAddr())
 	maps, err := proc.Mappings(pid)
 	if err != nil {
 		return ProbeCosts{}, err
 	}
-	bareAddr, emulatedAddr, steppedAddr := calibrationAddrs()
-	fileOffset := func(a uintptr) (uint64, error) {
-		addr := uint64(a)
-		for _, m := range maps {
-			if m.Exec && addr >= m.Start && addr < m.End {
-				return addr - m.Start + m.Offset, nil
-			}
-		}
-		return 0, fmt.Errorf("calibration code at %#x is in no executable mapping", addr)
-	}
-	var fileOffs [3]uint64
-	for i, a := range []uintptr{bareAddr, emulatedAddr, steppedAddr} {
-		if fileOffs[i], err = fileOffset(a); err != nil {
-			return ProbeCosts{}, err
+	var fileOff uint64
+	found := false
+	for _, m := range maps {
+		if m.Exec && addr >= m.Start && addr < m.End {
+			fileOff, found = addr-m.Start+m.Offset, true
+			break
 		}
 	}
-	fileOff := fileOffs[0]
+	if !found {
+		return ProbeCosts{}, fmt.Errorf("calibration code at %#x is in no executable mapping", addr)
+	}
 	// The code as the file has it: in memory, a probe left by an earlier
 	// calibration still being detached shows as a breakpoint.
 	exe, err := os.Open("/proc/self/exe")
@@ -330,20 +303,6 @@ func measureProbes(multi bool) (ProbeCosts, error) {
 	}
 	code := make([]byte, 16)
 	_, err = exe.ReadAt(code, int64(fileOff))
-	if err == nil {
-		// The copies must be the same code: the same instruction is
-		// probed at the same place in each.
-		copyCode := make([]byte, calibrationCodeLen)
-		for _, off := range fileOffs[1:] {
-			if _, err = exe.ReadAt(copyCode, int64(off)); err != nil {
-				break
-			}
-			if !bytes.Equal(copyCode, code[:calibrationCodeLen]) {
-				err = fmt.Errorf("the calibration function's copies differ: % x, % x", code[:calibrationCodeLen], copyCode)
-				break
-			}
-		}
-	}
 	exe.Close()
 	if err != nil {
 		return ProbeCosts{}, fmt.Errorf("read calibration code: %w", err)
@@ -399,56 +358,32 @@ func measureProbes(multi bool) (ProbeCosts, error) {
 		links = append(links, l)
 		return nil
 	}
-	// The same instruction, at the same place in a copy of the function.
-	if err := attach(offsets[classEmulated] - fileOff + fileOffs[1]); err != nil {
-		return ProbeCosts{}, err
-	}
-	if err := attach(offsets[classStepped] - fileOff + fileOffs[2]); err != nil {
-		return ProbeCosts{}, err
-	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	emulated, stepped := make([]time.Duration, calibrationRounds), make([]time.Duration, calibrationRounds)
-	bare := make([]time.Duration, calibrationRounds)
-	fns := []func(){calibrationTarget, calibrationEmulated, calibrationStepped}
-	for i := range calibrationRounds {
-		if i > 0 {
-			time.Sleep(calibrationPause)
-		}
-		// The three in turn, each round starting with the next: none
-		// always runs first, after the pause.
-		var t [3]time.Duration
-		for k := range fns {
-			j := (i + k) % len(fns)
-			t[j] = perCall(fns[j], calibrationRound)
-		}
-		bare[i], emulated[i], stepped[i] = t[0], t[1]-t[0], t[2]-t[0]
+	bare := timeCalls()
+	if err := attach(offsets[classEmulated]); err != nil {
+		return ProbeCosts{}, err
 	}
-	c := ProbeCosts{Emulated: medianDuration(emulated), Stepped: medianDuration(stepped)}
+	one := timeCalls()
+	if err := attach(offsets[classStepped]); err != nil {
+		return ProbeCosts{}, err
+	}
+	both := timeCalls()
+	c := ProbeCosts{Emulated: one - bare, Stepped: both - one}
 	c.Signal = timeSignals()
 	c.Measured = true
 	// A probe costs a trap at least: a figure below 50 ns means it did
 	// not fire.
 	if c.Emulated < 50*time.Nanosecond || c.Stepped < 50*time.Nanosecond {
-		return ProbeCosts{}, fmt.Errorf("calibration probes did not fire (a call took %v bare, %v more with a probe emulated, %v single-stepped)", medianDuration(bare), c.Emulated, c.Stepped)
+		return ProbeCosts{}, fmt.Errorf("calibration probes did not fire (a call took %v bare, %v and %v probed)", bare, one, both)
 	}
 	return c, nil
 }
 
-// perCall returns the CPU time per call of fn over n calls, in the
-// calling thread's CPU time (see leastPerCall).
-func perCall(fn func(), n int) time.Duration {
-	start := threadCPUTime()
-	for range n {
-		fn()
-	}
-	return (threadCPUTime() - start) / time.Duration(n)
-}
-
-// medianDuration returns the median of ds, sorting them.
-func medianDuration(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[len(ds)/2]
+// timeCalls returns the least CPU time per call of calibrationTarget
+// over calibrationReps timings.
+func timeCalls() time.Duration {
+	return leastPerCall(calibrationTarget)
 }
 
 // timeSignals returns the least CPU time a SIGURG sent to the calling

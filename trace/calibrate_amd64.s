@@ -10,26 +10,8 @@ TEXT ·calibrationTarget(SB), NOSPLIT|NOFRAME, $0-0
 	POPQ BP
 	RET
 
-// calibrationEmulated and calibrationStepped are copies of
-// calibrationTarget, which stays unprobed: the emulated instruction is
-// probed in the first, the single-stepped one in the second, and the
-// three are timed in turn.
-TEXT ·calibrationEmulated(SB), NOSPLIT|NOFRAME, $0-0
-	PUSHQ BP
-	POPQ BP
-	RET
-
-TEXT ·calibrationStepped(SB), NOSPLIT|NOFRAME, $0-0
-	PUSHQ BP
-	POPQ BP
-	RET
-
-// func calibrationAddrs() (bare, emulated, stepped uintptr)
-TEXT ·calibrationAddrs(SB), NOSPLIT, $0-24
+// func calibrationAddr() uintptr
+TEXT ·calibrationAddr(SB), NOSPLIT, $0-8
 	LEAQ ·calibrationTarget(SB), AX
-	MOVQ AX, bare+0(FP)
-	LEAQ ·calibrationEmulated(SB), AX
-	MOVQ AX, emulated+8(FP)
-	LEAQ ·calibrationStepped(SB), AX
-	MOVQ AX, stepped+16(FP)
+	MOVQ AX, ret+0(FP)
 	RET

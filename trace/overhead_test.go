@@ -61,11 +61,12 @@ func paceFrom(t testing.TB, p *targets.Process, loop string, seen, from, n int) 
 // then 13 (the same process slowed by 12% under one attach and 18% under
 // the next, each attach's 200 ms intervals within 1% of their mean), and
 // gi's calibration, made once a boot, finds 9.6 to 15.9 µs by when it
-// runs. So the test attaches three times, untraced phases between, and
-// compares the means: within a third of the slowdown (the calibration's
-// own spread), or three standard errors of it (from the attaches' spread
-// or the intervals', the larger), never less than 2 points. An estimate
-// off by half, or one that counts a probe once, fails.
+// runs: estimates 38% under the slowdown were seen. So the test attaches
+// three times, untraced phases between, and compares the means: within
+// 45% of the slowdown, or three standard errors of it (from the attaches'
+// spread or the intervals', the larger), never less than 2 points. An
+// estimate off by half or by twice, or one that counts a probe once,
+// fails.
 func TestOverheadMatchesSlowdown(t *testing.T) {
 	requirePrivilege(t)
 	const attaches, intervals = 3, 5
@@ -99,7 +100,7 @@ func TestOverheadMatchesSlowdown(t *testing.T) {
 	_, seAttaches := meanAndError(slowdowns)
 	se := max(seIntervals, seAttaches)
 	share, _ := meanAndError(shares)
-	bound := max(0.02, slowdown/3, 3*se)
+	bound := max(0.02, 0.45*slowdown, 3*se)
 	t.Logf("untraced %.0f calls/CPU-s, traced %.0f: slowdown %.2f%% ± %.2f%% (attaches %.3f, gi's estimates %.3f); last attach: gi: %v; costs %v",
 		mu, mt, 100*slowdown, 100*se, slowdowns, shares, o, o.Costs)
 	if slowdown < 0.03 {
