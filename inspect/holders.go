@@ -50,7 +50,7 @@ type Holder struct {
 // String reads "goroutine 29 at main.load demo/main.go:77", and what the
 // holder waits on itself: ", which waits on chan 0xc000123000".
 func (h Holder) String() string {
-	s := fmt.Sprintf("goroutine %d at %s %s:%d", h.Goid, h.Function, shortPath(h.File), h.Line)
+	s := fmt.Sprintf("goroutine %d at %s %s:%d", h.Goid, h.Function, ShortPath(h.File), h.Line)
 	switch {
 	case len(h.WaitsOn) == 1 && h.WaitsOn[0] == "sleep":
 		s += ", which sleeps"
@@ -60,8 +60,9 @@ func (h Holder) String() string {
 	return s
 }
 
-// shortPath keeps a path's last directory and file name.
-func shortPath(p string) string {
+// ShortPath keeps a path's last directory and file name: enough to find
+// the file ("demo/main.go").
+func ShortPath(p string) string {
 	if i := strings.LastIndexByte(p, '/'); i > 0 {
 		if j := strings.LastIndexByte(p[:i], '/'); j >= 0 {
 			return p[j+1:]
@@ -428,7 +429,7 @@ type DeadlockMember struct {
 // String reads "goroutine 7 at main.ab demo/main.go:20 waits for mutex
 // main.b".
 func (m DeadlockMember) String() string {
-	return fmt.Sprintf("goroutine %d at %s %s:%d waits for %s", m.Goid, m.Function, shortPath(m.File), m.Line, m.WaitsFor)
+	return fmt.Sprintf("goroutine %d at %s %s:%d waits for %s", m.Goid, m.Function, ShortPath(m.File), m.Line, m.WaitsFor)
 }
 
 // deadlocks finds the cycles of the wait-for graph: an edge from each

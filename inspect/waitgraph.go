@@ -131,7 +131,7 @@ func NewWaitGraph(snap *Snapshot, gs []*Goroutine) *WaitGraph {
 		n.Label = fmt.Sprintf("goroutine %d", id)
 		if g := byGoid[id]; g != nil {
 			if fr := g.waitFrame(); fr != nil {
-				n.Label += fmt.Sprintf(" %s %s:%d", fr.Function, shortPath(fr.File), fr.Line)
+				n.Label += fmt.Sprintf(" %s %s:%d", fr.Function, ShortPath(fr.File), fr.Line)
 			}
 		}
 		addNode(n)

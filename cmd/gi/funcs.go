@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/report"
 	"github.com/gi-debug/gi/trace"
 )
@@ -104,7 +105,7 @@ func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON,
 			entryOnly++
 			note = "entry only: no RET"
 		}
-		row := []string{f.Name, fmt.Sprintf("%#x", f.EntrySite), strconv.Itoa(len(f.Returns)), fmt.Sprintf("%s:%d", shortFile(f.File), f.Line)}
+		row := []string{f.Name, fmt.Sprintf("%#x", f.EntrySite), strconv.Itoa(len(f.Returns)), fmt.Sprintf("%s:%d", inspect.ShortPath(f.File), f.Line)}
 		if rates != nil {
 			r := rates[f.Name]
 			row = append(row, fmt.Sprintf("%.0f", r.PerSecond), formatShare(r.Cost))

@@ -96,7 +96,7 @@ func (r *leakReport) write(out io.Writer) error {
 	for _, s := range d.Sites {
 		where := ""
 		if s.File != "" {
-			where = fmt.Sprintf(" (%s:%d)", shortFile(s.File), s.Line)
+			where = fmt.Sprintf(" (%s:%d)", inspect.ShortPath(s.File), s.Line)
 		}
 		noun := "goroutines"
 		if s.Count == 1 {

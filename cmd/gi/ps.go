@@ -487,7 +487,7 @@ func location(g *inspect.Goroutine) (fn, loc string) {
 	if !ok {
 		return "?", ""
 	}
-	return f.Function, fmt.Sprintf("%s:%d", shortFile(f.File), f.Line)
+	return f.Function, fmt.Sprintf("%s:%d", inspect.ShortPath(f.File), f.Line)
 }
 
 func createdBy(g *inspect.Goroutine) string {
@@ -499,18 +499,6 @@ func createdBy(g *inspect.Goroutine) string {
 		return fmt.Sprintf("%s (goroutine %d)", c.Function, g.ParentID)
 	}
 	return c.Function
-}
-
-// shortFile keeps the last two path elements: enough to find the file.
-func shortFile(path string) string {
-	i := strings.LastIndexByte(path, '/')
-	if i <= 0 {
-		return path
-	}
-	if j := strings.LastIndexByte(path[:i], '/'); j >= 0 {
-		return path[j+1:]
-	}
-	return path
 }
 
 func formatLabels(l map[string]string) string {
@@ -831,7 +819,7 @@ func writeDeadlocks(out io.Writer, snap *inspect.Snapshot) {
 	for _, d := range snap.Deadlocks {
 		var b strings.Builder
 		for i, m := range d.Members {
-			where := fmt.Sprintf("goroutine %d at %s %s:%d", m.Goid, m.Function, shortFile(m.File), m.Line)
+			where := fmt.Sprintf("goroutine %d at %s %s:%d", m.Goid, m.Function, inspect.ShortPath(m.File), m.Line)
 			if i == 0 {
 				b.WriteString(where + " waits for " + m.WaitsFor)
 			} else {

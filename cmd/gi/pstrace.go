@@ -21,7 +21,7 @@ type psLatency struct {
 func (pl *psLatency) location(g *inspect.Goroutine) (fn, loc string) {
 	if pl != nil {
 		if l := pl.ByGoid[g.ID]; l != nil {
-			return l.Function, fmt.Sprintf("%s:%d", shortFile(l.File), l.Line)
+			return l.Function, fmt.Sprintf("%s:%d", inspect.ShortPath(l.File), l.Line)
 		}
 	}
 	return location(g)

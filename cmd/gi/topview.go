@@ -244,7 +244,7 @@ func groupLocation(g *measure.Group) string {
 	if g.At.Function == "" {
 		return "?"
 	}
-	return fmt.Sprintf("%s %s:%d", g.At.Function, shortFile(g.At.File), g.At.Line)
+	return fmt.Sprintf("%s %s:%d", g.At.Function, inspect.ShortPath(g.At.File), g.At.Line)
 }
 
 // topRows filters and sorts the groups as the view asks.

@@ -95,7 +95,7 @@ func writeGrowth(out io.Writer, pid int, g *inspect.Growth, json bool, pause tim
 	for _, s := range doc.Sites {
 		where := s.Function
 		if s.File != "" {
-			where += fmt.Sprintf(" (%s:%d)", shortFile(s.File), s.Line)
+			where += fmt.Sprintf(" (%s:%d)", inspect.ShortPath(s.File), s.Line)
 		}
 		if err := sites.Append([]string{delta(s.After, s.Before), strconv.Itoa(s.After), strconv.Itoa(s.Before), rate(s.PerSec), strconv.Itoa(s.Unmoved), where}); err != nil {
 			return err
@@ -109,7 +109,7 @@ func writeGrowth(out io.Writer, pid int, g *inspect.Growth, json bool, pause tim
 	stacks.Shrink("E.G.", "LOCATION", "FUNCTION")
 	for _, s := range doc.Stacks {
 		if err := stacks.Append([]string{delta(s.After, s.Before), strconv.Itoa(s.After), strconv.Itoa(s.Before), rate(s.PerSec), strconv.Itoa(s.Unmoved),
-			s.State, s.Function, fmt.Sprintf("%s:%d", shortFile(s.File), s.Line), strconv.FormatUint(s.Goid, 10)}); err != nil {
+			s.State, s.Function, fmt.Sprintf("%s:%d", inspect.ShortPath(s.File), s.Line), strconv.FormatUint(s.Goid, 10)}); err != nil {
 			return err
 		}
 	}
