@@ -65,7 +65,7 @@ func Open(pid int) (*Process, error) {
 	if !Exists(pid) {
 		return nil, fmt.Errorf("process %d: %w", pid, ErrNoSuchProcess)
 	}
-	exe, err := elfbin.Open("/proc/" + strconv.Itoa(pid) + "/exe")
+	exe, err := elfbin.Open(ExePath(pid))
 	if err != nil {
 		switch {
 		case errors.Is(err, os.ErrPermission):
@@ -168,4 +168,10 @@ func clockOffset(pid int) (time.Duration, error) {
 		return 0, err
 	}
 	return theirs - ours, nil
+}
+
+// ExePath is the path of process pid's executable as /proc links it: it
+// opens across mount namespaces, and deleted binaries too.
+func ExePath(pid int) string {
+	return "/proc/" + strconv.Itoa(pid) + "/exe"
 }

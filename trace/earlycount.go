@@ -41,7 +41,7 @@ func (s *Session) loadCounting(setup *loadSetup, schedIdx []int) error {
 		return l.err
 	}
 	s.objs = l.objs // closed by Close from now on
-	s.Warnings = append(s.Warnings, l.warnings...)
+	s.noteMissing(l.missing)
 	s.CookieByIP, s.UprobeMulti = l.byIP, l.multi
 	if l.byIP {
 		bias, err := s.probeBias()

@@ -39,12 +39,42 @@ func (s *Session) attachError(err error) error {
 	return fmt.Errorf("attach uprobes to %s: %w", s.Opts.Path, err)
 }
 
+// KernelFeature is a kernel feature gi traces without, more slowly or
+// less exactly, where the kernel lacks it: its name, the first release
+// that has it, and what gi does instead.
+type KernelFeature struct {
+	Name          string
+	MinimumKernel string
+	Instead       string
+}
+
+// Warning is the sentence gi prints when the kernel lacks f.
+func (f KernelFeature) Warning() string {
+	return "kernel lacks " + f.Name + " (" + f.MinimumKernel + "+): " + f.Instead
+}
+
+// The kernel features gi traces without.
+var (
+	UprobeMulti   = KernelFeature{"uprobe_multi links", "6.6", "attaching one perf event per probe, which is slow to attach and detach"}
+	AttachCookies = KernelFeature{"BPF attach cookies", "5.15", "probes find their function by address instead"}
+	// KernelFeatures lists them all.
+	KernelFeatures = []KernelFeature{UprobeMulti, AttachCookies}
+)
+
 // Warnings naming a kernel feature gi works without, and the release
 // that has it.
-const (
-	WarnNoUprobeMulti   = "kernel lacks uprobe_multi links (6.6+): attaching one perf event per probe, which is slow to attach and detach"
-	WarnNoAttachCookies = "kernel lacks BPF attach cookies (5.15+): probes find their function by address instead"
+var (
+	WarnNoUprobeMulti   = UprobeMulti.Warning()
+	WarnNoAttachCookies = AttachCookies.Warning()
 )
+
+// noteMissing records the kernel features the session works without.
+func (s *Session) noteMissing(missing []KernelFeature) {
+	for _, f := range missing {
+		s.Missing = append(s.Missing, f)
+		s.Warnings = append(s.Warnings, f.Warning())
+	}
+}
 
 // haveAttachCookies reports whether the kernel has bpf_get_attach_cookie
 // for uprobe programs; an error other than its absence (no permission to

@@ -39,11 +39,11 @@ type loadSetup struct {
 
 // loaded is the outcome of loadObjects.
 type loaded struct {
-	objs     *bpf.Objects
-	multi    bool // uprobe_multi links
-	byIP     bool // probes find their cookie by address
-	warnings []string
-	err      error
+	objs    *bpf.Objects
+	multi   bool // uprobe_multi links
+	byIP    bool // probes find their cookie by address
+	missing []KernelFeature
+	err     error
 }
 
 // entryIsReturn reports whether fn's entry probe site is also one of its
@@ -173,7 +173,7 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 	if l.multi {
 		if err := features.HaveBPFLinkUprobeMulti(); err != nil {
 			l.multi = false
-			l.warnings = append(l.warnings, WarnNoUprobeMulti)
+			l.missing = append(l.missing, UprobeMulti)
 		}
 	}
 	if !l.multi {
@@ -184,7 +184,7 @@ func (s *Session) loadObjects(setup loadSetup) (l loaded) {
 	l.byIP = s.Opts.CookieByIP
 	if !l.byIP && !haveAttachCookies() {
 		l.byIP = true
-		l.warnings = append(l.warnings, WarnNoAttachCookies)
+		l.missing = append(l.missing, AttachCookies)
 	}
 	if l.byIP {
 		specs.Cookies.MaxEntries = uint32(setup.probes)

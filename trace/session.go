@@ -3,7 +3,6 @@ package trace
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -132,6 +131,9 @@ type Session struct {
 	AttachTime, DetachTime time.Duration
 	// Warnings are things the user should know (fallbacks taken).
 	Warnings []string
+	// Missing are the kernel features the session works without, each
+	// also in Warnings (KernelFeature.Warning).
+	Missing []KernelFeature
 	// UprobeMulti reports whether the probes are attached through
 	// uprobe_multi links; false means one perf event per probe (forced, or
 	// the kernel lacks the links).
@@ -235,7 +237,7 @@ func Open(opts Options) (*Session, error) {
 		if opts.PID <= 0 {
 			return nil, errors.New("trace: neither a pid nor a binary path given")
 		}
-		opts.Path = "/proc/" + strconv.Itoa(opts.PID) + "/exe"
+		opts.Path = proc.ExePath(opts.PID)
 	}
 	if opts.RingBytes == 0 {
 		opts.RingBytes = DefaultRingBytes
@@ -415,7 +417,7 @@ func (s *Session) open() error {
 			s.sampler.progs = s.groupPrograms()
 		}
 	} else {
-		s.Warnings = append(s.Warnings, l.warnings...)
+		s.noteMissing(l.missing)
 	}
 	s.objs = objs
 	var bias uint64

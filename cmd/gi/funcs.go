@@ -7,10 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gi-debug/gi/elfbin"
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/report"
-	"github.com/gi-debug/gi/trace"
+	"github.com/gi-debug/gi/service"
 )
 
 func newFuncsCommand() *cobra.Command {
@@ -45,49 +44,25 @@ it costs anything; --rates=false skips that.`,
 }
 
 func runFuncs(out io.Writer, target string, patterns, excludes []string, asJSON, countRates bool) error {
-	include, err := parsePatterns(patterns, "")
+	req := service.FuncsRequest{Include: patterns, Exclude: excludes, Rates: countRates}
+	// Patterns are refused before the target is looked for.
+	err := service.CheckPatterns(patterns, excludes)
 	if err != nil {
 		return err
 	}
-	exclude, err := parsePatterns(excludes, "--exclude")
+	if req.PID, req.Path, err = traceTarget(target); err != nil {
+		return err
+	}
+	res, err := service.Funcs(req)
 	if err != nil {
 		return err
 	}
-	pid, path, err := traceTarget(target)
-	if err != nil {
-		return err
-	}
-	if pid != 0 {
-		path = "/proc/" + strconv.Itoa(pid) + "/exe"
-	}
-	bin, err := elfbin.Open(path)
-	if err != nil {
-		return err
-	}
-	defer bin.Close()
-	// One reading of the binary's probe sites for the listing and the
-	// counting.
-	sites := trace.NewSites(bin)
-	sel, err := sites.Select(include, exclude)
-	if err != nil {
-		return err
-	}
-	// The call rates, by name: counted in the process where asked.
-	var rates map[string]trace.CallRate
-	rateErr := ""
-	if pid != 0 && countRates && len(sel.Functions) > 0 {
-		counted, err := trace.CountCalls(trace.Options{PID: pid, Include: include, Exclude: exclude, Sites: sites})
-		if err != nil {
-			rateErr = err.Error()
-		} else {
-			rates = map[string]trace.CallRate{}
-			for _, r := range counted {
-				rates[r.Func.Name] = r
-			}
-		}
+	sel, rates, rateErr := res.Selection, res.Rates, ""
+	if res.RatesErr != nil {
+		rateErr = res.RatesErr.Error()
 	}
 	if asJSON {
-		doc := report.NewFuncs(path, bin.GoVersion, sel)
+		doc := report.NewFuncs(res.Path, res.GoVersion, sel)
 		doc.AddRates(rates, rateErr)
 		return report.Write(out, doc)
 	}

@@ -19,9 +19,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gi-debug/gi/inspect"
-	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/report"
+	"github.com/gi-debug/gi/service"
 	"github.com/gi-debug/gi/trace"
 )
 
@@ -163,32 +162,7 @@ func traceTarget(arg string) (pid int, path string, err error) {
 	return pid, "", err
 }
 
-// parsePatterns parses the patterns of a flag (flag "" for the command's
-// arguments); ParsePattern's errors name the pattern themselves.
-func parsePatterns(args []string, flag string) ([]trace.Pattern, error) {
-	var out []trace.Pattern
-	for _, a := range args {
-		p, err := trace.ParsePattern(a)
-		if err != nil {
-			if flag != "" {
-				err = fmt.Errorf("%s: %w", flag, err)
-			}
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
 func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string, o traceOptions) error {
-	include, err := parsePatterns(patterns, "")
-	if err != nil {
-		return err
-	}
-	exclude, err := parsePatterns(o.exclude, "--exclude")
-	if err != nil {
-		return err
-	}
 	if err := o.checkDurations(); err != nil {
 		return err
 	}
@@ -202,29 +176,27 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	if err != nil {
 		return err
 	}
-	if o.stringSize < 1 || o.stringSize > trace.MaxStringSize {
-		return fmt.Errorf("--string-size %d: want 1 to %d bytes", o.stringSize, trace.MaxStringSize)
+	req := service.TraceRequest{Include: patterns, Exclude: o.exclude, Goids: toUint64s(o.goids), Where: o.where,
+		Args: o.args && !o.stats, StringSize: o.stringSize, MaxOverhead: budget, Why: o.why, PerfEvents: o.perfEvents,
+		Duration: o.duration, Interval: o.interval}
+	if !o.stats && !o.json {
+		// Trees are flushed to the reader on every tick.
+		req.Interval = 200 * time.Millisecond
 	}
-	var wheres []trace.Where
-	for _, w := range o.where {
-		pw, err := trace.ParseWhere(w)
-		if err != nil {
-			return fmt.Errorf("--where %q: %w", w, err)
-		}
-		wheres = append(wheres, pw)
+	// Patterns and filters are refused before the target is looked for.
+	if err := req.CheckSelection(); err != nil {
+		return err
 	}
-	var pid int
-	var path string
 	if target == "" {
-		pid, err = o.target.resolve("")
+		req.PID, err = o.target.resolve("")
 	} else {
-		pid, path, err = traceTarget(target)
+		req.PID, req.Path, err = traceTarget(target)
 	}
 	if err != nil {
 		return err
 	}
-	if path != "" && isSelf(path) {
-		return fmt.Errorf("%s is gi's own executable: traced by path, gi would trace itself; give the pid of the process to trace", target)
+	if err := req.Check(); err != nil {
+		return err
 	}
 	// Loading would fail with EPERM anyway; say what is needed first (root
 	// in a container often lacks these capabilities).
@@ -236,23 +208,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		return err
 	}
 	defer files.close()
-	opts := trace.Options{PID: pid, Path: path, Include: include, Exclude: exclude, Goids: toUint64s(o.goids), PerfEvents: o.perfEvents,
-		Args: o.args && !o.stats, StringSize: o.stringSize, Where: wheres, MaxOverhead: budget, Why: o.why}
-	// A process is opened once: the trace and inspect (labels are read
-	// from the live process, as gi ps reads them) share its executable,
-	// layout and memory. Where it cannot be opened, the trace opens the
-	// binary itself.
-	var tgt *inspect.Target
-	if pid != 0 {
-		if p, err := proc.Open(pid); err == nil {
-			defer p.Close()
-			opts.Process = p
-			if tgt, err = inspect.New(p); err != nil {
-				tgt = nil
-			}
-		}
-	}
-	s, err := trace.Open(opts)
+	tr, err := service.StartTrace(req)
 	if err != nil {
 		return whereError(err)
 	}
@@ -273,28 +229,22 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		}
 	}
 	defer closeStart()
-	defer s.Close()
+	defer tr.Close()
 
-	for _, w := range s.Warnings {
+	st := tr.Started
+	for _, w := range st.Warnings {
 		fmt.Fprintf(startErr, "gi: warning: %s\n", w)
 	}
-	nsPid, _ := proc.NamespacePID(pid)
-	what := "pid " + pidText(pid, nsPid)
-	if pid == 0 {
-		what = "every process running " + path
+	what := "pid " + pidText(st.PID, st.NSPID)
+	if st.PID == 0 {
+		what = "every process running " + req.Path
 	}
-	var entryOnly []string
-	for _, f := range s.Selection.Functions {
-		if f.EntryOnly {
-			entryOnly = append(entryOnly, f.Name)
-		}
-	}
-	if len(entryOnly) > 0 {
-		fmt.Fprintf(startErr, "gi: entry only (no RET): %s: calls end when unwound, or are shown still running at exit\n", strings.Join(entryOnly, ", "))
+	if len(st.EntryOnly) > 0 {
+		fmt.Fprintf(startErr, "gi: entry only (no RET): %s: calls end when unwound, or are shown still running at exit\n", strings.Join(st.EntryOnly, ", "))
 	}
 	fmt.Fprintf(startErr, "gi: tracing %d functions (%d probes) in %s, attached in %v; Ctrl-C to stop\n",
-		len(s.Selection.Functions), s.Probes, what, s.AttachTime.Round(time.Microsecond))
-	if line := callRates(s.Rates); line != "" {
+		len(st.Functions), st.Probes, what, st.AttachTime.Round(time.Microsecond))
+	if line := callRates(st.Rates); line != "" {
 		fmt.Fprintf(startErr, "gi: calls before the trace: %s\n", line)
 	}
 	startErr.Flush()
@@ -318,7 +268,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	}
 	unit := "calls"
 	rootsSeen, rootsShown := 0, 0 // trees: root calls seen, and shown (--min-duration)
-	sym := s.Symbols()
+	sym := tr.Symbols()
 	clock := trace.NewClock()
 	stats := trace.NewStats()
 	var hs trace.Handlers
@@ -340,14 +290,14 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		hs.Tick = func() {
 			printUnit(func() {
 				fmt.Fprintf(bw, "%s\n", time.Now().Format("15:04:05"))
-				writeStats(bw, stats, s.Sampling())
+				writeStats(bw, stats, tr.Sampling())
 				bw.WriteByte('\n')
 			})
 			out.Flush()
 		}
 	default:
 		unit = "call trees"
-		tp := &treePrinter{W: bw, Symbols: sym, Clock: clock, ShowPID: pid == 0}
+		tp := &treePrinter{W: bw, Symbols: sym, Clock: clock, ShowPID: st.PID == 0}
 		shown := func(root *trace.Call) bool { return time.Duration(root.Duration()) >= o.minDuration }
 		hs.Root = func(h trace.Header, root *trace.Call) {
 			rootsSeen++
@@ -367,23 +317,12 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 			bw.Flush()
 			out.Flush()
 		}
-		o.interval = 200 * time.Millisecond
 	}
-	exports, err := openExports(o, files, clock, sym, serviceName(pid, s.Binary.Path, o.service))
+	exports, err := openExports(o, files, clock, sym, serviceName(st.PID, st.Binary, o.service))
 	if err != nil {
 		return err
 	}
 	hs = exports.wrap(hs)
-	ro := trace.RunOptions{Duration: o.duration, Interval: o.interval}
-	if tgt != nil {
-		ro.Labels = func(k trace.GoroutineKey, g uint64) map[string]string {
-			if int(k.PID) != pid {
-				return nil
-			}
-			l, _ := tgt.LabelsOf(g, k.Goid)
-			return l
-		}
-	}
 	// The run checks for its end (the duration, a signal) between two
 	// reads of the ring buffer, and some reads (at each Tick, the last
 	// one, with the probes still attached) last until the buffer is
@@ -399,14 +338,12 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 			spin(delay)
 		}
 	}
-	started := time.Now()
 	ended := a.watchEnd(ctx, o.duration, traceGrace, handled.Load, stderr)
-	res := s.Run(ctx, ro, hs)
+	// Run detaches before it returns: from here on gi's output may take
+	// as long as its reader does.
+	res := tr.Run(ctx, hs)
 	ended()
-	// Detached before anything waits for a reader: from here on gi's
-	// output may take as long as its reader does.
-	overhead, overheadErr := s.Overhead()
-	closeErr := s.Close()
+	closeErr := tr.Close()
 	stop() // a signal while gi waits for its reader ends it at once
 	closeStart()
 	dropped := out.Dropped()
@@ -417,10 +354,10 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		closeErr = err
 	}
 	if jw != nil {
-		sum := report.TraceSummary{Events: res.Events, Lost: res.Lost, UnreadFloats: res.UnreadFloats, Dropped: dropped, Probes: s.Probes,
-			AttachNS: s.AttachTime.Nanoseconds(), DetachNS: s.DetachTime.Nanoseconds()}
-		if overheadErr == nil {
-			sum.Overhead = report.NewTraceOverhead(overhead)
+		sum := report.TraceSummary{Events: res.Events, Lost: res.Lost, UnreadFloats: res.UnreadFloats, Dropped: dropped, Probes: st.Probes,
+			AttachNS: st.AttachTime.Nanoseconds(), DetachNS: res.DetachTime.Nanoseconds()}
+		if res.Overhead != nil {
+			sum.Overhead = report.NewTraceOverhead(*res.Overhead)
 		}
 		sum.Sampling = report.NewTraceSampling(res.Sampling)
 		jw.Summary(sum)
@@ -430,10 +367,10 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		closeErr = fmt.Errorf("write the output: %w", err)
 	}
 	fmt.Fprintf(stderr, "gi: %d events, %d lost, %d calls still running; detached in %v\n",
-		res.Events, res.Lost, res.Running, s.DetachTime.Round(time.Microsecond))
-	if overheadErr == nil && overhead.TargetCPU > 0 {
-		line := overhead.String()
-		if _, worst, ok := overhead.WorstThread(); ok {
+		res.Events, res.Lost, res.Running, res.DetachTime.Round(time.Microsecond))
+	if ov := res.Overhead; ov != nil && ov.TargetCPU > 0 {
+		line := ov.String()
+		if _, worst, ok := ov.WorstThread(); ok {
 			line += fmt.Sprintf("; %.2f%% of its busiest thread's", 100*worst)
 		}
 		fmt.Fprintf(stderr, "gi: overhead: %s\n", line)
@@ -444,59 +381,58 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		fmt.Fprintf(stderr, "gi: --min-duration %v: %d of the %d root calls seen took that long; the sampling windows covered %.1f%% of the trace (--max-overhead none sees every call)\n",
 			o.minDuration, rootsShown, rootsSeen, 100*sm.TracedShare())
 	}
-	if sm := res.Sampling; sm != nil {
-		for _, f := range sm.Functions {
-			cut := ""
-			if f.Cut > 0 {
-				cut = fmt.Sprintf(" (%d more cut: open when their window closed, or ended unwound)", f.Cut)
-			}
-			fmt.Fprintf(stderr, "gi: sampled %s: %d calls traced whole%s in %d windows covering %.1f%% of the trace, about %.0f in all; %.0f calls/s before the trace\n",
-				f.Func.Name, f.Calls, cut, sm.Windows, 100*sm.TracedShare(), sm.EstimatedCalls(f), f.Rate.PerSecond)
-		}
-		if sm.Missed > 0 || sm.MissedUnknown > 0 {
-			fmt.Fprintf(stderr, "gi: calls traced whole missed about %d nested calls of sampled functions between the windows (%d of the estimates floors); %d calls no window covered\n",
-				sm.Missed, sm.MissedFloors, sm.MissedUnknown)
-		}
-		if sm.Stalled > 0 {
-			fmt.Fprintf(stderr, "gi: the windows' perf events (no uprobe_multi links) took %v to attach and detach, counted against the budget as lost to the traced code\n", sm.Stalled.Round(time.Millisecond))
-		}
-		if sm.Cut > 0 {
-			fmt.Fprintf(stderr, "gi: %d sampled calls were still open when their window closed and are not shown (the closings waited up to %v for them)\n", sm.Cut, sm.Closing.Round(time.Millisecond))
-		}
-		if sm.SchedWindowed {
-			fmt.Fprintf(stderr, "gi: --why: the scheduler's probes were attached in %d windows covering %.1f%% of the trace; %d calls they missed whole are not split, those they saw in part have the rest unknown\n",
-				sm.Windows, 100*sm.TracedShare(), sm.Unsplit)
-		}
-		if sm.ExitWindowed {
-			fmt.Fprintf(stderr, "gi: goroutine exits were seen only in the %d windows\n", sm.Windows)
-		}
-		for _, w := range sm.Warnings {
-			fmt.Fprintf(stderr, "gi: warning: %s\n", w)
-		}
-	}
+	writeSamplingSummary(stderr, res.Sampling)
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "gi: warning: %s\n", w)
-	}
-	if res.Lost > 0 {
-		fmt.Fprintf(stderr, "gi: warning: %d events lost (ring buffer full): trees and counts are incomplete\n", res.Lost)
 	}
 	if dropped > 0 {
 		fmt.Fprintf(stderr, "gi: warning: the output was not read fast enough: %d %s dropped (past a backlog of %s, rather than slow the trace and the overhead budget)\n",
 			dropped, unit, kib(outputBacklog()))
 	}
-	if res.UnreadFloats > 0 {
-		fmt.Fprintf(stderr, "gi: warning: %d calls show float arguments or results as ?: their thread did not take the SIGURG that reads them right after the probe (blocked)\n", res.UnreadFloats)
+	if res.Exited {
+		// What was traced is printed; a script tells a cut trace from a
+		// whole one by the exit status.
+		fmt.Fprintf(stderr, "gi: the traced process (pid %s) exited %.1fs into the trace\n", pidText(st.PID, st.NSPID), res.Took.Seconds())
+		return exitError{code: exitTargetExited}
 	}
 	if res.Err != nil {
-		if errors.Is(res.Err, trace.ErrTargetExited) {
-			// What was traced is printed; a script tells a cut trace from a
-			// whole one by the exit status.
-			fmt.Fprintf(stderr, "gi: the traced process (pid %s) exited %.1fs into the trace\n", pidText(pid, nsPid), time.Since(started).Seconds())
-			return exitError{code: exitTargetExited}
-		}
 		return res.Err
 	}
 	return closeErr
+}
+
+// writeSamplingSummary says what the sampling windows traced: per
+// function sampled, the calls traced whole and the estimate of all; the
+// nested calls missed between windows; what the windows cost or cut.
+func writeSamplingSummary(w io.Writer, sm *trace.Sampling) {
+	if sm == nil {
+		return
+	}
+	for _, f := range sm.Functions {
+		cut := ""
+		if f.Cut > 0 {
+			cut = fmt.Sprintf(" (%d more cut: open when their window closed, or ended unwound)", f.Cut)
+		}
+		fmt.Fprintf(w, "gi: sampled %s: %d calls traced whole%s in %d windows covering %.1f%% of the trace, about %.0f in all; %.0f calls/s before the trace\n",
+			f.Func.Name, f.Calls, cut, sm.Windows, 100*sm.TracedShare(), sm.EstimatedCalls(f), f.Rate.PerSecond)
+	}
+	if sm.Missed > 0 || sm.MissedUnknown > 0 {
+		fmt.Fprintf(w, "gi: calls traced whole missed about %d nested calls of sampled functions between the windows (%d of the estimates floors); %d calls no window covered\n",
+			sm.Missed, sm.MissedFloors, sm.MissedUnknown)
+	}
+	if sm.Stalled > 0 {
+		fmt.Fprintf(w, "gi: the windows' perf events (no uprobe_multi links) took %v to attach and detach, counted against the budget as lost to the traced code\n", sm.Stalled.Round(time.Millisecond))
+	}
+	if sm.Cut > 0 {
+		fmt.Fprintf(w, "gi: %d sampled calls were still open when their window closed and are not shown (the closings waited up to %v for them)\n", sm.Cut, sm.Closing.Round(time.Millisecond))
+	}
+	if sm.SchedWindowed {
+		fmt.Fprintf(w, "gi: --why: the scheduler's probes were attached in %d windows covering %.1f%% of the trace; %d calls they missed whole are not split, those they saw in part have the rest unknown\n",
+			sm.Windows, 100*sm.TracedShare(), sm.Unsplit)
+	}
+	if sm.ExitWindowed {
+		fmt.Fprintf(w, "gi: goroutine exits were seen only in the %d windows\n", sm.Windows)
+	}
 }
 
 // exitTargetExited is gi trace's exit status when the traced process
@@ -516,16 +452,6 @@ func (o traceOptions) checkDurations() error {
 		}
 	}
 	return nil
-}
-
-// isSelf reports whether the file at path is gi's own executable.
-func isSelf(path string) bool {
-	self, err := os.Stat("/proc/self/exe")
-	if err != nil {
-		return false
-	}
-	st, err := os.Stat(path)
-	return err == nil && os.SameFile(self, st)
 }
 
 // traceGrace is how long a trace that is over may still read events before

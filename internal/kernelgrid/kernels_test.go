@@ -301,8 +301,9 @@ func boot(t *testing.T, cache, out, initrd string, r *row) {
 }
 
 // checkWarnings compares the warnings gi trace printed with those the
-// kernel's release calls for: no uprobe_multi links before 6.6, no attach
-// cookies before 5.15. It returns what is wrong, or "".
+// kernel's release calls for: one per feature of trace.KernelFeatures
+// whose minimum release is above it (no uprobe_multi links before 6.6, no
+// attach cookies before 5.15). It returns what is wrong, or "".
 func checkWarnings(release string, messages []string) string {
 	var major, minor int
 	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
@@ -310,11 +311,14 @@ func checkWarnings(release string, messages []string) string {
 	}
 	before := func(ma, mi int) bool { return major < ma || major == ma && minor < mi }
 	var want, got []string
-	if before(6, 6) {
-		want = append(want, trace.WarnNoUprobeMulti)
-	}
-	if before(5, 15) {
-		want = append(want, trace.WarnNoAttachCookies)
+	for _, f := range trace.KernelFeatures {
+		var ma, mi int
+		if _, err := fmt.Sscanf(f.MinimumKernel, "%d.%d", &ma, &mi); err != nil {
+			return fmt.Sprintf("feature %s: release %q unknown", f.Name, f.MinimumKernel)
+		}
+		if before(ma, mi) {
+			want = append(want, f.Warning())
+		}
 	}
 	for _, m := range messages {
 		if w, ok := strings.CutPrefix(m, "gi: warning: "); ok {
