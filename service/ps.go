@@ -6,7 +6,11 @@
 //
 // Ps is gi ps: a snapshot of every goroutine of a live process or of a
 // core file, with the leaks judged, a core written in the stop, or the
-// latency of the function each goroutine is in traced.
+// latency of the function each goroutine is in traced. StartTrace is gi
+// trace (probes on the functions patterns match, the calls handed to the
+// caller's handlers, the result typed), Funcs gi funcs, and StartWatch
+// gi top's engine (snapshots grouped, with a trace kept on the groups'
+// functions).
 package service
 
 import (

@@ -15,7 +15,7 @@ import (
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/proc"
-	"github.com/gi-debug/gi/trace"
+	"github.com/gi-debug/gi/service"
 )
 
 // Terminal control sequences gi top uses.
@@ -61,7 +61,7 @@ function's calls' time dominates (on CPU, runnable or a wait reason).`,
 			if err != nil {
 				return err
 			}
-			return runTop(a, firstArg(args), tf, measure.LiveOptions{Reattach: topReattach, Why: why, MaxOverhead: budget})
+			return runTop(a, firstArg(args), tf, service.TopRequest{Reattach: topReattach, Why: why, MaxOverhead: budget})
 		},
 	}
 	addTargetFlags(cmd.Flags(), &tf)
@@ -88,7 +88,7 @@ func testCloseDelay() {
 	}
 }
 
-func runTop(a *app, target string, tf targetFlags, lo measure.LiveOptions) error {
+func runTop(a *app, target string, tf targetFlags, lo service.TopRequest) error {
 	fd := int(os.Stdout.Fd())
 	if !term.IsTerminal(fd) || !term.IsTerminal(int(os.Stdin.Fd())) {
 		return errors.New("gi top needs a terminal: use gi ps (or gi ps --trace D) for output that is not interactive")
@@ -97,16 +97,13 @@ func runTop(a *app, target string, tf targetFlags, lo measure.LiveOptions) error
 	if err != nil {
 		return err
 	}
-	t, err := inspect.Open(pid)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
 	// The first snapshot before touching the terminal: errors stay plain.
-	snap, err := t.Snapshot(a.tracer)
+	lo.PID = pid
+	w, err := service.StartWatch(a.tracer, lo)
 	if err != nil {
 		return err
 	}
+	defer w.Close()
 
 	old, err := term.MakeRaw(int(os.Stdin.Fd()))
 	if err != nil {
@@ -128,11 +125,7 @@ func runTop(a *app, target string, tf targetFlags, lo measure.LiveOptions) error
 	quit, quitted := context.WithCancel(context.Background())
 	defer a.watchEnd(quit, 0, topGrace(), nil, os.Stderr)()
 	a.beforeExit = restore
-	// One reading of the binary's probe sites for the grouping and the
-	// trace.
-	sites := trace.NewSites(t.Binary)
-	tt := measure.NewLive(t.Process(), sites, lo)
-	defer tt.Close()
+	defer w.Close() // the probes out while the watchdog runs
 	defer testCloseDelay()
 	defer quitted() // first on the way out: the watchdog starts
 
@@ -149,27 +142,13 @@ func runTop(a *app, target string, tf targetFlags, lo measure.LiveOptions) error
 		}
 	}()
 
-	prog := measure.ProgramOf(sites)
 	v := &topView{sortBy: 'c'}
 	tick := time.NewTicker(topRefresh)
 	defer tick.Stop()
 	var groups []*measure.Group
-	refresh := func() {
-		if v.byObject {
-			groups = prog.GroupByObject(snap.Goroutines)
-		} else {
-			groups = prog.Group(snap.Goroutines)
-		}
-		var names []string
-		for _, g := range groups {
-			if g.Function != "" {
-				names = append(names, g.Function)
-			}
-		}
-		tt.Ensure(names)
-	}
+	refresh := func() { groups = w.Groups(v.byObject) }
 	refresh()
-	draw := func() { drawTop(out, snap, groups, v, tt) }
+	draw := func() { drawTop(out, w.Snapshot(), groups, v, w.Latency()) }
 	draw()
 	var dec keyDecoder
 	escTimer := time.NewTimer(time.Hour)
@@ -200,15 +179,13 @@ func runTop(a *app, target string, tf targetFlags, lo measure.LiveOptions) error
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			s, err := t.Snapshot(a.tracer)
-			if err != nil {
-				if !proc.Alive(pid) {
+			if err := w.Refresh(); err != nil {
+				if errors.Is(err, proc.ErrNoSuchProcess) {
 					restore()
 					return fmt.Errorf("process %d exited", pid)
 				}
 				v.message = err.Error()
 			} else {
-				snap = s
 				refresh()
 			}
 			draw()
