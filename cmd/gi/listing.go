@@ -25,6 +25,11 @@ type listing struct {
 	rows   [][]string
 	width  int   // columns a line may take, 0 for any
 	shrink []int // the columns that may be shortened, first shortened first
+	// fromLeft are the shrinkable columns shortened at their start, so
+	// that a function's package path goes before its name; right the
+	// columns aligned right (numbers), their header too.
+	fromLeft map[int]bool
+	right    map[int]bool
 }
 
 // newListing returns a listing on w, as wide as the terminal w is (none
@@ -68,6 +73,33 @@ func (l *listing) Shrink(cols ...string) {
 	}
 }
 
+// ShrinkLeft names columns whose cells may be shortened at their start
+// ("…caddyhttp.(*Server).ServeHTTP"), after those Shrink names.
+func (l *listing) ShrinkLeft(cols ...string) {
+	n := len(l.shrink)
+	l.Shrink(cols...)
+	if l.fromLeft == nil {
+		l.fromLeft = map[int]bool{}
+	}
+	for _, i := range l.shrink[n:] {
+		l.fromLeft[i] = true
+	}
+}
+
+// AlignRight names the columns aligned right.
+func (l *listing) AlignRight(cols ...string) {
+	if l.right == nil {
+		l.right = map[int]bool{}
+	}
+	for _, name := range cols {
+		for i, h := range l.header {
+			if h == name {
+				l.right[i] = true
+			}
+		}
+	}
+}
+
 // Append adds a row.
 func (l *listing) Append(row []string) error {
 	l.rows = append(l.rows, row)
@@ -103,13 +135,20 @@ func (l *listing) Render() error {
 				c = row[i]
 			}
 			if n := cellWidth(c); n > widths[i] {
-				c = runewidth.Truncate(c, widths[i], "…")
+				if l.fromLeft[i] {
+					c = runewidth.TruncateLeft(c, n-widths[i]+1, "…")
+				} else {
+					c = runewidth.Truncate(c, widths[i], "…")
+				}
 			}
+			pad := widths[i] - cellWidth(c)
 			line = append(line, ' ')
-			line = append(line, c...)
-			for pad := widths[i] - cellWidth(c) + 1; pad > 0; pad-- {
-				line = append(line, ' ')
+			if l.right[i] {
+				line = appendSpaces(line, pad)
+				pad = 0
 			}
+			line = append(line, c...)
+			line = appendSpaces(line, pad+1)
 		}
 		bw.Write(trimRight(line))
 		bw.WriteByte('\n')
@@ -159,6 +198,14 @@ func (l *listing) fit(widths []int) {
 		widths[widest] -= cut
 		total -= cut
 	}
+}
+
+// appendSpaces appends n spaces to b.
+func appendSpaces(b []byte, n int) []byte {
+	for ; n > 0; n-- {
+		b = append(b, ' ')
+	}
+	return b
 }
 
 // trimRight returns b without its trailing spaces.

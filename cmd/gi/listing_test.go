@@ -88,3 +88,50 @@ func TestListingFits(t *testing.T) {
 		t.Errorf("at 30 columns: %q", narrow)
 	}
 }
+
+// TestListingRightAndFromLeft: numbers align right, as the tablewriter
+// configuration gi used for them printed them, and a function column
+// shortened from its start keeps the function's own name.
+func TestListingRightAndFromLeft(t *testing.T) {
+	rows := [][]string{
+		{"github.com/caddyserver/caddy/v2/modules/caddyhttp.(*Server).ServeHTTP", "12", "1.5ms"},
+		{"main.handle", "100000", "250µs"},
+	}
+	render := func(width int) []string {
+		var b bytes.Buffer
+		l := &listing{w: &b, width: width}
+		l.Header("FUNCTION", "CALLS", "P99")
+		l.AlignRight("CALLS", "P99")
+		l.ShrinkLeft("FUNCTION")
+		for _, r := range rows {
+			l.Append(r)
+		}
+		if err := l.Render(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	}
+	whole := render(0)
+	want := []string{
+		" FUNCTION                                                                CALLS    P99",
+		" github.com/caddyserver/caddy/v2/modules/caddyhttp.(*Server).ServeHTTP      12  1.5ms",
+		" main.handle                                                            100000  250µs",
+	}
+	if strings.Join(whole, "\n") != strings.Join(want, "\n") {
+		t.Errorf("unshortened:\n%s\nwant:\n%s", strings.Join(whole, "\n"), strings.Join(want, "\n"))
+	}
+	for _, width := range []int{40, 60} {
+		lines := render(width)
+		for _, line := range lines {
+			if cellWidth(line) > width || strings.HasSuffix(line, " ") {
+				t.Errorf("width %d: %q (%d columns)", width, line, cellWidth(line))
+			}
+		}
+		if !strings.HasPrefix(strings.TrimSpace(lines[1]), "…") || !strings.Contains(lines[1], "ServeHTTP") {
+			t.Errorf("width %d: the long name not shortened at its start: %q", width, lines[1])
+		}
+		if !strings.Contains(lines[2], "main.handle") || !strings.HasSuffix(lines[2], "100000  250µs") {
+			t.Errorf("width %d: %q", width, lines[2])
+		}
+	}
+}

@@ -253,6 +253,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	// the budget: they print into a queue that never blocks, and a reader
 	// that falls behind its backlog costs whole units of output (calls,
 	// trees, tables), counted, never the target's pace.
+	width := terminalWidth(stdout) // the tables fit the terminal
 	out := trace.NewOutputQueue(stdout, outputBacklog())
 	bw := bufio.NewWriterSize(out, 1<<16)
 	defer func() {
@@ -290,7 +291,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 		hs.Tick = func() {
 			printUnit(func() {
 				fmt.Fprintf(bw, "%s\n", time.Now().Format("15:04:05"))
-				writeStats(bw, stats, tr.Sampling())
+				writeStats(bw, width, stats, tr.Sampling())
 				bw.WriteByte('\n')
 			})
 			out.Flush()
@@ -348,7 +349,7 @@ func runTrace(a *app, stdout, stderr io.Writer, target string, patterns []string
 	closeStart()
 	dropped := out.Dropped()
 	if o.stats {
-		writeStats(bw, stats, res.Sampling)
+		writeStats(bw, width, stats, res.Sampling)
 	}
 	if err := exports.close(stderr, res.Sampling); err != nil && closeErr == nil {
 		closeErr = err

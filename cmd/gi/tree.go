@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/tw"
-
 	"github.com/gi-debug/gi/funcargs"
 	"github.com/gi-debug/gi/trace"
 )
@@ -129,12 +126,13 @@ func formatLatency(d time.Duration) string {
 	}
 }
 
-// writeStats prints the statistics table of gi trace --stats, busiest
-// function (by total time) first.
-func writeStats(w io.Writer, s *trace.Stats, sampling *trace.Sampling) error {
-	tbl := newTable(w, tablewriter.WithHeaderAlignment(tw.AlignRight),
-		tablewriter.WithAlignment(tw.Alignment{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}))
+// writeStats prints the latency table of every function traced, its
+// function names shortened at their start to fit width columns (0: any).
+func writeStats(w io.Writer, width int, s *trace.Stats, sampling *trace.Sampling) error {
+	tbl := &listing{w: w, width: width}
 	tbl.Header("FUNCTION", "CALLS", "MIN", "P50", "P90", "P99", "MAX", "TOTAL")
+	tbl.AlignRight("CALLS", "MIN", "P50", "P90", "P99", "MAX", "TOTAL")
+	tbl.ShrinkLeft("FUNCTION")
 	for _, f := range s.Functions() {
 		h := s.Of(f)
 		calls := fmt.Sprint(h.Count())
@@ -142,22 +140,20 @@ func writeStats(w io.Writer, s *trace.Stats, sampling *trace.Sampling) error {
 			// Traced in windows: the calls over the whole trace, estimated.
 			calls = fmt.Sprintf("~%.0f", sampling.EstimatedCalls(trace.SampledFunction{Func: f, Calls: uint64(h.Count())}))
 		}
-		if err := tbl.Append([]string{f.Name, calls, formatLatency(h.Min()), formatLatency(h.Quantile(0.5)),
-			formatLatency(h.Quantile(0.9)), formatLatency(h.Quantile(0.99)), formatLatency(h.Max()), formatLatency(h.Total())}); err != nil {
-			return err
-		}
+		tbl.Append([]string{f.Name, calls, formatLatency(h.Min()), formatLatency(h.Quantile(0.5)),
+			formatLatency(h.Quantile(0.9)), formatLatency(h.Quantile(0.99)), formatLatency(h.Max()), formatLatency(h.Total())})
 	}
 	if err := tbl.Render(); err != nil {
 		return err
 	}
-	return writeParts(w, s)
+	return writeParts(w, width, s)
 }
 
 // writeParts prints, under --why, where each function's calls' time went:
 // per part, the mean and the 99th percentile over its calls, and the
 // part's share of their time.
-func writeParts(w io.Writer, s *trace.Stats) error {
-	var tbl *tablewriter.Table
+func writeParts(w io.Writer, width int, s *trace.Stats) error {
+	var tbl *listing
 	for _, f := range s.Functions() {
 		parts := s.Parts(f)
 		if len(parts) == 0 {
@@ -165,18 +161,18 @@ func writeParts(w io.Writer, s *trace.Stats) error {
 		}
 		if tbl == nil {
 			io.WriteString(w, "\nwhere the time went (--why):\n")
-			tbl = newTable(w, tablewriter.WithHeaderAlignment(tw.AlignRight),
-				tablewriter.WithAlignment(tw.Alignment{tw.AlignLeft, tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight}))
+			tbl = &listing{w: w, width: width}
 			tbl.Header("FUNCTION", "PART", "MEAN", "P99", "SHARE")
+			tbl.AlignRight("MEAN", "P99", "SHARE")
+			tbl.ShrinkLeft("FUNCTION")
+			tbl.Shrink("PART")
 		}
 		for i, p := range parts {
 			name := ""
 			if i == 0 {
 				name = f.Name
 			}
-			if err := tbl.Append([]string{name, p.Name, formatLatency(p.Mean), formatLatency(p.P99), fmt.Sprintf("%.1f%%", 100*p.Share)}); err != nil {
-				return err
-			}
+			tbl.Append([]string{name, p.Name, formatLatency(p.Mean), formatLatency(p.P99), fmt.Sprintf("%.1f%%", 100*p.Share)})
 		}
 	}
 	if tbl == nil {
