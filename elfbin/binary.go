@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/gi-debug/gi/internal/decodes"
 	"io"
 	"os"
 	"sort"
@@ -168,6 +169,7 @@ func Parses() int64 { return parses.Load() }
 // same contents mapped into memory.
 func newBinary(f io.ReaderAt, mapped []byte, path string) (*Binary, error) {
 	parses.Add(1)
+	decodes.Add(decodes.ELF, 1)
 	var magic [4]byte
 	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
 		if err != nil && err != io.EOF {
@@ -671,6 +673,7 @@ func (b *Binary) DWARF() *dwarfload.Loader { return b.dwarf }
 // RuntimeLayout returns the binary's runtime layout (runtimelayout.Load),
 // from the cache (bincache.Default) when an earlier gi derived it.
 func (b *Binary) RuntimeLayout() (*runtimelayout.RuntimeLayout, *runtimelayout.VersionLayout, error) {
+	decodes.Add(decodes.Layout, 1)
 	cache := bincache.Default()
 	var e layoutEntry
 	if cache.Get(b.layoutKey, &e) {

@@ -188,28 +188,22 @@ func (t *Target) Decode(threads []ptrace.Thread, now int64) (*Snapshot, error) {
 	return snap, nil
 }
 
-// loadStrings reads the runtime's wait-reason and status strings: from the
-// generated table for a stripped binary, else from the target's memory
-// (relocations applied), and makes the symbolizer.
+// loadStrings takes the runtime's wait-reason and status strings (the
+// process's, read once for every user of it; for a memory image, read
+// here) and makes the symbolizer.
 func (t *Target) loadStrings(table *runtimelayout.VersionLayout) error {
+	var rs *runtimelayout.RuntimeStrings
 	var err error
+	if t.process != nil {
+		rs, err = t.process.RuntimeStrings()
+	} else if rs, err = runtimelayout.ReadRuntimeStrings(t.Mem, t.Layout, table, t.Bias); err != nil {
+		err = fmt.Errorf("process %d: %w", t.PID, err)
+	}
+	if err != nil {
+		return err
+	}
 	t.status = statusValuesOf(t.Layout)
-	if table != nil {
-		// Stripped: the strings of the same Go release, generated.
-		t.waitReasons, t.statusNames = table.WaitReasons, table.GStatuses
-		t.status.setPreempted(t.waitReasons)
-		t.sym = newSymbolizer(t.Binary, t.Bias)
-		return nil
-	}
-	// Static tables: read from the live process (relocations applied).
-	if t.waitReasons, err = t.readStringArray(t.Layout.WaitReasonStrings, t.Layout.WaitReasonCount); err != nil {
-		return fmt.Errorf("process %d: read runtime.waitReasonStrings: %w", t.PID, err)
-	}
-	if t.Layout.GStatusStrings != 0 {
-		if t.statusNames, err = t.readStringArray(t.Layout.GStatusStrings, t.Layout.GStatusCount); err != nil {
-			return fmt.Errorf("process %d: read runtime.gStatusStrings: %w", t.PID, err)
-		}
-	}
+	t.waitReasons, t.statusNames = rs.WaitReasons, rs.Statuses
 	t.status.setPreempted(t.waitReasons)
 	t.sym = newSymbolizer(t.Binary, t.Bias)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/gi-debug/gi/internal/decodes"
 	"os"
 	"strconv"
 	"strings"
@@ -92,6 +93,7 @@ func Alive(pid int) bool {
 // entry point the kernel recorded in the process's auxiliary vector minus
 // the ELF header's. No stop is needed.
 func LoadBias(pid int, exe *elfbin.Binary) (uint64, error) {
+	decodes.Add(decodes.LoadBias, 1)
 	if !exe.PIE {
 		return 0, nil
 	}

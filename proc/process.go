@@ -57,6 +57,10 @@ type Process struct {
 	layout     *runtimelayout.RuntimeLayout
 	table      *runtimelayout.VersionLayout
 	layoutErr  error
+
+	stringsOnce    sync.Once
+	runtimeStrings *runtimelayout.RuntimeStrings
+	stringsErr     error
 }
 
 // Open opens process pid: its executable, its memory, its load bias and
@@ -116,6 +120,23 @@ func (p *Process) RuntimeLayout() (layout *runtimelayout.RuntimeLayout, table *r
 		}
 	})
 	return p.layout, p.table, p.layoutErr
+}
+
+// RuntimeStrings returns the runtime's names of goroutine statuses and
+// wait reasons (runtimelayout.ReadRuntimeStrings), read on the first call
+// only.
+func (p *Process) RuntimeStrings() (*runtimelayout.RuntimeStrings, error) {
+	p.stringsOnce.Do(func() {
+		layout, table, err := p.RuntimeLayout()
+		if err != nil {
+			p.stringsErr = err
+			return
+		}
+		if p.runtimeStrings, err = runtimelayout.ReadRuntimeStrings(p.Mem, layout, table, p.Bias); err != nil {
+			p.stringsErr = fmt.Errorf("process %d: %w", p.PID, err)
+		}
+	})
+	return p.runtimeStrings, p.stringsErr
 }
 
 // Close releases the memory and the executable.

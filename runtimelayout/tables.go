@@ -2,11 +2,14 @@ package runtimelayout
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"go/version"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gi-debug/gi/internal/decodes"
 )
 
 // VersionLayout is the runtime layout of one Go release on one
@@ -158,3 +161,39 @@ func TableToolchains() []string {
 func GeneratedLayouts() []VersionLayout {
 	return append([]VersionLayout(nil), generatedLayouts...)
 }
+
+// RuntimeStrings are the runtime's names of goroutine statuses and of
+// the reasons a goroutine waits, as the binary's Go release spells them:
+// what g.atomicstatus and g.waitreason index.
+type RuntimeStrings struct {
+	WaitReasons []string // runtime.waitReasonStrings
+	Statuses    []string // runtime.gStatusStrings, nil before it existed
+}
+
+// ReadRuntimeStrings reads the runtime's strings of a process: from
+// table, the generated table's entry, for a stripped binary; else from
+// the process's memory r (relocations applied: a PIE's string headers
+// are written at load), at the layout's link-time addresses plus bias.
+func ReadRuntimeStrings(r AddressReader, l *RuntimeLayout, table *VersionLayout, bias uint64) (*RuntimeStrings, error) {
+	decodes.Add(decodes.RuntimeStrings, 1)
+	if table != nil {
+		return &RuntimeStrings{WaitReasons: table.WaitReasons, Statuses: table.GStatuses}, nil
+	}
+	if l.WaitReasonStrings == 0 {
+		return nil, errors.New("runtime.waitReasonStrings not found")
+	}
+	var s RuntimeStrings
+	var err error
+	if s.WaitReasons, err = ReadStringArray(r, l.WaitReasonStrings+bias, l.WaitReasonCount, maxRuntimeString); err != nil {
+		return nil, fmt.Errorf("read runtime.waitReasonStrings: %w", err)
+	}
+	if l.GStatusStrings != 0 {
+		if s.Statuses, err = ReadStringArray(r, l.GStatusStrings+bias, l.GStatusCount, maxRuntimeString); err != nil {
+			return nil, fmt.Errorf("read runtime.gStatusStrings: %w", err)
+		}
+	}
+	return &s, nil
+}
+
+// maxRuntimeString bounds the length of one of the runtime's strings.
+const maxRuntimeString = 1 << 12

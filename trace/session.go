@@ -549,6 +549,9 @@ func entrySite(bin *elfbin.Binary, name string) (uint64, bool) {
 // formats the arguments and results its probes capture.
 func (s *Session) Symbols() *Symbols {
 	sym := NewSymbols(s.Binary)
+	if p := s.Opts.Process; p != nil {
+		sym.bias[uint32(p.PID)] = p.Bias // the caller's, read once
+	}
 	if s.args != nil {
 		sym.args = s.args
 		if t, ok := s.Binary.Symbol("runtime.types"); ok {

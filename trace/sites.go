@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"github.com/gi-debug/gi/internal/decodes"
 	"sort"
 	"sync"
 
@@ -99,6 +100,7 @@ func (s *Sites) outcomes(matched []*pclntab.Func) []siteOutcome {
 		}
 	}
 	s.mu.Unlock()
+	decodes.Add(decodes.ProbeSites, len(todo))
 	chunks := (len(todo) + selectChunk - 1) / selectChunk
 	parallel(chunks, func(c int) error {
 		for _, i := range todo[c*selectChunk : min((c+1)*selectChunk, len(todo))] {

@@ -512,27 +512,27 @@ func (b *Builder) SchedCoverage(from, until uint64) {
 // binary, else from the process (relocations applied: a PIE's string
 // headers are written at load) or, without one, the binary.
 func (s *Session) loadWaitReasons(layout *runtimelayout.RuntimeLayout) ([]string, error) {
-	if layout.WaitReasonStrings == 0 {
-		v, err := runtimelayout.TableLayout(s.Binary.GoVersion, s.Binary.Arch)
+	if p := s.Opts.Process; p != nil && p.Mem != nil {
+		// The caller's process: read once for every user of it.
+		rs, err := p.RuntimeStrings()
 		if err != nil {
+			return nil, fmt.Errorf("--why: %w", err)
+		}
+		return rs.WaitReasons, nil
+	}
+	var table *runtimelayout.VersionLayout
+	var mem runtimelayout.AddressReader = s.Binary
+	var bias uint64
+	var err error
+	switch {
+	case layout.WaitReasonStrings == 0:
+		// Stripped: the strings of the same Go release, generated.
+		if table, err = runtimelayout.TableLayout(s.Binary.GoVersion, s.Binary.Arch); err != nil {
 			return nil, fmt.Errorf("--why: the runtime's wait reasons: %w", err)
 		}
-		return v.WaitReasons, nil
-	}
-	if s.Opts.PID <= 0 {
-		if s.Binary.PIE {
-			return nil, errors.New("--why: the wait reasons of a PIE binary are read from its process: give a pid")
-		}
-		return runtimelayout.ReadStringArray(s.Binary, layout.WaitReasonStrings, layout.WaitReasonCount, 1<<12)
-	}
-	var (
-		mem  runtimelayout.AddressReader
-		bias uint64
-	)
-	if p := s.Opts.Process; p != nil && p.Mem != nil {
-		mem, bias = p.Mem, p.Bias // the caller's, opened once
-	} else {
-		var err error
+	case s.Opts.PID <= 0 && s.Binary.PIE:
+		return nil, errors.New("--why: the wait reasons of a PIE binary are read from its process: give a pid")
+	case s.Opts.PID > 0:
 		if bias, err = s.probeBias(); err != nil {
 			return nil, err
 		}
@@ -543,11 +543,11 @@ func (s *Session) loadWaitReasons(layout *runtimelayout.RuntimeLayout) ([]string
 		defer m.Close()
 		mem = m
 	}
-	r, err := runtimelayout.ReadStringArray(mem, layout.WaitReasonStrings+bias, layout.WaitReasonCount, 1<<12)
+	rs, err := runtimelayout.ReadRuntimeStrings(mem, layout, table, bias)
 	if err != nil {
-		return nil, fmt.Errorf("--why: read runtime.waitReasonStrings of process %d: %w", s.Opts.PID, err)
+		return nil, fmt.Errorf("--why: process %d: %w", s.Opts.PID, err)
 	}
-	return r, nil
+	return rs.WaitReasons, nil
 }
 
 // waitReason names wait reason n ("" if the binary has none such).

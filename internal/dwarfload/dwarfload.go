@@ -9,6 +9,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"github.com/gi-debug/gi/internal/decodes"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -90,6 +91,7 @@ func (l *Loader) Sections(names ...string) (map[string][]byte, error) {
 // Open returns the DWARF built from the Types sections, and every section
 // read (those named in extra too).
 func (l *Loader) Open(extra ...string) (*dwarf.Data, map[string][]byte, error) {
+	decodes.Add(decodes.DWARF, 1)
 	sec, err := l.Sections(append(append([]string(nil), Types...), extra...)...)
 	if err != nil {
 		return nil, nil, err
@@ -136,6 +138,7 @@ func (l *Loader) OpenPrefix(last func(unit *dwarf.Reader) bool) (*dwarf.Data, er
 		d, _, err := l.Open()
 		return d, err
 	}
+	decodes.Add(decodes.DWARF, 1)
 	// Entries and their attributes, not address ranges: the range lists
 	// are as large as the prefix.
 	sec, err := l.Sections("abbrev", "str", "addr", "str_offsets", "line_str")
