@@ -259,10 +259,6 @@ func (t *Target) Close() error {
 	return t.Binary.Close()
 }
 
-func (t *Target) readStringArray(addr uint64, n int64) ([]string, error) {
-	return runtimelayout.ReadStringArray(t.Mem, addr+t.Bias, n, maxStringLen)
-}
-
 // Snapshot stops the process, copies what it needs, resumes it and decodes.
 // The process is resumed on every path, errors and panics included.
 func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
