@@ -61,8 +61,10 @@ type Span struct {
 }
 
 // Root is an object of a span with a finalizer or a cleanup: the
-// garbage collector marks what it points to (not the object itself),
-// and the function its special record holds.
+// garbage collector marks the function its special record holds and,
+// for a finalizer only, what the object points to (not the object
+// itself). A cleanup's object is not scanned (runtime.AddCleanup: it may
+// be collected while its cleanup waits).
 type Root struct {
 	// Object is the object's address; Record the special record's.
 	Object, Record uint64
@@ -72,6 +74,9 @@ type Root struct {
 	Words []uint64
 	// Kind is the special's kind (runtime._KindSpecial*).
 	Kind uint8
+	// Finalizer says it is a finalizer's: what the object points to is
+	// marked.
+	Finalizer bool
 }
 
 // Allocated reports whether slot i holds an allocated object: below the
@@ -294,7 +299,7 @@ func Read(mem Reader, l *runtimelayout.HeapLayout, arch string, bias uint64, lim
 				return nil, fmt.Errorf("span %#x: special %#x at offset %#x, past the span", s.Record, rec, off)
 			}
 			if kind == l.Special.KindFinalizer || (l.Special.KindCleanup != runtimelayout.Missing && kind == l.Special.KindCleanup) {
-				root := Root{Object: s.Start + off, Record: rec, Kind: uint8(kind)}
+				root := Root{Object: s.Start + off, Record: rec, Kind: uint8(kind), Finalizer: kind == l.Special.KindFinalizer}
 				words := r.bytes(rec, int(l.Special.RecordSize))
 				if r.err != nil {
 					return nil, fmt.Errorf("span %#x's special %#x: %w", s.Record, rec, r.err)

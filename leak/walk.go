@@ -278,10 +278,12 @@ func (w *walker) stack(g *inspect.Goroutine) error {
 }
 
 // special scans an object with a finalizer or a cleanup as the garbage
-// collector does: what it points to (not the object itself), and the
-// special record (the function).
+// collector does: the special record (the function) and, for a
+// finalizer, what the object points to (not the object itself). A
+// cleanup's object is not scanned: an object a leaked goroutine alone
+// holds, with a cleanup attached, keeps nothing it points to reachable.
 func (w *walker) special(r heap.Root) {
-	if k, ok := w.h.Find(r.Object); ok {
+	if k, ok := w.h.Find(r.Object); ok && r.Finalizer {
 		s := &w.h.Spans[k]
 		if slot, start, ok := s.Object(r.Object); ok && !s.Noscan {
 			if b := w.im.Contents.Object(k, slot); b != nil {

@@ -12,7 +12,8 @@
 // pointers (a heap large enough for gi to copy it into a buffer of its
 // own). With -churn-mb M, a goroutine keeps writing every page of M MiB.
 // With -finq, a kept goroutine waits on a channel that only a queued
-// finalizer holds. With -clock, a goroutine spins reading the clock. With -mover, one kept goroutine waits on a channel that a goroutine
+// finalizer holds. With -cleanup (Go 1.24+), a leaked goroutine waits
+// on a channel that only an object with a cleanup holds. With -clock, a goroutine spins reading the clock. With -mover, one kept goroutine waits on a channel that a goroutine
 // moves, every few microseconds, between two heap objects far apart: a
 // copy of the heap taken while the program runs, unless made exact at
 // the stop, can miss it in both. With -stale, the addresses of the
@@ -110,6 +111,7 @@ func main() {
 	mover := flag.Bool("mover", false, "keep a channel moving between two heap objects")
 	clock := flag.Bool("clock", false, "keep a goroutine reading the clock (in the vDSO, on its thread's system stack)")
 	finq := flag.Bool("finq", false, "park a goroutine on a channel only a queued finalizer holds")
+	cleanup := flag.Bool("cleanup", false, "park a leaked goroutine on a channel only an object with a cleanup holds (Go 1.24+)")
 	staleWords := flag.Bool("stale", false, "keep the leaked goroutines' objects' addresses as integers in a heap object")
 	ballastMB := flag.Int("ballast-mb", 0, "hold this many MiB of 4 KiB objects that point at each other, from a global")
 	churnMB := flag.Int("churn-mb", 0, "keep writing every page of this many MiB, from a goroutine that never blocks")
@@ -147,6 +149,10 @@ func main() {
 		total++
 		go func() { spawned <- spawnMoved() }()
 		<-spawned
+	}
+	if *cleanup {
+		go func() { spawned <- spawnCleanup() }()
+		total += <-spawned
 	}
 	got := make([]record, 0, total)
 	for len(got) < total {
