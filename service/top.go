@@ -43,6 +43,20 @@ type Watch struct {
 // StartWatch opens the process and takes its first snapshot. The tracer
 // stops it for each snapshot (one per command: see ptrace.Tracer).
 func StartWatch(tracer *ptrace.Tracer, r TopRequest) (*Watch, error) {
+	w, err := OpenWatch(tracer, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Refresh(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// OpenWatch opens the process without stopping it: its executable and
+// runtime are read (States), and Refresh takes the first snapshot.
+func OpenWatch(tracer *ptrace.Tracer, r TopRequest) (*Watch, error) {
 	if r.PID <= 0 {
 		return nil, fmt.Errorf("no process: pid %d", r.PID)
 	}
@@ -56,17 +70,19 @@ func StartWatch(tracer *ptrace.Tracer, r TopRequest) (*Watch, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, err := t.Snapshot(tracer)
-	if err != nil {
-		t.Close()
-		return nil, err
-	}
 	sites := trace.NewSites(t.Binary)
-	return &Watch{pid: r.PID, tracer: tracer, target: t, snap: snap, program: measure.ProgramOf(sites),
+	return &Watch{pid: r.PID, tracer: tracer, target: t, program: measure.ProgramOf(sites),
 		live: measure.NewLive(t.Process(), sites, measure.LiveOptions{Reattach: r.Reattach, Why: r.Why, MaxOverhead: r.MaxOverhead})}, nil
 }
 
-// Snapshot is the latest snapshot.
+// States are what a goroutine's state can be in the process's Go
+// release (inspect.Target.States), GoVersion that release.
+func (w *Watch) States() []string { return w.target.States() }
+
+// GoVersion is the Go release that built the process.
+func (w *Watch) GoVersion() string { return w.target.Binary.GoVersion }
+
+// Snapshot is the latest snapshot (nil before the first Refresh).
 func (w *Watch) Snapshot() *inspect.Snapshot { return w.snap }
 
 // Refresh takes a new snapshot. If it fails, the latest stays; a process

@@ -175,6 +175,6 @@ func newRootCommand(a *app) *cobra.Command {
 			bincache.SetDefault(nil)
 		}
 	}
-	root.AddCommand(newPsCommand(a), newTraceCommand(a), newFuncsCommand(), newTopCommand(a))
+	root.AddCommand(newPsCommand(a), newTraceCommand(a), newFuncsCommand(), newTopCommand(a), newRecordCommand(a))
 	return root
 }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gi-debug/gi/recorder"
+)
+
+type recordOptions struct {
+	out         string
+	when        []string
+	interval    time.Duration
+	keep        time.Duration
+	cooldown    time.Duration
+	maxRecords  int
+	duration    time.Duration
+	maxOverhead string
+	target      targetFlags
+}
+
+func newRecordCommand(a *app) *cobra.Command {
+	var o recordOptions
+	cmd := &cobra.Command{
+		Use:   "record <pid|name> --out DIR [--when COND]... | --ns-pid N --in PID --out DIR",
+		Short: "A flight recorder: keep the last minute of a process's goroutines and write it when a condition starts to hold",
+		Long: `record snapshots the process's goroutines every --interval (paced so that its
+pauses take at most --max-overhead of the time), keeps a window (--keep) of
+summaries of each (counts by state and by the go statement that created
+them, the longest waits, memory against its cgroup's limit), and when a
+--when condition starts to hold, or on SIGUSR1 to gi, writes a record: a
+directory in --out named by the time and the cause, holding ps.json (the
+snapshot at that moment, as gi ps --json prints it, with what each blocked
+goroutine waits on and who holds the locks), summaries.jsonl (the window)
+and trigger.json (what fired). A condition writes again only after it has
+stopped holding, and --cooldown after its last record at the earliest. It
+records until Ctrl-C, --duration, --max-records, or the process's exit
+(exit status 3).
+
+Conditions (--when, repeatable):
+  ` + strings.ReplaceAll(recorder.Grammar, "\n", "\n  "),
+		Example: `  gi record 4242 --out /var/tmp/gi --when 'count(sync.Mutex.Lock) > 100'
+  gi record myserver --out rec --when 'goroutines +20%/1m' --when 'blocked > 30s'
+  gi record 4242 --out rec --when 'memory > 90%' --duration 1h
+  kill -USR1 $(pgrep -f 'gi record')              # a record now`,
+		Args: cobra.RangeArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRecord(a, cmd.ErrOrStderr(), firstArg(args), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.out, "out", "", "write records in `DIR` (made if missing), a directory each")
+	f.StringArrayVar(&o.when, "when", nil, "write a record when `COND` starts to hold (repeatable; see above)")
+	f.DurationVar(&o.interval, "interval", recorder.DefaultInterval, "a snapshot every `D` at most")
+	f.DurationVar(&o.keep, "keep", recorder.DefaultKeep, "keep the summaries of the last `D`")
+	f.DurationVar(&o.cooldown, "cooldown", recorder.DefaultCooldown, "a condition writes again `D` after its last record at the earliest")
+	f.IntVar(&o.maxRecords, "max-records", 0, "stop after `N` records (0: never)")
+	f.DurationVar(&o.duration, "duration", 0, "stop after `D` (0: at Ctrl-C)")
+	f.StringVar(&o.maxOverhead, "max-overhead", defaultMaxOverhead, "keep the share of the time the process is stopped for snapshots at or below `P` (the interval grows where pauses are long)")
+	addTargetFlags(f, &o.target)
+	return cmd
+}
+
+func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
+	budget, err := parseBudget(o.maxOverhead)
+	if err != nil {
+		return err
+	}
+	if budget == 0 {
+		return fmt.Errorf("--max-overhead %s: the recorder's snapshots need a budget (5%%)", o.maxOverhead)
+	}
+	ro := recorder.Options{Out: o.out, Interval: o.interval, Keep: o.keep, Cooldown: o.cooldown, MaxRecords: o.maxRecords,
+		Duration: o.duration, MaxOverhead: budget, MaxSummaries: recorder.DefaultMaxSummaries}
+	for _, w := range o.when {
+		c, err := recorder.ParseCondition(w)
+		if err != nil {
+			return err
+		}
+		ro.When = append(ro.When, c)
+	}
+	if ro.PID, err = o.target.resolve(target); err != nil {
+		return err
+	}
+	if err := ro.Check(); err != nil {
+		return err
+	}
+	demand := make(chan struct{}, 1)
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go func() {
+		for range usr1 {
+			select {
+			case demand <- struct{}{}:
+			default: // one pending is enough
+			}
+		}
+	}()
+	ro.Demand = demand
+	ro.Written = func(r recorder.Record) {
+		fmt.Fprintf(stderr, "gi: record: %s (%s) → %s\n", r.Trigger.Condition, r.Trigger.Value, r.Dir)
+	}
+	var conds []string
+	for _, c := range ro.When {
+		conds = append(conds, c.Text)
+	}
+	what := "no condition (SIGUSR1 writes a record)"
+	if len(conds) > 0 {
+		what = "when " + strings.Join(conds, " or ") + " (SIGUSR1 too)"
+	}
+	ro.Started = func() {
+		fmt.Fprintf(stderr, "gi: recording pid %d every %v, keeping %v, writing to %s %s; Ctrl-C to stop\n", ro.PID, ro.Interval, ro.Keep, ro.Out, what)
+	}
+	ctx, stop := a.traceContext()
+	defer stop()
+	started := time.Now()
+	res, err := recorder.Run(ctx, a.tracer, ro)
+	if res != nil && res.Snapshots > 0 {
+		took := time.Since(started)
+		share := 0.0
+		if took > 0 {
+			share = 100 * res.Paused.Seconds() / took.Seconds()
+		}
+		fmt.Fprintf(stderr, "gi: %d snapshots over %v, the process stopped %v in all (%.2f%% of the time); %d records; %d summaries past the window dropped\n",
+			res.Snapshots, took.Round(time.Millisecond), res.Paused.Round(time.Microsecond), share, len(res.Records), res.Dropped)
+		if err == nil && res.Exited {
+			fmt.Fprintf(stderr, "gi: the recorded process (pid %d) exited\n", ro.PID)
+			return exitError{code: exitTargetExited}
+		}
+	}
+	return err
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/internal/targets"
+)
+
+// TestRecordBadInput: a condition, a state or an output gi record cannot
+// use is one line and a non-zero exit, and writes nothing.
+func TestRecordBadInput(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-workers", "2")
+	pid := strconv.Itoa(p.Pid)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "records")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", out, "--when", "goroutines <", pid}, `--when "goroutines <"`},
+		{[]string{"--out", out, "--when", "count(no.Such) > 1", pid}, "no goroutine of go"},
+		{[]string{"--out", out, "--when", "p99(main.handle) > 1s", pid}, "not supported yet"},
+		{[]string{"--out", file, pid}, "--out"},
+		{[]string{"--out", out, "--max-overhead", "none", pid}, "need a budget"},
+		{[]string{"--out", out, "--interval", "0s", pid}, "--interval"},
+		{[]string{pid}, "--out DIR"},
+	} {
+		_, stderr, code := runGi(t, append([]string{"record"}, c.args...)...)
+		if code == 0 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("gi record %v: exit %d, stderr %q, want one line with %q", c.args, code, stderr, c.want)
+		}
+		if ents, _ := os.ReadDir(out); len(ents) > 0 {
+			t.Errorf("gi record %v wrote %d entries", c.args, len(ents))
+		}
+	}
+	targets.CheckNotStopped(t, p.Pid)
+}
+
+// TestRecordCLI runs gi record on a service, makes its lock pile up,
+// asks for a record with SIGUSR1, and ends it with Ctrl-C: a line and a
+// record directory for each, the summary last, exit status 0, and the
+// service untouched.
+func TestRecordCLI(t *testing.T) {
+	requirePrivilege(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-workers", "4", "-pause", "20ms")
+	out := t.TempDir()
+	cmd := exec.Command(buildGi(t), "record", strconv.Itoa(p.Pid), "--out", out, "--interval", "100ms", "--when", "count(sync.Mutex.Lock) > 3")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var all []string
+	wait := func(prefix string) string {
+		t.Helper()
+		deadline := time.After(time.Minute)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("gi record ended before %q: %q", prefix, all)
+				}
+				all = append(all, l)
+				if strings.HasPrefix(l, prefix) {
+					return l
+				}
+			case <-deadline:
+				t.Fatalf("no %q within a minute: %q", prefix, all)
+			}
+		}
+	}
+	wait("gi: recording pid " + strconv.Itoa(p.Pid))
+	if _, err := p.Do("stall 1s", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	line := wait("gi: record: count(sync.Mutex.Lock) > 3 (4 goroutines in sync.Mutex.Lock) → ")
+	dir := line[strings.LastIndex(line, "→ ")+len("→ "):]
+	if st, err := os.Stat(filepath.Join(dir, "ps.json")); err != nil || st.Size() == 0 || filepath.Dir(dir) != out {
+		t.Errorf("record %s: ps.json %v", dir, err)
+	}
+	cmd.Process.Signal(syscall.SIGUSR1)
+	wait("gi: record: on demand (SIGUSR1) → ")
+	cmd.Process.Signal(syscall.SIGINT)
+	summary := wait("gi: ")
+	for !strings.Contains(summary, " snapshots over ") {
+		summary = wait("gi: ")
+	}
+	if !strings.Contains(summary, "; 2 records;") {
+		t.Errorf("summary %q, want 2 records", summary)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("gi record after Ctrl-C: %v (%q)", err, all)
+	}
+	ents, err := os.ReadDir(out)
+	if err != nil || len(ents) != 2 {
+		t.Errorf("%d records in %s (%v), want 2", len(ents), out, err)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+	if _, err := p.Do("calls", time.Minute); err != nil {
+		t.Errorf("the service after gi record: %v", err)
+	}
+}

@@ -1,0 +1,442 @@
+// Package recorder is gi record: a flight recorder run from outside the
+// process. It snapshots the process's goroutines at an interval paced to
+// a budget, keeps a window of summaries (counts by state and creation
+// site, the longest waits, memory against the cgroup's limit), judges the
+// --when conditions on them after each snapshot, and when one starts to
+// hold (or on demand), writes a record: the snapshot at that moment as
+// gi ps --json prints it, the window's summaries and what fired. It calls
+// gi's operations through the service layer.
+package recorder
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/internal/outfile"
+	"github.com/gi-debug/gi/proc"
+	"github.com/gi-debug/gi/ptrace"
+	"github.com/gi-debug/gi/report"
+	"github.com/gi-debug/gi/service"
+)
+
+// Options say what gi record records and when it writes.
+type Options struct {
+	// PID is the process recorded.
+	PID int
+	// Out is the directory records are written in, one directory each.
+	Out string
+	// Interval is the time between snapshots, at least; MaxOverhead the
+	// share of the wall time the process may spend stopped (the period
+	// grows to pause/MaxOverhead when the pauses are long).
+	Interval    time.Duration
+	MaxOverhead float64
+	// Keep is the window of summaries kept; MaxSummaries bounds their
+	// number (the oldest dropped first).
+	Keep         time.Duration
+	MaxSummaries int
+	// When are the conditions that write a record when they start to
+	// hold; each writes again only once it has stopped holding, and
+	// Cooldown after its last record at the earliest.
+	When     []*Condition
+	Cooldown time.Duration
+	// MaxRecords ends the recording after that many records (0: never);
+	// Duration after that long (0: when ctx is done).
+	MaxRecords int
+	Duration   time.Duration
+	// Demand writes a record, cause "on demand", for each value received
+	// (SIGUSR1).
+	Demand <-chan struct{}
+	// Started, if set, is called once the conditions are checked and the
+	// first snapshot taken; Written after each record is written, and
+	// Observed with the summary of each snapshot (a status line).
+	Started  func()
+	Written  func(Record)
+	Observed func(report.RecordSummary)
+}
+
+// Defaults of Options.
+const (
+	DefaultInterval     = time.Second
+	DefaultKeep         = time.Minute
+	DefaultMaxSummaries = 3600
+	DefaultCooldown     = 10 * time.Second
+)
+
+// Record is one record written.
+type Record struct {
+	Dir     string
+	Trigger report.RecordTrigger
+}
+
+// Result is what a recording did.
+type Result struct {
+	// Snapshots were taken, Paused the process in all, Records written.
+	Snapshots int
+	Paused    time.Duration
+	Records   []Record
+	// Dropped counts the summaries the window's bound dropped.
+	Dropped int
+	// Exited says the process exited (the recording's end).
+	Exited bool
+}
+
+// Check says whether o can record, before any process is touched: the
+// numbers in range, and Out a directory gi can write in (made if
+// missing).
+func (o *Options) Check() error {
+	switch {
+	case o.PID <= 0:
+		return fmt.Errorf("no process: pid %d", o.PID)
+	case o.Interval <= 0:
+		return fmt.Errorf("--interval %v: want a positive duration", o.Interval)
+	case o.Keep < o.Interval:
+		return fmt.Errorf("--keep %v: want at least the interval (%v)", o.Keep, o.Interval)
+	case o.MaxOverhead <= 0 || o.MaxOverhead >= 1:
+		return fmt.Errorf("--max-overhead %g%%: the recorder's snapshots need a budget from 0 to 100%%", 100*o.MaxOverhead)
+	case o.MaxSummaries <= 0:
+		return fmt.Errorf("at most %d summaries: want a positive bound", o.MaxSummaries)
+	case o.Cooldown < 0 || o.Duration < 0 || o.MaxRecords < 0:
+		return errors.New("--cooldown, --duration and --max-records cannot be negative")
+	case o.Out == "":
+		return errors.New("--out DIR: say where records go")
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", o.Out, err)
+	}
+	st, err := os.Stat(o.Out)
+	if err != nil || !st.IsDir() {
+		return fmt.Errorf("--out %s: not a directory", o.Out)
+	}
+	probe := filepath.Join(o.Out, ".gi-record-probe")
+	if err := outfile.Probe(probe); err != nil {
+		return fmt.Errorf("--out %s: cannot write there: %w", o.Out, err)
+	}
+	return nil
+}
+
+// Run records process o.PID until ctx is done, o.Duration has passed,
+// o.MaxRecords were written, or the process exits (Result.Exited). The
+// tracer stops the process for each snapshot.
+func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	w, err := service.OpenWatch(tracer, service.TopRequest{PID: o.PID})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	// The conditions' states are checked before the process is stopped.
+	if err := checkStates(o.When, w.States(), w.GoVersion()); err != nil {
+		return nil, err
+	}
+	if err := w.Refresh(); err != nil {
+		return nil, err
+	}
+	if o.Started != nil {
+		o.Started()
+	}
+	r := &run{o: o, res: &Result{}, active: make([]bool, len(o.When)), last: make([]time.Time, len(o.When))}
+	var end <-chan time.Time
+	if o.Duration > 0 {
+		t := time.NewTimer(o.Duration)
+		defer t.Stop()
+		end = t.C
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		snap := w.Snapshot()
+		r.observe(snap)
+		if err := r.judge(snap); err != nil {
+			return r.res, err
+		}
+		if o.MaxRecords > 0 && len(r.res.Records) >= o.MaxRecords {
+			return r.res, nil
+		}
+		// The next snapshot: an interval on, or later where the pause
+		// would take more than the budget's share.
+		timer.Reset(max(o.Interval, time.Duration(float64(snap.Pause)/o.MaxOverhead)))
+		demanded := false
+		select {
+		case <-ctx.Done():
+			return r.res, nil
+		case <-end:
+			return r.res, nil
+		case <-o.Demand:
+			demanded = true
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		}
+		if err := w.Refresh(); err != nil {
+			if errors.Is(err, proc.ErrNoSuchProcess) {
+				r.res.Exited = true
+				return r.res, nil
+			}
+			return r.res, err
+		}
+		if demanded {
+			r.observe(w.Snapshot())
+			if err := r.write(w.Snapshot(), "on demand", "SIGUSR1", "asked for"); err != nil {
+				return r.res, err
+			}
+			if o.MaxRecords > 0 && len(r.res.Records) >= o.MaxRecords {
+				return r.res, nil
+			}
+			// Judged on the next snapshot, not this one twice.
+			if err := w.Refresh(); err != nil {
+				if errors.Is(err, proc.ErrNoSuchProcess) {
+					r.res.Exited = true
+					return r.res, nil
+				}
+				return r.res, err
+			}
+		}
+	}
+}
+
+// checkStates gives each count(STATE) condition the binary's spelling of
+// its state, and fails on a state the binary's Go release has none of.
+func checkStates(when []*Condition, states []string, goVersion string) error {
+	for _, c := range when {
+		if c.kind != stateCount {
+			continue
+		}
+		found := false
+		for _, s := range states {
+			if strings.EqualFold(s, c.state) {
+				c.state, found = s, true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("--when %q: no goroutine of %s can be in state %q; it has: %s", c.Text, goVersion, c.state, strings.Join(states, ", "))
+		}
+	}
+	return nil
+}
+
+// run is one recording's state.
+type run struct {
+	o       Options
+	res     *Result
+	history []report.RecordSummary
+	// active says each condition held at the last snapshot; last is
+	// when it last wrote a record.
+	active []bool
+	last   []time.Time
+	// blocked are the goroutines blocked at the last snapshot, each in
+	// the wait the recorder first saw it in, and when.
+	blocked map[uint64]blockedSince
+}
+
+// blockedSince is a goroutine's wait as the recorder first saw it: the
+// same state, stack pointer and count of times it stopped running at a
+// later snapshot, it has not run in between.
+type blockedSince struct {
+	state string
+	sp    uint64
+	seq   uint8
+	since time.Time
+}
+
+// waited notes the goroutines of snap that are blocked and returns how
+// long each has been: what the runtime recorded (g.waitsince, stamped at
+// garbage collections), or at least since the recorder first saw it in
+// the same wait, whichever is longer.
+func (r *run) waited(snap *inspect.Snapshot) func(*inspect.Goroutine) time.Duration {
+	now := map[uint64]blockedSince{}
+	for _, g := range snap.Goroutines {
+		if g.System || g.WaitReason == "" {
+			continue
+		}
+		b := blockedSince{state: g.State, sp: g.SP, seq: g.Transitions, since: snap.Taken}
+		if prev, ok := r.blocked[g.ID]; ok && prev.state == b.state && prev.sp == b.sp && prev.seq == b.seq {
+			b.since = prev.since
+		}
+		now[g.ID] = b
+	}
+	r.blocked = now
+	return func(g *inspect.Goroutine) time.Duration {
+		var w time.Duration
+		if g.WaitKnown {
+			w = g.Wait
+		}
+		if b, ok := now[g.ID]; ok {
+			w = max(w, snap.Taken.Sub(b.since))
+		}
+		return w
+	}
+}
+
+// observe adds the summary of snap to the window.
+func (r *run) observe(snap *inspect.Snapshot) {
+	r.res.Snapshots++
+	r.res.Paused += snap.Pause
+	var usage, limit int64
+	if cgs, err := proc.MemoryCgroups(r.o.PID); err == nil {
+		if _, c := proc.MemoryHeadroom(cgs); c != nil {
+			usage, limit = c.Usage, c.Limit
+		}
+	}
+	r.history = append(r.history, report.NewRecordSummary(snap, usage, limit, r.waited(snap)))
+	if r.o.Observed != nil {
+		r.o.Observed(r.history[len(r.history)-1])
+	}
+	// The window: what Keep spans (and what the conditions look back
+	// on), at most MaxSummaries.
+	span := r.o.Keep
+	for _, c := range r.o.When {
+		span = max(span, c.Span())
+	}
+	now := snap.Taken
+	drop := 0
+	for drop < len(r.history)-1 && (now.Sub(r.history[drop].Time) > span || len(r.history)-drop > r.o.MaxSummaries) {
+		drop++
+	}
+	if drop > 0 {
+		r.res.Dropped += drop
+		r.history = append(r.history[:0], r.history[drop:]...)
+	}
+}
+
+// judge writes a record for each condition that starts to hold.
+func (r *run) judge(snap *inspect.Snapshot) error {
+	for i, c := range r.o.When {
+		holds, value := c.Eval(r.history)
+		was := r.active[i]
+		r.active[i] = holds
+		if !holds || was || (!r.last[i].IsZero() && snap.Taken.Sub(r.last[i]) < r.o.Cooldown) {
+			continue
+		}
+		r.last[i] = snap.Taken
+		if err := r.write(snap, c.Text, value, "it started to hold"); err != nil {
+			return err
+		}
+		if r.o.MaxRecords > 0 && len(r.res.Records) >= r.o.MaxRecords {
+			return nil
+		}
+	}
+	return nil
+}
+
+// write writes a record of snap, cause the condition that fired.
+func (r *run) write(snap *inspect.Snapshot, cause, value, why string) error {
+	// A new directory: a name someone planted (a link) is never
+	// followed; a name taken gets a number.
+	base := filepath.Join(r.o.Out, snap.Taken.UTC().Format("20060102T150405.000Z")+"-"+slug(cause))
+	dir := base
+	for n := 2; ; n++ {
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || n > 100 {
+			return fmt.Errorf("record %s: %w", dir, err)
+		}
+		dir = fmt.Sprintf("%s-%d", base, n)
+	}
+	var gs []*inspect.Goroutine
+	for _, g := range snap.Goroutines {
+		if !g.System {
+			gs = append(gs, g)
+		}
+	}
+	trig := report.RecordTrigger{Condition: cause, Value: value, Why: why, Time: snap.Taken, PID: r.o.PID,
+		Summaries: len(r.history), Dropped: r.res.Dropped}
+	if n := len(r.history); n > 0 {
+		trig.KeptNS = r.history[n-1].Time.Sub(r.history[0].Time).Nanoseconds()
+	}
+	files := []struct {
+		name  string
+		write func(*bufio.Writer) error
+	}{
+		{"ps.json", func(b *bufio.Writer) error { return report.Write(b, report.NewPs(snap, gs, false, nil)) }},
+		{"summaries.jsonl", func(b *bufio.Writer) error {
+			enc := json.NewEncoder(b)
+			for i := range r.history {
+				if err := enc.Encode(&r.history[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"trigger.json", func(b *bufio.Writer) error { return report.Write(b, trig) }},
+	}
+	for _, f := range files {
+		if err := writeFile(filepath.Join(dir, f.name), f.write); err != nil {
+			return fmt.Errorf("record %s: %w", dir, err)
+		}
+	}
+	rec := Record{Dir: dir, Trigger: trig}
+	r.res.Records = append(r.res.Records, rec)
+	if r.o.Written != nil {
+		r.o.Written(rec)
+	}
+	return nil
+}
+
+// writeFile writes a file whole, or leaves nothing under its name.
+func writeFile(path string, write func(*bufio.Writer) error) error {
+	f, err := outfile.Create(path, 0o600)
+	if err != nil {
+		return err
+	}
+	b := bufio.NewWriter(f)
+	if err := write(b); err != nil {
+		f.Abort()
+		return err
+	}
+	if err := b.Flush(); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
+}
+
+// slug makes a condition a file name's part: letters, digits and dots
+// kept, the rest one dash, at most 48 bytes.
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.':
+			b.WriteRune(c)
+			dash = false
+		case c == '>':
+			if !dash {
+				b.WriteByte('-')
+			}
+			b.WriteString("gt-")
+			dash = true
+		case c == '%':
+			b.WriteString("pct")
+			dash = false
+		default:
+			if !dash {
+				b.WriteByte('-')
+				dash = true
+			}
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > 48 {
+		out = strings.TrimRight(out[:48], "-")
+	}
+	if out == "" {
+		out = "record"
+	}
+	return out
+}

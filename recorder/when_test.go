@@ -1,0 +1,219 @@
+package recorder
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/report"
+)
+
+// TestParseCondition: each form of the grammar parses; anything else is
+// one line naming the --when, and conditions on traced calls are not
+// yet judged.
+func TestParseCondition(t *testing.T) {
+	for _, ok := range []string{"goroutines > 50000", "goroutines>=10", "goroutines +20%/1m", "goroutines + 500/30s",
+		"count(sync.Mutex.Lock) > 100", "count( chan receive ) >= 3", "blocked > 30s", "memory > 90%", "memory >= 99.5%"} {
+		if _, err := ParseCondition(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "goroutines", "goroutines < 5", "goroutines > -1", "goroutines > many", "goroutines +20%", "goroutines +0/1m",
+		"goroutines +5/-1s", "count() > 1", "count(x > 1", "blocked > 0s", "blocked > soon", "memory > 150%", "memory > 90", "threads > 5"} {
+		_, err := ParseCondition(bad)
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "--when") {
+			t.Errorf("%q: %v, want one line naming --when", bad, err)
+		}
+	}
+	for _, later := range []string{"main.handle > 500ms", "p99(main.handle) > 200ms", "leaks > 0"} {
+		if _, err := ParseCondition(later); !errors.Is(err, ErrNotYet) {
+			t.Errorf("%q: %v, want ErrNotYet", later, err)
+		}
+	}
+}
+
+// summary is a RecordSummary at t seconds with n goroutines, k of them
+// in state.
+func summary(t float64, n int, state string, k int) report.RecordSummary {
+	s := report.RecordSummary{Time: time.Unix(1e9, 0).Add(time.Duration(t * float64(time.Second))), Goroutines: n}
+	if k > 0 {
+		s.States = []report.StateCount{{State: state, Count: k}}
+	}
+	return s
+}
+
+// TestConditionEval judges each form on summaries made up for it,
+// either side of its threshold.
+func TestConditionEval(t *testing.T) {
+	parse := func(s string) *Condition {
+		c, err := ParseCondition(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	cases := []struct {
+		cond    string
+		history []report.RecordSummary
+		holds   bool
+	}{
+		{"goroutines > 100", []report.RecordSummary{summary(0, 100, "", 0)}, false},
+		{"goroutines > 100", []report.RecordSummary{summary(0, 101, "", 0)}, true},
+		{"goroutines >= 100", []report.RecordSummary{summary(0, 100, "", 0)}, true},
+		{"count(sync.Mutex.Lock) > 3", []report.RecordSummary{summary(0, 10, "sync.Mutex.Lock", 3)}, false},
+		{"count(sync.Mutex.Lock) > 3", []report.RecordSummary{summary(0, 10, "sync.Mutex.Lock", 4)}, true},
+		{"count(sync.Mutex.Lock) > 3", []report.RecordSummary{summary(0, 10, "chan receive", 9)}, false},
+		// Growth: against the latest summary at least the span old.
+		{"goroutines +20%/1m", []report.RecordSummary{summary(0, 100, "", 0), summary(30, 200, "", 0)}, false},
+		{"goroutines +20%/1m", []report.RecordSummary{summary(0, 100, "", 0), summary(30, 110, "", 0), summary(61, 121, "", 0)}, true},
+		{"goroutines +20%/1m", []report.RecordSummary{summary(0, 100, "", 0), summary(61, 119, "", 0)}, false},
+		{"goroutines +500/1m", []report.RecordSummary{summary(0, 100, "", 0), summary(60, 601, "", 0)}, true},
+		{"goroutines +500/1m", []report.RecordSummary{summary(0, 100, "", 0), summary(60, 600, "", 0)}, false},
+	}
+	for _, c := range cases {
+		if got, value := parse(c.cond).Eval(c.history); got != c.holds || value == "" {
+			t.Errorf("%s on %+v: %v (%s), want %v", c.cond, c.history, got, value, c.holds)
+		}
+	}
+	blocked := summary(0, 3, "", 0)
+	blocked.Longest = []report.LongWait{{Goid: 7, State: "chan receive", WaitNS: int64(31 * time.Second), Function: "main.wait"}}
+	if holds, value := parse("blocked > 30s").Eval([]report.RecordSummary{blocked}); !holds || !strings.Contains(value, "goroutine 7") {
+		t.Errorf("blocked 31s: %v %s", holds, value)
+	}
+	if holds, _ := parse("blocked > 1m").Eval([]report.RecordSummary{blocked}); holds {
+		t.Error("blocked 31s held as over a minute")
+	}
+	mem := summary(0, 3, "", 0)
+	mem.MemoryBytes, mem.MemoryLimit = 95<<20, 100<<20
+	if holds, _ := parse("memory > 90%").Eval([]report.RecordSummary{mem}); !holds {
+		t.Error("memory at 95% of its limit not over 90%")
+	}
+	if holds, _ := parse("memory > 96%").Eval([]report.RecordSummary{mem}); holds {
+		t.Error("memory at 95% of its limit over 96%")
+	}
+	mem.MemoryLimit = 0
+	if holds, _ := parse("memory > 1%").Eval([]report.RecordSummary{mem}); holds {
+		t.Error("no limit, yet memory held over it")
+	}
+}
+
+// snapshotAt is a snapshot at t seconds with n goroutines blocked on a
+// mutex.
+func snapshotAt(t float64, n int) *inspect.Snapshot {
+	s := &inspect.Snapshot{PID: 4242, Taken: time.Unix(1e9, 0).Add(time.Duration(t * float64(time.Second))), Pause: time.Millisecond}
+	for i := 0; i < n; i++ {
+		s.Goroutines = append(s.Goroutines, &inspect.Goroutine{ID: uint64(10 + i), Status: "waiting", WaitReason: "sync.Mutex.Lock", State: "sync.Mutex.Lock", SP: uint64(0xc000100000 + i*0x1000),
+			Frames: []inspect.Frame{{Function: "main.handle", File: "/src/main.go", Line: 40}}})
+	}
+	s.Goroutines = append(s.Goroutines, &inspect.Goroutine{ID: 1, Status: "running", State: "running", Frames: []inspect.Frame{{Function: "main.main"}}})
+	return s
+}
+
+// TestRecordsOncePerIncident feeds a recording's judgement snapshots of
+// two pile-ups and checks that the condition writes one record per
+// pile-up (not one per snapshot while it holds), none while it does not
+// hold, none within the cool-down, and that each record holds the
+// snapshot, the window of summaries and what fired.
+func TestRecordsOncePerIncident(t *testing.T) {
+	c, err := ParseCondition("count(sync.Mutex.Lock) > 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked, err := ParseCondition("blocked > 1500ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	o := Options{PID: 4242, Out: out, Interval: time.Second, Keep: 10 * time.Second, MaxSummaries: 100, MaxOverhead: 0.05,
+		When: []*Condition{c, blocked}, Cooldown: 6 * time.Second}
+	if err := o.Check(); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{o: o, res: &Result{}, active: make([]bool, 2), last: make([]time.Time, 2)}
+	// Quiet, a pile-up (t=2..4), quiet, a short one inside the
+	// cool-down (t=7), quiet, one after it (t=12..13).
+	piled := map[int]int{2: 5, 3: 6, 4: 5, 7: 4, 12: 8, 13: 8}
+	for sec := 0; sec <= 15; sec++ {
+		snap := snapshotAt(float64(sec), piled[sec])
+		r.observe(snap)
+		if err := r.judge(snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fired []string
+	for _, rec := range r.res.Records {
+		fired = append(fired, rec.Trigger.Condition+"@"+rec.Trigger.Time.Sub(time.Unix(1e9, 0)).String())
+	}
+	// The mutex count at 2s and 12s (7s is in its cool-down); the
+	// goroutines blocked past 1.5s, as the recorder saw them, at 4s (the
+	// same wait since 2s: same stack pointer, not run since), and not at
+	// 13s (blocked since 12s).
+	want := []string{"count(sync.Mutex.Lock) > 3@2s", "blocked > 1500ms@4s", "count(sync.Mutex.Lock) > 3@12s"}
+	if strings.Join(fired, " ") != strings.Join(want, " ") {
+		t.Fatalf("records %v, want %v", fired, want)
+	}
+	if r.res.Dropped == 0 || len(r.history) > 11 {
+		t.Errorf("%d summaries kept, %d dropped: the 10s window not applied", len(r.history), r.res.Dropped)
+	}
+	first := r.res.Records[0]
+	var ps struct {
+		PID        int `json:"pid"`
+		Goroutines []struct {
+			Goid       uint64 `json:"goid"`
+			WaitReason string `json:"wait_reason"`
+		} `json:"goroutines"`
+	}
+	readJSON(t, filepath.Join(first.Dir, "ps.json"), &ps)
+	n := 0
+	for _, g := range ps.Goroutines {
+		if g.WaitReason == "sync.Mutex.Lock" {
+			n++
+		}
+	}
+	if ps.PID != 4242 || n != 5 {
+		t.Errorf("ps.json: pid %d, %d goroutines in sync.Mutex.Lock, want 5", ps.PID, n)
+	}
+	var trig report.RecordTrigger
+	readJSON(t, filepath.Join(first.Dir, "trigger.json"), &trig)
+	if trig.Condition != c.Text || trig.Value != "5 goroutines in sync.Mutex.Lock" || trig.Summaries != 3 {
+		t.Errorf("trigger.json: %+v", trig)
+	}
+	lines, err := os.ReadFile(filepath.Join(first.Dir, "summaries.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(lines), "\n"); n != 3 {
+		t.Errorf("summaries.jsonl holds %d lines, want the 3 snapshots so far", n)
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// TestSlug: a condition becomes a file name's part.
+func TestSlug(t *testing.T) {
+	for in, want := range map[string]string{
+		"count(sync.Mutex.Lock) > 100": "count-sync.Mutex.Lock-gt-100",
+		"goroutines +20%/1m":           "goroutines-20pct-1m",
+		"on demand":                    "on-demand",
+		"../../etc/passwd":             "..-..-etc-passwd",
+		"":                             "record",
+	} {
+		if got := slug(in); got != want || strings.Contains(got, "/") {
+			t.Errorf("slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
