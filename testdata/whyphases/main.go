@@ -9,7 +9,8 @@
 //	       preemptions of the thread too, the second has what Go's own
 //	       preemptions left runnable
 //	mutex  blocked in sync.Mutex.Lock on main.cacheMu, which goroutine
-//	       "holder" (main.holdLock) holds, until it unlocks it
+//	       "holder" (main.holdLock) holds, until it unlocks it -mutex
+//	       after phases told it it was about to lock
 //	sleep  in time.Sleep(-sleep)
 //	chan   blocked receiving from a channel until goroutine "sender"
 //	       (main.sendLater) sends, -chan after it was asked
@@ -82,12 +83,16 @@ func burn(d time.Duration) {
 	sink = x
 }
 
-// holdLock locks cacheMu, says so, and unlocks it after hold.
+// holdLock locks cacheMu, says so, and unlocks it hold after phases says
+// it is about to lock it: phases waits about hold on a machine however
+// busy (a hold counted from the lock would end before a burn slowed by
+// other load is over).
 //
 //go:noinline
-func holdLock(hold time.Duration, locked chan<- uint64) {
+func holdLock(hold time.Duration, locked chan<- uint64, locking <-chan struct{}) {
 	cacheMu.Lock()
 	locked <- goid()
+	<-locking
 	time.Sleep(hold)
 	cacheMu.Unlock()
 }
@@ -127,7 +132,7 @@ func peer(c net.Conn, delay time.Duration) {
 }
 
 //go:noinline
-func phases(r *result, cpu, sleep time.Duration, ask chan<- struct{}, ch <-chan int, conn net.Conn, write chan<- struct{}, pipe int) {
+func phases(r *result, cpu, sleep time.Duration, locking chan<- struct{}, ask chan<- struct{}, ch <-chan int, conn net.Conn, write chan<- struct{}, pipe int) {
 	begin := time.Now()
 	r.goid = goid()
 
@@ -137,6 +142,7 @@ func phases(r *result, cpu, sleep time.Duration, ask chan<- struct{}, ch <-chan 
 	r.cpu, r.cpuWall = threadCPU()-c, time.Since(t)
 	runtime.UnlockOSThread()
 
+	locking <- struct{}{}
 	t = time.Now()
 	cacheMu.Lock()
 	r.mutex = time.Since(t)
@@ -210,13 +216,13 @@ func main() {
 			continue
 		}
 		var r result
-		locked := make(chan uint64)
-		go holdLock(*cpu+*mutex, locked)
+		locked, locking := make(chan uint64), make(chan struct{})
+		go holdLock(*mutex, locked, locking)
 		r.holder = <-locked
 		ask, ch, ids := make(chan struct{}, 1), make(chan int), make(chan uint64)
 		go sendLater(ask, ch, *chanDelay, ids)
 		r.sender = <-ids
-		phases(&r, *cpu, *sleep, ask, ch, conn, write, fds[0])
+		phases(&r, *cpu, *sleep, locking, ask, ch, conn, write, fds[0])
 		fmt.Printf("DONE goid=%d cpu=%d cpuwall=%d mutex=%d holder=%d sleep=%d chan=%d sender=%d io=%d peer=%s sys=%d total=%d\n",
 			r.goid, r.cpu, r.cpuWall, r.mutex, r.holder, r.sleep, r.ch, r.sender, r.io, ln.Addr(), r.sys, r.elapsed)
 	}
