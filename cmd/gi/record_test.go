@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,5 +123,53 @@ func TestRecordCLI(t *testing.T) {
 	targets.CheckNotStopped(t, p.Pid)
 	if _, err := p.Do("calls", time.Minute); err != nil {
 		t.Errorf("the service after gi record: %v", err)
+	}
+}
+
+// TestKillGiRecord signals gi record at random moments, half of them
+// while it holds the process's threads in a snapshot's stop, 40 times
+// (mostly SIGKILL; SIGINT and SIGTERM too): every time the process runs
+// on, neither stopped nor traced, with no child, and still answers.
+func TestKillGiRecord(t *testing.T) {
+	requirePrivilege(t)
+	gi := buildGi(t)
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-workers", "4", "-pause", "2ms")
+	out := t.TempDir()
+	signals := []syscall.Signal{syscall.SIGKILL, syscall.SIGKILL, syscall.SIGINT, syscall.SIGKILL, syscall.SIGTERM}
+	inStop, aimed := 0, 0
+	for i := 0; i < 40; i++ {
+		sig := signals[i%len(signals)]
+		cmd := exec.Command(gi, "record", strconv.Itoa(p.Pid), "--out", out, "--interval", "10ms", "--max-overhead", "50%", "--when", "goroutines > 0", "--cooldown", "0s")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			aimed++
+			if waitTraced(p.Pid, cmd.Process.Pid, 5*time.Second) {
+				inStop++
+			}
+		} else {
+			time.Sleep(time.Duration(rand.Intn(300000)) * time.Microsecond)
+		}
+		cmd.Process.Signal(sig)
+		cmd.Wait()
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) && !running(p.Pid) {
+			time.Sleep(time.Millisecond)
+		}
+		targets.CheckNotStopped(t, p.Pid)
+		if kids := targets.Children(p.Pid); len(kids) > 0 {
+			t.Errorf("run %d: the process has children %v", i, kids)
+		}
+		if t.Failed() {
+			t.Fatalf("after run %d (%v)", i, sig)
+		}
+	}
+	if _, err := p.Do("calls", time.Minute); err != nil {
+		t.Fatalf("the service after the kills: %v", err)
+	}
+	t.Logf("%d of %d aimed signals landed while gi held the threads", inStop, aimed)
+	if inStop < aimed*8/10 {
+		t.Errorf("only %d of %d aimed signals landed in a stop", inStop, aimed)
 	}
 }
