@@ -215,10 +215,20 @@ func (t *Target) copyRaw(stopped []ptrace.Thread, bufs *buffers, nsTIDs map[int]
 			// the signal's frame, as the runtime's own dump reads it.
 			if pc, sp, lr, ok := t.signalContext(regs); ok && sp >= rg.stackLo && sp < rg.stackHi && t.sym.isGoCode(pc) {
 				rg.pc, rg.sp, rg.lr, rg.trap = pc, sp, lr, true
+				continue
+			}
+			// A vDSO call (time.Now) runs on the thread's system stack
+			// and leaves g.sched empty: m.vdsoSP and m.vdsoPC (a return
+			// address) say where the goroutine left its own stack, as
+			// the runtime's traceback reads them.
+			if L.M.VdsoSP > 0 && L.M.VdsoPC > 0 {
+				if sp, pc := t.u64(mb, L.M.VdsoSP), t.u64(mb, L.M.VdsoPC); sp >= rg.stackLo && sp < rg.stackHi && t.sym.isGoCode(pc) {
+					rg.pc, rg.sp, rg.lr, rg.trap = pc, sp, 0, false
+				}
 			}
 			// Otherwise the thread runs on a system stack (systemstack,
-			// vDSO or C code): g.sched holds where the goroutine left
-			// its own stack.
+			// or C code): g.sched holds where the goroutine left its own
+			// stack.
 		}
 	}
 

@@ -53,6 +53,11 @@ type MLayout struct {
 	ID     int64
 	ProcID int64
 	CurG   int64
+	// VdsoSP and VdsoPC are where the goroutine the m runs left its own
+	// stack for a vDSO call (time.Now): the runtime's traceback of a
+	// goroutine stopped there starts from them (0 when not in one).
+	VdsoSP int64
+	VdsoPC int64
 }
 
 // ModuleLayout holds the offsets in runtime.moduledata that the pclntab
@@ -189,6 +194,7 @@ func LayoutFromDWARF(d *Debug) (*RuntimeLayout, error) {
 	l.M.Size = m.ByteSize
 	if err := readFields(m, "runtime.m", []fieldSpec{
 		{&l.M.ID, []string{"id"}, 8, false}, {&l.M.ProcID, []string{"procid"}, 8, false}, {&l.M.CurG, []string{"curg"}, 8, false},
+		{&l.M.VdsoSP, []string{"vdsoSP"}, 8, true}, {&l.M.VdsoPC, []string{"vdsoPC"}, 8, true},
 	}); err != nil {
 		return nil, err
 	}
