@@ -432,8 +432,11 @@ func (w *window) relate(prog Program, depth int, first *inspect.Snapshot, rows [
 			l.Why = WhyAppeared
 			continue
 		}
-		if end > tf.since {
-			l.TracedNS = int64(end - tf.since)
+		// The part of the window the function was traced: its
+		// statistics count the calls within the window alone, and a
+		// function attached during it missed the calls before.
+		if from, until := max(tf.since, w.monoStart), min(end, w.monoEnd); until > from {
+			l.TracedNS = int64(until - from)
 		}
 		l.Sampled = fn.Sampled
 		if h := w.stats.Of(fn); h != nil {
