@@ -11,7 +11,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/gi-debug/gi/internal/decodes"
 	"io"
 	"os"
 	"sort"
@@ -20,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/gi-debug/gi/bincache"
+	"github.com/gi-debug/gi/internal/decodes"
 	"github.com/gi-debug/gi/internal/dwarfload"
 	"github.com/gi-debug/gi/pclntab"
 	"github.com/gi-debug/gi/runtimelayout"

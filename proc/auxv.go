@@ -4,13 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/gi-debug/gi/internal/decodes"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/internal/decodes"
 )
 
 // atEntry is the auxiliary vector tag of the program entry point.

@@ -108,6 +108,11 @@ func (o *Options) Check() error {
 	case o.Out == "":
 		return errors.New("--out DIR: say where records go")
 	}
+	for _, c := range o.When {
+		if span := c.Span(); span > time.Duration(o.MaxSummaries)*o.Interval {
+			return fmt.Errorf("--when %q: looks back %v, more than the %d summaries kept span at one per %v", c.Text, span, o.MaxSummaries, o.Interval)
+		}
+	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return fmt.Errorf("--out %s: %w", o.Out, err)
 	}
@@ -139,6 +144,9 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 		return nil, err
 	}
 	if err := w.Refresh(); err != nil {
+		if errors.Is(err, proc.ErrNoSuchProcess) {
+			return &Result{Exited: true}, nil
+		}
 		return nil, err
 	}
 	if o.Started != nil {
@@ -154,19 +162,27 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	demanded := false
 	for {
 		snap := w.Snapshot()
 		r.observe(snap)
 		if err := r.judge(snap); err != nil {
 			return r.res, err
 		}
+		if demanded {
+			demanded = false
+			if err := r.write(snap, "on demand", "SIGUSR1", "asked for"); err != nil {
+				return r.res, err
+			}
+		}
 		if o.MaxRecords > 0 && len(r.res.Records) >= o.MaxRecords {
 			return r.res, nil
 		}
 		// The next snapshot: an interval on, or later where the pause
-		// would take more than the budget's share.
-		timer.Reset(max(o.Interval, time.Duration(float64(snap.Pause)/o.MaxOverhead)))
-		demanded := false
+		// would take more than the budget's share; on demand sooner,
+		// but never before the budget allows.
+		paced := time.Duration(float64(snap.Pause) / o.MaxOverhead)
+		timer.Reset(max(o.Interval, paced))
 		select {
 		case <-ctx.Done():
 			return r.res, nil
@@ -177,6 +193,16 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 			if !timer.Stop() {
 				<-timer.C
 			}
+			if wait := paced - time.Since(snap.Taken); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return r.res, nil
+				case <-end:
+					return r.res, nil
+				case <-timer.C:
+				}
+			}
 		case <-timer.C:
 		}
 		if err := w.Refresh(); err != nil {
@@ -185,23 +211,6 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 				return r.res, nil
 			}
 			return r.res, err
-		}
-		if demanded {
-			r.observe(w.Snapshot())
-			if err := r.write(w.Snapshot(), "on demand", "SIGUSR1", "asked for"); err != nil {
-				return r.res, err
-			}
-			if o.MaxRecords > 0 && len(r.res.Records) >= o.MaxRecords {
-				return r.res, nil
-			}
-			// Judged on the next snapshot, not this one twice.
-			if err := w.Refresh(); err != nil {
-				if errors.Is(err, proc.ErrNoSuchProcess) {
-					r.res.Exited = true
-					return r.res, nil
-				}
-				return r.res, err
-			}
 		}
 	}
 }
@@ -242,13 +251,15 @@ type run struct {
 }
 
 // blockedSince is a goroutine's wait as the recorder first saw it: the
-// same state, stack pointer and count of times it stopped running at a
-// later snapshot, it has not run in between.
+// same state, stack pointer, pc, wait start (once stamped) and count of
+// times it stopped running at a later snapshot, it has not run in
+// between (the rule of gi ps --since's unmoved goroutines).
 type blockedSince struct {
-	state string
-	sp    uint64
-	seq   uint8
-	since time.Time
+	state     string
+	sp, pc    uint64
+	waitSince int64
+	seq       uint8
+	since     time.Time
 }
 
 // waited notes the goroutines of snap that are blocked and returns how
@@ -261,8 +272,12 @@ func (r *run) waited(snap *inspect.Snapshot) func(*inspect.Goroutine) time.Durat
 		if g.System || g.WaitReason == "" {
 			continue
 		}
-		b := blockedSince{state: g.State, sp: g.SP, seq: g.Transitions, since: snap.Taken}
-		if prev, ok := r.blocked[g.ID]; ok && prev.state == b.state && prev.sp == b.sp && prev.seq == b.seq {
+		b := blockedSince{state: g.State, sp: g.SP, waitSince: g.WaitSince, seq: g.Transitions, since: snap.Taken}
+		if len(g.Frames) > 0 {
+			b.pc = g.Frames[0].PC
+		}
+		if prev, ok := r.blocked[g.ID]; ok && prev.state == b.state && prev.sp == b.sp && prev.pc == b.pc && prev.seq == b.seq &&
+			(prev.waitSince == 0 || prev.waitSince == b.waitSince) {
 			b.since = prev.since
 		}
 		now[g.ID] = b
@@ -301,8 +316,10 @@ func (r *run) observe(snap *inspect.Snapshot) {
 		span = max(span, c.Span())
 	}
 	now := snap.Taken
+	// The oldest kept is the newest at least span old: what a growth
+	// over span compares with.
 	drop := 0
-	for drop < len(r.history)-1 && (now.Sub(r.history[drop].Time) > span || len(r.history)-drop > r.o.MaxSummaries) {
+	for drop < len(r.history)-1 && (now.Sub(r.history[drop+1].Time) >= span || len(r.history)-drop > r.o.MaxSummaries) {
 		drop++
 	}
 	if drop > 0 {
@@ -317,7 +334,13 @@ func (r *run) judge(snap *inspect.Snapshot) error {
 		holds, value := c.Eval(r.history)
 		was := r.active[i]
 		r.active[i] = holds
-		if !holds || was || (!r.last[i].IsZero() && snap.Taken.Sub(r.last[i]) < r.o.Cooldown) {
+		if !holds || was {
+			continue
+		}
+		if !r.last[i].IsZero() && snap.Taken.Sub(r.last[i]) < r.o.Cooldown {
+			// Within the cool-down: written once it is over, if it
+			// still holds then.
+			r.active[i] = false
 			continue
 		}
 		r.last[i] = snap.Taken

@@ -70,15 +70,12 @@ func ParseCondition(text string) (*Condition, error) {
 	case strings.HasPrefix(s, "p") && strings.Contains(s, "("), strings.HasPrefix(s, "leaks"):
 		return nil, fmt.Errorf("--when %q: %w: conditions on traced calls and leaks come with the recorder's trace", text, ErrNotYet)
 	default:
-		var ok bool
-		if lhs, rest, ok = strings.Cut(s, " "); !ok {
-			if i := strings.IndexAny(s, "<>+"); i > 0 {
-				lhs, rest = s[:i], s[i:]
-			} else {
-				return nil, bad("no comparison")
-			}
+		// The measure ends at the first space or operator.
+		i := strings.IndexAny(s, " <>+")
+		if i <= 0 {
+			return nil, bad("no comparison")
 		}
-		rest = strings.TrimSpace(rest)
+		lhs, rest = s[:i], strings.TrimSpace(s[i:])
 	}
 	switch lhs {
 	case "goroutines":
@@ -88,6 +85,9 @@ func ParseCondition(text string) (*Condition, error) {
 		c.kind = goroutinesOver
 		return c, c.parseCount(rest, bad)
 	case "count":
+		if c.kind != stateCount {
+			return nil, bad("count wants a state: count(STATE) > N")
+		}
 		return c, c.parseCount(rest, bad)
 	case "blocked":
 		c.kind = blockedOver

@@ -18,13 +18,14 @@ import (
 // yet judged.
 func TestParseCondition(t *testing.T) {
 	for _, ok := range []string{"goroutines > 50000", "goroutines>=10", "goroutines +20%/1m", "goroutines + 500/30s",
-		"count(sync.Mutex.Lock) > 100", "count( chan receive ) >= 3", "blocked > 30s", "memory > 90%", "memory >= 99.5%"} {
+		"count(sync.Mutex.Lock) > 100", "count( chan receive ) >= 3", "blocked > 30s", "memory > 90%", "memory >= 99.5%",
+		"goroutines> 10", "goroutines >10", "blocked> 30s", "memory>90%", "goroutines+ 5/1m"} {
 		if _, err := ParseCondition(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "goroutines", "goroutines < 5", "goroutines > -1", "goroutines > many", "goroutines +20%", "goroutines +0/1m",
-		"goroutines +5/-1s", "count() > 1", "count(x > 1", "blocked > 0s", "blocked > soon", "memory > 150%", "memory > 90", "threads > 5"} {
+		"goroutines +5/-1s", "count() > 1", "count(x > 1", "blocked > 0s", "blocked > soon", "memory > 150%", "memory > 90", "threads > 5", "count > 3", "count>3"} {
 		_, err := ParseCondition(bad)
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "--when") {
 			t.Errorf("%q: %v, want one line naming --when", bad, err)
@@ -215,5 +216,87 @@ func TestSlug(t *testing.T) {
 		if got := slug(in); got != want || strings.Contains(got, "/") {
 			t.Errorf("slug(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// runOn feeds a recording's judgement the snapshots at the given seconds,
+// n(sec) goroutines blocked on a mutex in each, and returns when the
+// records were written (seconds).
+func runOn(t *testing.T, o Options, secs []float64, n func(float64) int) []float64 {
+	t.Helper()
+	o.PID, o.Out, o.MaxOverhead = 4242, t.TempDir(), 0.05
+	if o.MaxSummaries == 0 {
+		o.MaxSummaries = 1000
+	}
+	if err := o.Check(); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{o: o, res: &Result{}, active: make([]bool, len(o.When)), last: make([]time.Time, len(o.When))}
+	for _, sec := range secs {
+		snap := snapshotAt(sec, n(sec))
+		r.observe(snap)
+		if err := r.judge(snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var at []float64
+	for _, rec := range r.res.Records {
+		at = append(at, rec.Trigger.Time.Sub(time.Unix(1e9, 0)).Seconds())
+	}
+	return at
+}
+
+// TestGrowthOverTheWindow: a growth over as long as the window kept
+// fires (the window keeps the newest summary at least that old), once.
+func TestGrowthOverTheWindow(t *testing.T) {
+	c, err := ParseCondition("goroutines +5/10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secs []float64
+	for i := 0; i < 30; i++ {
+		secs = append(secs, 1.003*float64(i))
+	}
+	// One goroutine more per snapshot (about a second apart).
+	at := runOn(t, Options{Interval: time.Second, Keep: 10 * time.Second, When: []*Condition{c}}, secs, func(s float64) int { return int(s / 1.003) })
+	if len(at) != 1 || at[0] < 10 || at[0] > 11.5 {
+		t.Errorf("records at %vs, want one about 10s in", at)
+	}
+}
+
+// TestCooldownDelays: a condition that starts to hold within the
+// cool-down of its last record, and goes on holding, is written once the
+// cool-down is over.
+func TestCooldownDelays(t *testing.T) {
+	c, err := ParseCondition("count(sync.Mutex.Lock) > 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secs []float64
+	for i := 0; i <= 30; i++ {
+		secs = append(secs, float64(i))
+	}
+	piled := func(s float64) int {
+		if s == 1 || s >= 3 {
+			return 5
+		}
+		return 0
+	}
+	at := runOn(t, Options{Interval: time.Second, Keep: 10 * time.Second, When: []*Condition{c}, Cooldown: 10 * time.Second}, secs, piled)
+	if len(at) != 2 || at[0] != 1 || at[1] != 11 {
+		t.Errorf("records at %vs, want 1s and 11s (the second pile-up, from 3s, after the cool-down)", at)
+	}
+}
+
+// TestSpanBeyondTheWindow: a growth over longer than the summaries kept
+// can span is refused in one line.
+func TestSpanBeyondTheWindow(t *testing.T) {
+	c, err := ParseCondition("goroutines +10%/2h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{PID: 1, Out: t.TempDir(), Interval: time.Second, Keep: time.Minute, MaxSummaries: 3600, MaxOverhead: 0.05, When: []*Condition{c}}
+	if err := o.Check(); err == nil || !strings.Contains(err.Error(), "looks back 2h0m0s") {
+		t.Errorf("Check: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/gi-debug/gi/inspect"
@@ -149,11 +150,13 @@ type Tracing struct {
 	// Started says what was attached.
 	Started TraceStart
 
-	req      TraceRequest
-	session  *trace.Session
-	process  *proc.Process   // nil: traced by path, or not readable
-	target   *inspect.Target // reads goroutines' labels; nil where it cannot
-	closed   bool
+	req     TraceRequest
+	session *trace.Session
+	process *proc.Process   // nil: traced by path, or not readable
+	target  *inspect.Target // reads goroutines' labels; nil where it cannot
+	// detached takes the probes out once, whoever asks first (Run's end,
+	// or Close from another goroutine).
+	detached sync.Once
 	closeErr error
 }
 
@@ -346,10 +349,7 @@ func (t *Tracing) Run(ctx context.Context, hs trace.Handlers) *TraceResult {
 
 // detach takes the probes out, once.
 func (t *Tracing) detach() {
-	if !t.closed {
-		t.closed = true
-		t.closeErr = t.session.Close()
-	}
+	t.detached.Do(func() { t.closeErr = t.session.Close() })
 }
 
 // Close takes the probes out (if Run has not) and releases the process;

@@ -1,11 +1,11 @@
 package trace
 
 import (
-	"github.com/gi-debug/gi/internal/decodes"
 	"sort"
 	"sync"
 
 	"github.com/gi-debug/gi/elfbin"
+	"github.com/gi-debug/gi/internal/decodes"
 	"github.com/gi-debug/gi/pclntab"
 )
 

@@ -94,7 +94,10 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 	demand := make(chan struct{}, 1)
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
-	defer signal.Stop(usr1)
+	defer func() {
+		signal.Stop(usr1)
+		close(usr1)
+	}()
 	go func() {
 		for range usr1 {
 			select {
@@ -122,6 +125,10 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 	defer stop()
 	started := time.Now()
 	res, err := recorder.Run(ctx, a.tracer, ro)
+	if err == nil && res.Snapshots == 0 && res.Exited {
+		fmt.Fprintf(stderr, "gi: the process (pid %d) exited before its first snapshot\n", ro.PID)
+		return exitError{code: exitTargetExited}
+	}
 	if res != nil && res.Snapshots > 0 {
 		took := time.Since(started)
 		share := 0.0

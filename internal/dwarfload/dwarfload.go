@@ -9,11 +9,11 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"github.com/gi-debug/gi/internal/decodes"
 	"io"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gi-debug/gi/internal/decodes"
 	"github.com/gi-debug/gi/internal/hugemem"
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 	"golang.org/x/sys/unix"
