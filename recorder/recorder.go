@@ -10,12 +10,15 @@ package recorder
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +28,7 @@ import (
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/report"
 	"github.com/gi-debug/gi/service"
+	"github.com/gi-debug/gi/trace"
 )
 
 // Options say what gi record records and when it writes.
@@ -54,12 +58,25 @@ type Options struct {
 	// Demand writes a record, cause "on demand", for each value received
 	// (SIGUSR1).
 	Demand <-chan struct{}
+	// Trace are patterns of functions whose calls the window keeps, as
+	// gi trace traces them (the functions conditions on calls name are
+	// traced too); Why splits each call's time; MaxCalls bounds the root
+	// calls kept (DefaultMaxCalls). With a trace, the snapshots' pauses
+	// and the probes each take at most half of MaxOverhead.
+	Trace    []string
+	Why      bool
+	MaxCalls int
 	// Started, if set, is called once the conditions are checked and the
 	// first snapshot taken; Written after each record is written, and
 	// Observed with the summary of each snapshot (a status line).
 	Started  func()
 	Written  func(Record)
 	Observed func(report.RecordSummary)
+	// Warned, if set, is told what the recording does without: the
+	// trace's warnings, and conditions on calls of functions the budget
+	// traces in sampling windows (which see no call longer than a
+	// window).
+	Warned func(string)
 }
 
 // Defaults of Options.
@@ -108,6 +125,9 @@ func (o *Options) Check() error {
 	case o.Out == "":
 		return errors.New("--out DIR: say where records go")
 	}
+	if o.Why && len(o.traced()) == 0 {
+		return errors.New("--why splits the traced calls' time: give --trace PATTERN or a condition on a function's calls")
+	}
 	for _, c := range o.When {
 		if span := c.Span(); span > time.Duration(o.MaxSummaries)*o.Interval {
 			return fmt.Errorf("--when %q: looks back %v, more than the %d summaries kept span at one per %v", c.Text, span, o.MaxSummaries, o.Interval)
@@ -143,6 +163,26 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 	if err := checkStates(o.When, w.States(), w.GoVersion()); err != nil {
 		return nil, err
 	}
+	budget := o.MaxOverhead
+	var calls *callWindow
+	if patterns := o.traced(); len(patterns) > 0 {
+		budget = o.MaxOverhead / 2
+		tr, err := service.StartTrace(service.TraceRequest{PID: o.PID, Include: patterns, Args: true, StringSize: trace.DefaultStringSize,
+			MaxOverhead: budget, Why: o.Why})
+		if err != nil {
+			return nil, fmt.Errorf("the recorder's trace: %w", err)
+		}
+		defer tr.Close()
+		o.warnSampled(tr)
+		calls = newCallWindow(o.Keep, cmp.Or(o.MaxCalls, DefaultMaxCalls), trace.NewClock(), tr.Symbols(), o.When)
+		traceCtx, stopTrace := context.WithCancel(ctx)
+		traced := make(chan *service.TraceResult, 1)
+		go func() { traced <- tr.Run(traceCtx, calls.handlers()) }()
+		defer func() {
+			stopTrace()
+			<-traced
+		}()
+	}
 	if err := w.Refresh(); err != nil {
 		if errors.Is(err, proc.ErrNoSuchProcess) {
 			return &Result{Exited: true}, nil
@@ -152,7 +192,7 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 	if o.Started != nil {
 		o.Started()
 	}
-	r := &run{o: o, res: &Result{}, active: make([]bool, len(o.When)), last: make([]time.Time, len(o.When))}
+	r := &run{o: o, res: &Result{}, active: make([]bool, len(o.When)), last: make([]time.Time, len(o.When)), calls: calls}
 	var end <-chan time.Time
 	if o.Duration > 0 {
 		t := time.NewTimer(o.Duration)
@@ -163,6 +203,11 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 	defer timer.Stop()
 	<-timer.C
 	demanded := false
+	var slow []slowCall // calls that fired a condition, written with the next snapshot
+	var slowCalls <-chan slowCall
+	if calls != nil {
+		slowCalls = calls.slow
+	}
 	for {
 		snap := w.Snapshot()
 		r.observe(snap)
@@ -171,25 +216,46 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 		}
 		if demanded {
 			demanded = false
-			if err := r.write(snap, "on demand", "SIGUSR1", "asked for"); err != nil {
+			if err := r.write(snap, "on demand", "SIGUSR1", "asked for", nil); err != nil {
 				return r.res, err
 			}
 		}
+		for _, sc := range slow {
+			if err := r.writeSlow(snap, sc); err != nil {
+				return r.res, err
+			}
+		}
+		slow = slow[:0]
 		if o.MaxRecords > 0 && len(r.res.Records) >= o.MaxRecords {
 			return r.res, nil
 		}
 		// The next snapshot: an interval on, or later where the pause
 		// would take more than the budget's share; on demand sooner,
 		// but never before the budget allows.
-		paced := time.Duration(float64(snap.Pause) / o.MaxOverhead)
+		paced := time.Duration(float64(snap.Pause) / budget)
 		timer.Reset(max(o.Interval, paced))
-		select {
-		case <-ctx.Done():
-			return r.res, nil
-		case <-end:
-			return r.res, nil
-		case <-o.Demand:
-			demanded = true
+		soon := false
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return r.res, nil
+			case <-end:
+				return r.res, nil
+			case <-o.Demand:
+				demanded, soon = true, true
+				break wait
+			case sc := <-slowCalls:
+				if r.cooling(sc) {
+					continue // a storm writes once per cool-down
+				}
+				slow, soon = append(slow, sc), true
+				break wait
+			case <-timer.C:
+				break wait
+			}
+		}
+		if soon {
 			if !timer.Stop() {
 				<-timer.C
 			}
@@ -203,7 +269,6 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 				case <-timer.C:
 				}
 			}
-		case <-timer.C:
 		}
 		if err := w.Refresh(); err != nil {
 			if errors.Is(err, proc.ErrNoSuchProcess) {
@@ -213,6 +278,36 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 			return r.res, err
 		}
 	}
+}
+
+// warnSampled tells Warned the trace's warnings, and each condition on
+// calls whose function the budget traces in sampling windows.
+func (o *Options) warnSampled(tr *service.Tracing) {
+	if o.Warned == nil {
+		return
+	}
+	for _, w := range tr.Started.Warnings {
+		o.Warned(w.Message)
+	}
+	for _, c := range o.When {
+		for _, f := range tr.Started.Functions {
+			if f.Name == c.Function() && f.Sampled {
+				o.Warned(fmt.Sprintf("--when %q: %s is traced in sampling windows under the budget: a call longer than a window is not seen (raise --max-overhead to trace it whole: the probes get half of it)", c.Text, f.Name))
+			}
+		}
+	}
+}
+
+// traced returns the patterns the recorder traces: Trace's, and the
+// functions its conditions on calls name.
+func (o *Options) traced() []string {
+	patterns := slices.Clone(o.Trace)
+	for _, c := range o.When {
+		if fn := c.Function(); fn != "" && !slices.Contains(patterns, fn) {
+			patterns = append(patterns, fn)
+		}
+	}
+	return patterns
 }
 
 // checkStates gives each count(STATE) condition the binary's spelling of
@@ -248,6 +343,8 @@ type run struct {
 	// blocked are the goroutines blocked at the last snapshot, each in
 	// the wait the recorder first saw it in, and when.
 	blocked map[uint64]blockedSince
+	// calls is the window of traced calls (nil: nothing traced).
+	calls *callWindow
 }
 
 // blockedSince is a goroutine's wait as the recorder first saw it: the
@@ -305,7 +402,11 @@ func (r *run) observe(snap *inspect.Snapshot) {
 			usage, limit = c.Usage, c.Limit
 		}
 	}
-	r.history = append(r.history, report.NewRecordSummary(snap, usage, limit, r.waited(snap)))
+	sum := report.NewRecordSummary(snap, usage, limit, r.waited(snap))
+	if r.calls != nil {
+		sum.Latencies = r.calls.latencies()
+	}
+	r.history = append(r.history, sum)
 	if r.o.Observed != nil {
 		r.o.Observed(r.history[len(r.history)-1])
 	}
@@ -331,6 +432,9 @@ func (r *run) observe(snap *inspect.Snapshot) {
 // judge writes a record for each condition that starts to hold.
 func (r *run) judge(snap *inspect.Snapshot) error {
 	for i, c := range r.o.When {
+		if c.OnCall() {
+			continue // judged on each call as it ends
+		}
 		holds, value := c.Eval(r.history)
 		was := r.active[i]
 		r.active[i] = holds
@@ -344,7 +448,7 @@ func (r *run) judge(snap *inspect.Snapshot) error {
 			continue
 		}
 		r.last[i] = snap.Taken
-		if err := r.write(snap, c.Text, value, "it started to hold"); err != nil {
+		if err := r.write(snap, c.Text, value, "it started to hold", nil); err != nil {
 			return err
 		}
 		if r.o.MaxRecords > 0 && len(r.res.Records) >= r.o.MaxRecords {
@@ -354,8 +458,24 @@ func (r *run) judge(snap *inspect.Snapshot) error {
 	return nil
 }
 
-// write writes a record of snap, cause the condition that fired.
-func (r *run) write(snap *inspect.Snapshot, cause, value, why string) error {
+// cooling says whether the condition sc fired is in its cool-down.
+func (r *run) cooling(sc slowCall) bool {
+	return !r.last[sc.cond].IsZero() && sc.at.Sub(r.last[sc.cond]) < r.o.Cooldown
+}
+
+// writeSlow writes the record of a call that fired a condition on calls,
+// unless the condition is in its cool-down.
+func (r *run) writeSlow(snap *inspect.Snapshot, sc slowCall) error {
+	if r.cooling(sc) {
+		return nil
+	}
+	r.last[sc.cond] = sc.at
+	return r.write(snap, r.o.When[sc.cond].Text, sc.value+" on goroutine "+strconv.FormatUint(sc.call.Goid, 10), "the call ended", &sc.call)
+}
+
+// write writes a record of snap, cause the condition that fired (call,
+// for a condition on calls, the call that fired it).
+func (r *run) write(snap *inspect.Snapshot, cause, value, why string, call *report.TraceCall) error {
 	// A new directory: a name someone planted (a link) is never
 	// followed; a name taken gets a number.
 	base := filepath.Join(r.o.Out, snap.Taken.UTC().Format("20060102T150405.000Z")+"-"+slug(cause))
@@ -377,7 +497,12 @@ func (r *run) write(snap *inspect.Snapshot, cause, value, why string) error {
 		}
 	}
 	trig := report.RecordTrigger{Condition: cause, Value: value, Why: why, Time: snap.Taken, PID: r.o.PID,
-		Summaries: len(r.history), Dropped: r.res.Dropped}
+		Summaries: len(r.history), Dropped: r.res.Dropped, Call: call}
+	var roots []keptCall
+	if r.calls != nil {
+		roots, trig.CallsDropped = r.calls.kept()
+		trig.Calls = len(roots)
+	}
 	if n := len(r.history); n > 0 {
 		trig.KeptNS = r.history[n-1].Time.Sub(r.history[0].Time).Nanoseconds()
 	}
@@ -396,6 +521,15 @@ func (r *run) write(snap *inspect.Snapshot, cause, value, why string) error {
 			return nil
 		}},
 		{"trigger.json", func(b *bufio.Writer) error { return report.Write(b, trig) }},
+	}
+	if r.calls != nil {
+		files = append(files, []struct {
+			name  string
+			write func(*bufio.Writer) error
+		}{
+			{"calls.jsonl", func(b *bufio.Writer) error { return r.calls.writeJSONLines(b, roots) }},
+			{"perfetto.json", func(b *bufio.Writer) error { return r.calls.writePerfetto(b, roots) }},
+		}...)
 	}
 	for _, f := range files {
 		if err := writeFile(filepath.Join(dir, f.name), f.write); err != nil {

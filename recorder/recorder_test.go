@@ -3,8 +3,10 @@ package recorder_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +150,117 @@ func checkBlockedWorkers(t *testing.T, dir string) {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %s missing or empty: %v", dir, f, err)
 		}
+	}
+}
+
+// TestRecordSlowCall records a service with a condition on its handler's
+// calls: when its janitor holds the lock for 1.2s, the handler call that
+// waited writes one record (the cool-down holds back the others of the
+// same pile-up), holding that call, as long as the target measured its
+// longest, its time mostly in sync.Mutex.Lock and ended by the janitor,
+// and the window's calls as JSON lines and a Perfetto trace.
+func TestRecordSlowCall(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping a process and attaching uprobes")
+	// Few calls, traced whole under the budget: a function sampled in
+	// windows shows no call longer than a window.
+	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-workers", "4", "-pause", "200ms")
+	c, err := recorder.ParseCondition("main.handle > 800ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer := ptrace.NewTracer()
+	defer tracer.Close()
+	written := make(chan recorder.Record, 16)
+	started := make(chan struct{})
+	o := recorder.Options{PID: p.Pid, Out: t.TempDir(), Interval: 200 * time.Millisecond, Keep: 10 * time.Second, MaxSummaries: 1000,
+		MaxOverhead: 0.05, When: []*recorder.Condition{c}, Why: true, Cooldown: time.Minute,
+		Started: func() { close(started) },
+		Written: func(r recorder.Record) { written <- r }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := recorder.Run(ctx, tracer, o)
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the recording ended: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the recording did not start")
+	}
+	begin := time.Now()
+	if _, err := p.Do("stall 1200ms", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder.Record
+	select {
+	case rec = <-written:
+	case err := <-done:
+		t.Fatalf("the recording ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no record of the slow call")
+	}
+	// Once the pile-up has drained: what the target measured.
+	time.Sleep(500 * time.Millisecond)
+	truth, err := p.Do(fmt.Sprintf("stats %d %d", begin.UnixNano(), time.Now().UnixNano()), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+	select {
+	case extra := <-written:
+		t.Errorf("a second record of the same pile-up: %+v", extra.Trigger)
+	default:
+	}
+	call := rec.Trigger.Call
+	if call == nil || call.Function != "main.handle" {
+		t.Fatalf("trigger %+v: no main.handle call", rec.Trigger)
+	}
+	max, err := strconv.ParseInt(truth["max_ns"], 10, 64)
+	if err != nil {
+		t.Fatalf("the target's stats %v: %v", truth, err)
+	}
+	// The first to end is the longest: the one that waited the whole
+	// hold; the target's longest, within a scheduling delay.
+	if d := time.Duration(call.DurationNS); d < 800*time.Millisecond || d > time.Duration(max)+50*time.Millisecond {
+		t.Errorf("the slow call took %v, the target's longest %v", d, time.Duration(max))
+	}
+	if call.Time == nil {
+		t.Fatalf("the slow call has no time split")
+	}
+	var lock *report.TraceWait
+	for i := range call.Time.Blocked {
+		if w := &call.Time.Blocked[i]; w.Reason == "sync.Mutex.Lock" {
+			lock = w
+		}
+	}
+	if lock == nil || time.Duration(lock.NS) < 700*time.Millisecond || lock.WokenByFunction != "main.janitor" {
+		t.Errorf("the slow call's lock wait %+v, want most of it, ended by main.janitor", lock)
+	}
+	b, err := os.ReadFile(filepath.Join(rec.Dir, "calls.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handles := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var tc report.TraceCall
+		if err := json.Unmarshal([]byte(line), &tc); err != nil {
+			t.Fatalf("calls.jsonl: %v: %q", err, line)
+		}
+		if tc.Function == "main.handle" {
+			handles++
+		}
+	}
+	if handles == 0 || rec.Trigger.Calls == 0 {
+		t.Errorf("calls.jsonl holds %d main.handle calls, the trigger says %d root calls", handles, rec.Trigger.Calls)
+	}
+	var events []map[string]any
+	if b, err := os.ReadFile(filepath.Join(rec.Dir, "perfetto.json")); err != nil || json.Unmarshal(b, &events) != nil || len(events) < handles {
+		t.Errorf("perfetto.json: %v, %d events for %d calls", err, len(events), handles)
 	}
 }

@@ -17,6 +17,8 @@ const Grammar = `goroutines > N          more than N goroutines (>= for at least
 goroutines +N/D         N more goroutines than D ago (e.g. +500/1m)
 goroutines +P%/D        P% more goroutines than D ago (e.g. +20%/1m)
 count(STATE) > N        more than N goroutines in STATE, as gi ps names it (count(sync.Mutex.Lock) > 100)
+FUNC > D                a call of FUNC (traced) longer than D ('main.handle > 500ms')
+p99(FUNC) > D           the 99th percentile (p50, p90, p99, p999) of FUNC's calls that ended since the last snapshot over D
 blocked > D             a goroutine blocked longer than D (blocked > 30s): as the runtime stamped its wait, or at least since a snapshot first saw it in the same wait
 memory > P%             the process's memory cgroup past P% of its limit`
 
@@ -28,6 +30,8 @@ type Condition struct {
 
 	kind    conditionKind
 	state   string        // count(STATE)
+	fn      string        // FUNC > D, pNN(FUNC) > D
+	q       float64       // pNN's quantile
 	atLeast bool          // >= rather than >
 	n       float64       // the threshold: a count, or a percentage
 	percent bool          // growth in percent rather than goroutines
@@ -42,10 +46,12 @@ const (
 	stateCount
 	blockedOver
 	memoryOver
+	callOver
+	quantileOver
 )
 
 // ErrNotYet marks a condition this gi parses but cannot judge yet: those
-// on traced calls and on leaks.
+// on leaks.
 var ErrNotYet = errors.New("not supported yet")
 
 // ParseCondition reads a --when.
@@ -58,7 +64,7 @@ func ParseCondition(text string) (*Condition, error) {
 	var lhs, rest string
 	switch {
 	case strings.HasPrefix(s, "count("):
-		end := strings.Index(s, ")")
+		end := closing(s, len("count"))
 		if end < 0 {
 			return nil, bad("count( without )")
 		}
@@ -67,8 +73,23 @@ func ParseCondition(text string) (*Condition, error) {
 			return nil, bad("count() names no state")
 		}
 		lhs, rest = "count", strings.TrimSpace(s[end+1:])
-	case strings.HasPrefix(s, "p") && strings.Contains(s, "("), strings.HasPrefix(s, "leaks"):
-		return nil, fmt.Errorf("--when %q: %w: conditions on traced calls and leaks come with the recorder's trace", text, ErrNotYet)
+	case isQuantile(s):
+		open := strings.Index(s, "(")
+		end := closing(s, open)
+		if end < 0 {
+			return nil, bad("p99( without )")
+		}
+		q, ok := report.QuantileOf(s[:open])
+		if !ok {
+			return nil, bad(fmt.Sprintf("%q is not a percentile the recorder keeps (p50, p90, p99, p999)", s[:open]))
+		}
+		c.kind, c.q, c.fn = quantileOver, q, strings.TrimSpace(s[open+1:end])
+		if c.fn == "" {
+			return nil, bad("the percentile names no function")
+		}
+		return c, c.parseDuration(strings.TrimSpace(s[end+1:]), bad)
+	case strings.HasPrefix(s, "leaks"):
+		return nil, fmt.Errorf("--when %q: %w: conditions on leaks are not judged by the recorder", text, ErrNotYet)
 	default:
 		// The measure ends at the first space or operator.
 		i := strings.IndexAny(s, " <>+")
@@ -91,14 +112,7 @@ func ParseCondition(text string) (*Condition, error) {
 		return c, c.parseCount(rest, bad)
 	case "blocked":
 		c.kind = blockedOver
-		v, err := c.parseOp(rest, bad)
-		if err != nil {
-			return nil, err
-		}
-		if c.d, err = time.ParseDuration(v); err != nil || c.d <= 0 {
-			return nil, bad(fmt.Sprintf("%q is not a positive duration", v))
-		}
-		return c, nil
+		return c, c.parseDuration(rest, bad)
 	case "memory":
 		c.kind = memoryOver
 		v, err := c.parseOp(rest, bad)
@@ -114,9 +128,69 @@ func ParseCondition(text string) (*Condition, error) {
 		return c, nil
 	}
 	if strings.Contains(lhs, ".") {
-		return nil, fmt.Errorf("--when %q: %w: conditions on traced calls and leaks come with the recorder's trace", text, ErrNotYet)
+		c.kind, c.fn = callOver, lhs
+		return c, c.parseDuration(rest, bad)
 	}
 	return nil, bad(fmt.Sprintf("%q is not something gi record measures", lhs))
+}
+
+// closing returns the index of the parenthesis that closes the one at
+// open in s (states and functions hold some: "select (no cases)",
+// "net/http.(*conn).serve"), -1 if none does.
+func closing(s string, open int) int {
+	depth := 0
+	for i := open; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// isQuantile says whether s starts with a percentile: "p99(".
+func isQuantile(s string) bool {
+	i := 1
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return len(s) > 2 && s[0] == 'p' && i > 1 && i < len(s) && s[i] == '('
+}
+
+// parseDuration reads "> D" with D a positive duration.
+func (c *Condition) parseDuration(rest string, bad func(string) error) error {
+	v, err := c.parseOp(rest, bad)
+	if err != nil {
+		return err
+	}
+	if c.d, err = time.ParseDuration(v); err != nil || c.d <= 0 {
+		return bad(fmt.Sprintf("%q is not a positive duration", v))
+	}
+	return nil
+}
+
+// Function is the function a condition on calls judges ("" for others):
+// the recorder traces it.
+func (c *Condition) Function() string {
+	if c.kind == callOver || c.kind == quantileOver {
+		return c.fn
+	}
+	return ""
+}
+
+// OnCall says whether the condition is judged on each call as it ends
+// (FUNC > D) rather than on the snapshots.
+func (c *Condition) OnCall() bool { return c.kind == callOver }
+
+// SlowCall judges a call of the condition's function that took d: whether
+// it is over the threshold, and what it measured.
+func (c *Condition) SlowCall(d time.Duration) (bool, string) {
+	over := d > c.d || c.atLeast && d == c.d
+	return over, fmt.Sprintf("a call of %s took %v", c.fn, d.Round(time.Microsecond))
 }
 
 // parseOp reads "> V" or ">= V" and returns V.
@@ -216,6 +290,15 @@ func (c *Condition) Eval(history []report.RecordSummary) (holds bool, value stri
 		l := now.Longest[0]
 		holds := w > c.d || c.atLeast && w == c.d
 		return holds, fmt.Sprintf("goroutine %d blocked %v in %s (%s)", l.Goid, w.Round(time.Millisecond), l.State, l.Function)
+	case callOver:
+		return false, "judged on each call"
+	case quantileOver:
+		l, ok := now.Latency(c.fn)
+		if !ok || l.Calls == 0 {
+			return false, fmt.Sprintf("no call of %s ended since the last snapshot", c.fn)
+		}
+		v := l.Quantile(c.q)
+		return v > c.d || c.atLeast && v == c.d, fmt.Sprintf("%s of %s %v over %d calls", report.QuantileName(c.q), c.fn, v.Round(time.Microsecond), l.Calls)
 	case memoryOver:
 		if now.MemoryLimit <= 0 {
 			return false, "no memory limit"

@@ -18,7 +18,7 @@ import (
 // yet judged.
 func TestParseCondition(t *testing.T) {
 	for _, ok := range []string{"goroutines > 50000", "goroutines>=10", "goroutines +20%/1m", "goroutines + 500/30s",
-		"count(sync.Mutex.Lock) > 100", "count( chan receive ) >= 3", "blocked > 30s", "memory > 90%", "memory >= 99.5%",
+		"count(sync.Mutex.Lock) > 100", "count( chan receive ) >= 3", "count(select (no cases)) > 1", "blocked > 30s", "memory > 90%", "memory >= 99.5%",
 		"goroutines> 10", "goroutines >10", "blocked> 30s", "memory>90%", "goroutines+ 5/1m"} {
 		if _, err := ParseCondition(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
@@ -31,7 +31,18 @@ func TestParseCondition(t *testing.T) {
 			t.Errorf("%q: %v, want one line naming --when", bad, err)
 		}
 	}
-	for _, later := range []string{"main.handle > 500ms", "p99(main.handle) > 200ms", "leaks > 0"} {
+	for _, ok := range []string{"main.handle > 500ms", "main.(*Server).ServeHTTP>=1s", "p99(main.handle) > 200ms", "p999(net/http.(*conn).serve) > 1s", "p50( main.query )>1ms"} {
+		c, err := ParseCondition(ok)
+		if err != nil || c.Function() == "" {
+			t.Errorf("%q: %v (function %q)", ok, err, c.Function())
+		}
+	}
+	for _, bad := range []string{"p95(main.x) > 1s", "main.handle > soon", "p99() > 1s", "p99(main.x > 1s", "main.handle > 0s"} {
+		if _, err := ParseCondition(bad); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want one line", bad, err)
+		}
+	}
+	for _, later := range []string{"leaks > 0"} {
 		if _, err := ParseCondition(later); !errors.Is(err, ErrNotYet) {
 			t.Errorf("%q: %v, want ErrNotYet", later, err)
 		}
@@ -88,6 +99,23 @@ func TestConditionEval(t *testing.T) {
 	}
 	if holds, _ := parse("blocked > 1m").Eval([]report.RecordSummary{blocked}); holds {
 		t.Error("blocked 31s held as over a minute")
+	}
+	lat := summary(0, 3, "", 0)
+	lat.Latencies = []report.FunctionLatency{{Function: "main.handle", Calls: 100, P50NS: int64(time.Millisecond), P99NS: int64(300 * time.Millisecond)}}
+	if holds, value := parse("p99(main.handle) > 200ms").Eval([]report.RecordSummary{lat}); !holds || !strings.Contains(value, "p99 of main.handle 300ms over 100 calls") {
+		t.Errorf("p99 300ms over 200ms: %v %q", holds, value)
+	}
+	if holds, _ := parse("p50(main.handle) > 200ms").Eval([]report.RecordSummary{lat}); holds {
+		t.Error("p50 1ms held over 200ms")
+	}
+	if holds, _ := parse("p99(main.query) > 1ms").Eval([]report.RecordSummary{lat}); holds {
+		t.Error("a function with no call held")
+	}
+	if over, _ := parse("main.handle > 500ms").SlowCall(501 * time.Millisecond); !over {
+		t.Error("a call of 501ms not over 500ms")
+	}
+	if over, _ := parse("main.handle > 500ms").SlowCall(500 * time.Millisecond); over {
+		t.Error("a call of 500ms over 500ms")
 	}
 	mem := summary(0, 3, "", 0)
 	mem.MemoryBytes, mem.MemoryLimit = 95<<20, 100<<20

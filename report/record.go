@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/trace"
 )
 
 // RecordSummary is what one snapshot of `gi record` showed: a line of a
@@ -30,6 +31,78 @@ type RecordSummary struct {
 	// usage and limit, the one closest to its limit (0: none known).
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	MemoryLimit int64 `json:"memory_limit,omitempty"`
+	// Latencies are the traced functions' calls that ended since the
+	// snapshot before (gi record with functions traced).
+	Latencies []FunctionLatency `json:"latencies,omitempty"`
+}
+
+// FunctionLatency is the calls of one function over an interval.
+type FunctionLatency struct {
+	Function string `json:"function"`
+	Calls    uint64 `json:"calls"`
+	P50NS    int64  `json:"p50_ns"`
+	P90NS    int64  `json:"p90_ns"`
+	P99NS    int64  `json:"p99_ns"`
+	P999NS   int64  `json:"p999_ns"`
+	MaxNS    int64  `json:"max_ns"`
+}
+
+// quantileNames are the percentiles a FunctionLatency keeps.
+var quantileNames = [...]struct {
+	name string
+	q    float64
+}{{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"p999", 0.999}}
+
+// QuantileOf returns the quantile a percentile a FunctionLatency keeps
+// names ("p99": 0.99), false for another.
+func QuantileOf(name string) (float64, bool) {
+	for _, n := range quantileNames {
+		if n.name == name {
+			return n.q, true
+		}
+	}
+	return 0, false
+}
+
+// QuantileName names a quantile QuantileOf gives ("p99").
+func QuantileName(q float64) string {
+	for _, n := range quantileNames {
+		if n.q == q {
+			return n.name
+		}
+	}
+	return fmt.Sprintf("q%g", q)
+}
+
+// NewFunctionLatency sums up h, the calls of function over an interval.
+func NewFunctionLatency(function string, h *trace.Histogram) FunctionLatency {
+	return FunctionLatency{Function: function, Calls: h.Count(), P50NS: int64(h.Quantile(0.5)), P90NS: int64(h.Quantile(0.9)),
+		P99NS: int64(h.Quantile(0.99)), P999NS: int64(h.Quantile(0.999)), MaxNS: int64(h.Max())}
+}
+
+// Quantile returns the quantile q of Quantiles (0 for another).
+func (l FunctionLatency) Quantile(q float64) time.Duration {
+	switch q {
+	case 0.5:
+		return time.Duration(l.P50NS)
+	case 0.9:
+		return time.Duration(l.P90NS)
+	case 0.99:
+		return time.Duration(l.P99NS)
+	case 0.999:
+		return time.Duration(l.P999NS)
+	}
+	return 0
+}
+
+// Latency returns the latency of function over the interval.
+func (s *RecordSummary) Latency(function string) (FunctionLatency, bool) {
+	for _, l := range s.Latencies {
+		if l.Function == function {
+			return l, true
+		}
+	}
+	return FunctionLatency{}, false
 }
 
 // StateCount is how many goroutines are in one state.
@@ -161,6 +234,14 @@ type RecordTrigger struct {
 	Summaries int   `json:"summaries"`
 	KeptNS    int64 `json:"kept_ns"`
 	Dropped   int   `json:"dropped"`
+	// Call is the call that fired a condition on calls (FUNC > D), with
+	// its time split under --why.
+	Call *TraceCall `json:"call,omitempty"`
+	// Calls are the traced root calls the record holds (calls.jsonl,
+	// perfetto.json), and CallsDropped those the window's bound dropped
+	// since the recording began.
+	Calls        int `json:"calls,omitempty"`
+	CallsDropped int `json:"calls_dropped,omitempty"`
 }
 
 // String says what fired.

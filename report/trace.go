@@ -213,16 +213,23 @@ func NewTraceWriter(w io.Writer, sym *trace.Symbols, clock trace.Clock) *TraceWr
 
 // Call writes one completed call.
 func (j *TraceWriter) Call(k trace.GoroutineKey, c *trace.Call) error {
-	caller := j.Symbols.Resolve(k.PID, c.CallerPC, true)
-	return j.enc.Encode(TraceCall{
+	return j.enc.Encode(NewTraceCall(j.Symbols, j.Clock, k, c))
+}
+
+// NewTraceCall is call c of goroutine k as gi trace --json prints it:
+// sym resolves its caller and formats its arguments, clock converts its
+// times.
+func NewTraceCall(sym *trace.Symbols, clock trace.Clock, k trace.GoroutineKey, c *trace.Call) TraceCall {
+	caller := sym.Resolve(k.PID, c.CallerPC, true)
+	return TraceCall{
 		Goid: k.Goid, PID: k.PID, Function: c.Func.Name, File: c.Func.File, Line: c.Func.Line,
 		CallerFunction: caller.Function, CallerFile: caller.File, CallerLine: caller.Line,
-		Depth: c.Depth, StartNS: j.Clock.Wall(c.Start).UnixNano(), DurationNS: int64(c.Duration()), Unwound: c.Unwound,
-		Running: c.Running, Args: j.Symbols.Values(k.PID, c.Func.Args, c.Args),
-		Results: j.Symbols.Values(k.PID, c.Func.Results, c.Results),
+		Depth: c.Depth, StartNS: clock.Wall(c.Start).UnixNano(), DurationNS: int64(c.Duration()), Unwound: c.Unwound,
+		Running: c.Running, Args: sym.Values(k.PID, c.Func.Args, c.Args),
+		Results: sym.Values(k.PID, c.Func.Results, c.Results),
 		Time:    NewTraceTime(c.Time),
 		Missed:  newTraceMissed(c.Missed),
-	})
+	}
 }
 
 // Running writes the calls of one goroutine still open when the trace

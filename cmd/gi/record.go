@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gi-debug/gi/recorder"
+	"github.com/gi-debug/gi/service"
 )
 
 type recordOptions struct {
@@ -23,6 +24,8 @@ type recordOptions struct {
 	maxRecords  int
 	duration    time.Duration
 	maxOverhead string
+	trace       []string
+	why         bool
 	target      targetFlags
 }
 
@@ -39,7 +42,11 @@ them, the longest waits, memory against its cgroup's limit), and when a
 directory in --out named by the time and the cause, holding ps.json (the
 snapshot at that moment, as gi ps --json prints it, with what each blocked
 goroutine waits on and who holds the locks), summaries.jsonl (the window)
-and trigger.json (what fired). A condition writes again only after it has
+and trigger.json (what fired). With --trace, or a condition on a
+function's calls, the functions are traced as gi trace traces them, and
+each record also holds the window's calls (calls.jsonl, as gi trace --json
+prints them, and perfetto.json); the snapshots' pauses and the probes then
+each take at most half of --max-overhead. A condition writes again only after it has
 stopped holding, and --cooldown after its last record at the earliest. It
 records until Ctrl-C, --duration, --max-records, or the process's exit
 (exit status 3).
@@ -49,6 +56,7 @@ Conditions (--when, repeatable):
 		Example: `  gi record 4242 --out /var/tmp/gi --when 'count(sync.Mutex.Lock) > 100'
   gi record myserver --out rec --when 'goroutines +20%/1m' --when 'blocked > 30s'
   gi record 4242 --out rec --when 'memory > 90%' --duration 1h
+  gi record 4242 --out rec --why --when 'main.handle > 500ms' --trace 'main.*'   # a slow request, its tree and where its time went
   kill -USR1 $(pgrep -f 'gi record')              # a record now`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -64,6 +72,8 @@ Conditions (--when, repeatable):
 	f.IntVar(&o.maxRecords, "max-records", 0, "stop after `N` records (0: never)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after `D` (0: at Ctrl-C)")
 	f.StringVar(&o.maxOverhead, "max-overhead", defaultMaxOverhead, "keep the share of the time the process is stopped for snapshots at or below `P` (the interval grows where pauses are long)")
+	f.StringArrayVar(&o.trace, "trace", nil, "keep the calls of the functions `PATTERN` matches in the window, as gi trace traces them (repeatable)")
+	f.BoolVar(&o.why, "why", false, "split each traced call's time as gi trace --why does (probes on the scheduler)")
 	addTargetFlags(f, &o.target)
 	return cmd
 }
@@ -77,7 +87,10 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 		return fmt.Errorf("--max-overhead %s: the recorder's snapshots need a budget (5%%)", o.maxOverhead)
 	}
 	ro := recorder.Options{Out: o.out, Interval: o.interval, Keep: o.keep, Cooldown: o.cooldown, MaxRecords: o.maxRecords,
-		Duration: o.duration, MaxOverhead: budget, MaxSummaries: recorder.DefaultMaxSummaries}
+		Duration: o.duration, MaxOverhead: budget, MaxSummaries: recorder.DefaultMaxSummaries, Trace: o.trace, Why: o.why}
+	if err := service.CheckPatterns(o.trace, nil); err != nil {
+		return fmt.Errorf("--trace: %w", err)
+	}
 	for _, w := range o.when {
 		c, err := recorder.ParseCondition(w)
 		if err != nil {
@@ -107,6 +120,7 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 		}
 	}()
 	ro.Demand = demand
+	ro.Warned = func(w string) { fmt.Fprintf(stderr, "gi: warning: %s\n", w) }
 	ro.Written = func(r recorder.Record) {
 		fmt.Fprintf(stderr, "gi: record: %s (%s) → %s\n", r.Trigger.Condition, r.Trigger.Value, r.Dir)
 	}

@@ -33,7 +33,10 @@ func TestRecordBadInput(t *testing.T) {
 	}{
 		{[]string{"--out", out, "--when", "goroutines <", pid}, `--when "goroutines <"`},
 		{[]string{"--out", out, "--when", "count(no.Such) > 1", pid}, "no goroutine of go"},
-		{[]string{"--out", out, "--when", "p99(main.handle) > 1s", pid}, "not supported yet"},
+		{[]string{"--out", out, "--when", "leaks > 0", pid}, "not supported yet"},
+		{[]string{"--out", out, "--when", "main.noSuch > 1s", pid}, "main.noSuch"},
+		{[]string{"--out", out, "--trace", "main.[", pid}, "--trace"},
+		{[]string{"--out", out, "--why", pid}, "--why"},
 		{[]string{"--out", file, pid}, "--out"},
 		{[]string{"--out", out, "--max-overhead", "none", pid}, "need a budget"},
 		{[]string{"--out", out, "--interval", "0s", pid}, "--interval"},
