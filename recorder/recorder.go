@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,6 +56,9 @@ type Options struct {
 	// Duration after that long (0: when ctx is done).
 	MaxRecords int
 	Duration   time.Duration
+	// MaxDisk bounds the bytes the recording writes (DefaultMaxDisk when
+	// 0): past it, records are counted, not written.
+	MaxDisk int64
 	// Demand writes a record, cause "on demand", for each value received
 	// (SIGUSR1).
 	Demand <-chan struct{}
@@ -85,6 +89,7 @@ const (
 	DefaultKeep         = time.Minute
 	DefaultMaxSummaries = 3600
 	DefaultCooldown     = 10 * time.Second
+	DefaultMaxDisk      = 1 << 30
 )
 
 // Record is one record written.
@@ -101,6 +106,11 @@ type Result struct {
 	Records   []Record
 	// Dropped counts the summaries the window's bound dropped.
 	Dropped int
+	// Written is the bytes of the records written; Skipped counts the
+	// records not written past MaxDisk, Failed those a write error lost
+	// (a full disk: each said through Warned, the recording goes on).
+	Written         int64
+	Skipped, Failed int
 	// Exited says the process exited (the recording's end).
 	Exited bool
 }
@@ -120,8 +130,8 @@ func (o *Options) Check() error {
 		return fmt.Errorf("--max-overhead %g%%: the recorder's snapshots need a budget from 0 to 100%%", 100*o.MaxOverhead)
 	case o.MaxSummaries <= 0:
 		return fmt.Errorf("at most %d summaries: want a positive bound", o.MaxSummaries)
-	case o.Cooldown < 0 || o.Duration < 0 || o.MaxRecords < 0:
-		return errors.New("--cooldown, --duration and --max-records cannot be negative")
+	case o.Cooldown < 0 || o.Duration < 0 || o.MaxRecords < 0 || o.MaxDisk < 0:
+		return errors.New("--cooldown, --duration, --max-records and --max-disk cannot be negative")
 	case o.Out == "":
 		return errors.New("--out DIR: say where records go")
 	}
@@ -476,6 +486,13 @@ func (r *run) writeSlow(snap *inspect.Snapshot, sc slowCall) error {
 // write writes a record of snap, cause the condition that fired (call,
 // for a condition on calls, the call that fired it).
 func (r *run) write(snap *inspect.Snapshot, cause, value, why string, call *report.TraceCall) error {
+	if r.res.Written >= cmp.Or(r.o.MaxDisk, DefaultMaxDisk) {
+		r.res.Skipped++
+		if r.res.Skipped == 1 {
+			r.warn(fmt.Sprintf("--max-disk %d MiB reached: records are counted, no longer written (%s)", cmp.Or(r.o.MaxDisk, DefaultMaxDisk)>>20, cause))
+		}
+		return nil
+	}
 	// A new directory: a name someone planted (a link) is never
 	// followed; a name taken gets a number.
 	base := filepath.Join(r.o.Out, snap.Taken.UTC().Format("20060102T150405.000Z")+"-"+slug(cause))
@@ -486,7 +503,9 @@ func (r *run) write(snap *inspect.Snapshot, cause, value, why string, call *repo
 			break
 		}
 		if !errors.Is(err, os.ErrExist) || n > 100 {
-			return fmt.Errorf("record %s: %w", dir, err)
+			r.res.Failed++
+			r.warn(fmt.Sprintf("record %s (%s) not written: %v; recording goes on", dir, cause, err))
+			return nil
 		}
 		dir = fmt.Sprintf("%s-%d", base, n)
 	}
@@ -531,11 +550,19 @@ func (r *run) write(snap *inspect.Snapshot, cause, value, why string, call *repo
 			{"perfetto.json", func(b *bufio.Writer) error { return r.calls.writePerfetto(b, roots) }},
 		}...)
 	}
+	var size int64
 	for _, f := range files {
-		if err := writeFile(filepath.Join(dir, f.name), f.write); err != nil {
-			return fmt.Errorf("record %s: %w", dir, err)
+		n, err := writeFile(filepath.Join(dir, f.name), f.write)
+		if err != nil {
+			// A full disk, say: nothing half-written is left.
+			os.RemoveAll(dir)
+			r.res.Failed++
+			r.warn(fmt.Sprintf("record %s (%s) not written: %v; recording goes on", dir, cause, err))
+			return nil
 		}
+		size += n
 	}
+	r.res.Written += size
 	rec := Record{Dir: dir, Trigger: trig}
 	r.res.Records = append(r.res.Records, rec)
 	if r.o.Written != nil {
@@ -544,22 +571,35 @@ func (r *run) write(snap *inspect.Snapshot, cause, value, why string, call *repo
 	return nil
 }
 
-// writeFile writes a file whole, or leaves nothing under its name.
-func writeFile(path string, write func(*bufio.Writer) error) error {
+// warn tells Warned w, if it is set.
+func (r *run) warn(w string) {
+	if r.o.Warned != nil {
+		r.o.Warned(w)
+	}
+}
+
+// writeFile writes a file whole, or leaves nothing under its name; it
+// returns the bytes written.
+func writeFile(path string, write func(*bufio.Writer) error) (int64, error) {
 	f, err := outfile.Create(path, 0o600)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	b := bufio.NewWriter(f)
 	if err := write(b); err != nil {
 		f.Abort()
-		return err
+		return 0, err
 	}
 	if err := b.Flush(); err != nil {
 		f.Abort()
-		return err
+		return 0, err
 	}
-	return f.Commit()
+	n, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		f.Abort()
+		return 0, err
+	}
+	return n, f.Commit()
 }
 
 // slug makes a condition a file name's part: letters, digits and dots

@@ -328,3 +328,43 @@ func TestSpanBeyondTheWindow(t *testing.T) {
 		t.Errorf("Check: %v", err)
 	}
 }
+
+// TestDiskBounds: past --max-disk records are counted, not written, said
+// once; a record the disk refuses is said and lost, and the recording
+// goes on.
+func TestDiskBounds(t *testing.T) {
+	c, err := ParseCondition("count(sync.Mutex.Lock) > 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned []string
+	o := Options{PID: 4242, Out: t.TempDir(), Interval: time.Second, Keep: 10 * time.Second, MaxSummaries: 100, MaxOverhead: 0.05,
+		When: []*Condition{c}, MaxDisk: 1, Warned: func(w string) { warned = append(warned, w) }}
+	r := &run{o: o, res: &Result{}, active: make([]bool, 1), last: make([]time.Time, 1)}
+	feed := func(from, to int) {
+		for sec := from; sec < to; sec++ {
+			n := 0
+			if sec%2 == 1 {
+				n = 5 // a pile-up every other second
+			}
+			snap := snapshotAt(float64(sec), n)
+			r.observe(snap)
+			if err := r.judge(snap); err != nil {
+				t.Fatalf("judge at %ds: %v", sec, err)
+			}
+		}
+	}
+	feed(0, 6) // pile-ups at 1, 3, 5: the first written, then past 1 byte
+	if len(r.res.Records) != 1 || r.res.Skipped != 2 || r.res.Written == 0 || len(warned) != 1 || !strings.Contains(warned[0], "--max-disk") {
+		t.Fatalf("records %d, skipped %d, written %d bytes, warned %q", len(r.res.Records), r.res.Skipped, r.res.Written, warned)
+	}
+	// A disk that refuses: the output directory gone.
+	r.o.MaxDisk, r.res.Written, warned = 1<<30, 0, nil
+	if err := os.RemoveAll(o.Out); err != nil {
+		t.Fatal(err)
+	}
+	feed(6, 10) // pile-ups at 7, 9
+	if r.res.Failed != 2 || len(warned) != 2 || !strings.Contains(warned[0], "not written") || strings.Contains(warned[0], "\n") {
+		t.Errorf("failed %d, warned %q", r.res.Failed, warned)
+	}
+}

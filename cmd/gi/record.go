@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +28,7 @@ type recordOptions struct {
 	maxOverhead string
 	trace       []string
 	why         bool
+	maxDisk     string
 	target      targetFlags
 }
 
@@ -73,6 +76,7 @@ Conditions (--when, repeatable):
 	f.DurationVar(&o.duration, "duration", 0, "stop after `D` (0: at Ctrl-C)")
 	f.StringVar(&o.maxOverhead, "max-overhead", defaultMaxOverhead, "keep the share of the time the process is stopped for snapshots at or below `P` (the interval grows where pauses are long)")
 	f.StringArrayVar(&o.trace, "trace", nil, "keep the calls of the functions `PATTERN` matches in the window, as gi trace traces them (repeatable)")
+	f.StringVar(&o.maxDisk, "max-disk", "1GiB", "write at most `SIZE` of records (KiB, MiB, GiB); past it, records are counted, not written")
 	f.BoolVar(&o.why, "why", false, "split each traced call's time as gi trace --why does (probes on the scheduler)")
 	addTargetFlags(f, &o.target)
 	return cmd
@@ -88,6 +92,9 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 	}
 	ro := recorder.Options{Out: o.out, Interval: o.interval, Keep: o.keep, Cooldown: o.cooldown, MaxRecords: o.maxRecords,
 		Duration: o.duration, MaxOverhead: budget, MaxSummaries: recorder.DefaultMaxSummaries, Trace: o.trace, Why: o.why}
+	if ro.MaxDisk, err = parseSize(o.maxDisk); err != nil {
+		return fmt.Errorf("--max-disk %q: %w", o.maxDisk, err)
+	}
 	if err := service.CheckPatterns(o.trace, nil); err != nil {
 		return fmt.Errorf("--trace: %w", err)
 	}
@@ -149,12 +156,41 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 		if took > 0 {
 			share = 100 * res.Paused.Seconds() / took.Seconds()
 		}
-		fmt.Fprintf(stderr, "gi: %d snapshots over %v, the process stopped %v in all (%.2f%% of the time); %d records; %d summaries past the window dropped\n",
-			res.Snapshots, took.Round(time.Millisecond), res.Paused.Round(time.Microsecond), share, len(res.Records), res.Dropped)
+		fmt.Fprintf(stderr, "gi: %d snapshots over %v, the process stopped %v in all (%.2f%% of the time); %d records (%s); %d summaries past the window dropped\n",
+			res.Snapshots, took.Round(time.Millisecond), res.Paused.Round(time.Microsecond), share, len(res.Records), kib(int(res.Written)), res.Dropped)
+		if res.Skipped > 0 || res.Failed > 0 {
+			fmt.Fprintf(stderr, "gi: warning: %d records not written past --max-disk, %d lost to write errors\n", res.Skipped, res.Failed)
+		}
 		if err == nil && res.Exited {
 			fmt.Fprintf(stderr, "gi: the recorded process (pid %d) exited\n", ro.PID)
 			return exitError{code: exitTargetExited}
 		}
 	}
 	return err
+}
+
+// parseSize reads a size in bytes: a number with an optional unit (B,
+// KiB, MiB, GiB, TiB; K, M, G, T and KB, MB, GB, TB alike, as powers of
+// 1024).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
+		i++
+	}
+	v, err := strconv.ParseFloat(t[:i], 64)
+	if err != nil || v < 0 {
+		return 0, errors.New("want a size: 500MiB, 2GiB")
+	}
+	unit := strings.ToUpper(strings.TrimSpace(t[i:]))
+	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I")
+	shift, ok := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[unit]
+	if !ok {
+		return 0, errors.New("want a size: 500MiB, 2GiB")
+	}
+	n := v * float64(uint64(1)<<shift)
+	if n >= 1<<62 {
+		return 0, errors.New("too large")
+	}
+	return int64(n), nil
 }

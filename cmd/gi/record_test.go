@@ -176,3 +176,17 @@ func TestKillGiRecord(t *testing.T) {
 		t.Errorf("only %d of %d aimed signals landed in a stop", inStop, aimed)
 	}
 }
+
+// TestParseSize reads sizes in bytes and refuses what is none.
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "512": 512, "1KiB": 1024, "1k": 1024, "1.5MiB": 3 << 19, "2GB": 2 << 30, "1 GiB": 1 << 30, "3T": 3 << 40} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "GiB", "-1MiB", "1PiB", "1 meg", "1e9"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}
