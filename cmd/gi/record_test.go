@@ -113,7 +113,7 @@ func TestRecordCLI(t *testing.T) {
 	for !strings.Contains(summary, " snapshots over ") {
 		summary = wait("gi: ")
 	}
-	if !strings.Contains(summary, "; 2 records;") {
+	if !strings.Contains(summary, "; 2 records (") {
 		t.Errorf("summary %q, want 2 records", summary)
 	}
 	if err := cmd.Wait(); err != nil {
