@@ -76,6 +76,11 @@ type Options struct {
 	Started  func()
 	Written  func(Record)
 	Observed func(report.RecordSummary)
+	// Follow, if set, finds the process to record once the one recorded
+	// has exited (a restart: the same name); the recording then goes on
+	// with it, and Followed is told its pid.
+	Follow   func() (int, error)
+	Followed func(pid int)
 	// Warned, if set, is told what the recording does without: the
 	// trace's warnings, and conditions on calls of functions the budget
 	// traces in sampling windows (which see no call longer than a
@@ -111,8 +116,10 @@ type Result struct {
 	// (a full disk: each said through Warned, the recording goes on).
 	Written         int64
 	Skipped, Failed int
-	// Exited says the process exited (the recording's end).
+	// Exited says the process exited (the recording's end); PIDs are
+	// the processes recorded, the first first (Follow).
 	Exited bool
+	PIDs   []int
 }
 
 // Check says whether o can record, before any process is touched: the
@@ -164,14 +171,69 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
+	r := &run{o: o, res: &Result{}, active: make([]bool, len(o.When)), last: make([]time.Time, len(o.When))}
+	var end <-chan time.Time
+	if o.Duration > 0 {
+		t := time.NewTimer(o.Duration)
+		defer t.Stop()
+		end = t.C
+	}
+	for {
+		r.res.PIDs = append(r.res.PIDs, r.o.PID)
+		err := r.record(ctx, tracer, end)
+		if err != nil || !r.res.Exited || o.Follow == nil || ctx.Err() != nil {
+			if err != nil && len(r.res.PIDs) == 1 && r.res.Snapshots == 0 {
+				return nil, err // refused before anything was recorded
+			}
+			return r.res, err
+		}
+		pid, err := r.successor(ctx, end)
+		if pid == 0 {
+			return r.res, err
+		}
+		r.o.PID, r.blocked, r.res.Exited = pid, nil, false
+		clear(r.active)
+		if o.Followed != nil {
+			o.Followed(pid)
+		}
+	}
+}
+
+// successor waits for the process Follow finds, polling at the
+// interval; 0 when ctx is done or the recording's end comes first.
+func (r *run) successor(ctx context.Context, end <-chan time.Time) (int, error) {
+	tick := time.NewTicker(r.o.Interval)
+	defer tick.Stop()
+	for {
+		if pid, err := r.o.Follow(); err == nil && pid != r.o.PID && pid > 0 {
+			return pid, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil
+		case <-end:
+			return 0, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// record records process r.o.PID until ctx is done, end comes, the
+// records are all written, or the process exits (r.res.Exited).
+func (r *run) record(ctx context.Context, tracer *ptrace.Tracer, end <-chan time.Time) error {
+	o := r.o
 	w, err := service.OpenWatch(tracer, service.TopRequest{PID: o.PID})
 	if err != nil {
-		return nil, err
+		if errors.Is(err, proc.ErrNoSuchProcess) && len(r.res.PIDs) > 1 {
+			r.res.Exited = true // gone again before its first snapshot
+			return nil
+		}
+		return err
 	}
 	defer w.Close()
 	// The conditions' states are checked before the process is stopped.
 	if err := checkStates(o.When, w.States(), w.GoVersion()); err != nil {
-		return nil, err
+		return err
 	}
 	budget := o.MaxOverhead
 	var calls *callWindow
@@ -180,7 +242,7 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 		tr, err := service.StartTrace(service.TraceRequest{PID: o.PID, Include: patterns, Args: true, StringSize: trace.DefaultStringSize,
 			MaxOverhead: budget, Why: o.Why})
 		if err != nil {
-			return nil, fmt.Errorf("the recorder's trace: %w", err)
+			return fmt.Errorf("the recorder's trace of process %d: %w", o.PID, err)
 		}
 		defer tr.Close()
 		o.warnSampled(tr)
@@ -193,21 +255,16 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 			<-traced
 		}()
 	}
+	r.calls = calls
 	if err := w.Refresh(); err != nil {
 		if errors.Is(err, proc.ErrNoSuchProcess) {
-			return &Result{Exited: true}, nil
+			r.res.Exited = true
+			return nil
 		}
-		return nil, err
+		return err
 	}
-	if o.Started != nil {
+	if o.Started != nil && len(r.res.PIDs) == 1 {
 		o.Started()
-	}
-	r := &run{o: o, res: &Result{}, active: make([]bool, len(o.When)), last: make([]time.Time, len(o.When)), calls: calls}
-	var end <-chan time.Time
-	if o.Duration > 0 {
-		t := time.NewTimer(o.Duration)
-		defer t.Stop()
-		end = t.C
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -222,22 +279,22 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 		snap := w.Snapshot()
 		r.observe(snap)
 		if err := r.judge(snap); err != nil {
-			return r.res, err
+			return err
 		}
 		if demanded {
 			demanded = false
 			if err := r.write(snap, "on demand", "SIGUSR1", "asked for", nil); err != nil {
-				return r.res, err
+				return err
 			}
 		}
 		for _, sc := range slow {
 			if err := r.writeSlow(snap, sc); err != nil {
-				return r.res, err
+				return err
 			}
 		}
 		slow = slow[:0]
 		if o.MaxRecords > 0 && len(r.res.Records) >= o.MaxRecords {
-			return r.res, nil
+			return nil
 		}
 		// The next snapshot: an interval on, or later where the pause
 		// would take more than the budget's share; on demand sooner,
@@ -249,9 +306,9 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 		for {
 			select {
 			case <-ctx.Done():
-				return r.res, nil
+				return nil
 			case <-end:
-				return r.res, nil
+				return nil
 			case <-o.Demand:
 				demanded, soon = true, true
 				break wait
@@ -273,9 +330,9 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 				timer.Reset(wait)
 				select {
 				case <-ctx.Done():
-					return r.res, nil
+					return nil
 				case <-end:
-					return r.res, nil
+					return nil
 				case <-timer.C:
 				}
 			}
@@ -283,9 +340,9 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 		if err := w.Refresh(); err != nil {
 			if errors.Is(err, proc.ErrNoSuchProcess) {
 				r.res.Exited = true
-				return r.res, nil
+				return nil
 			}
-			return r.res, err
+			return err
 		}
 	}
 }

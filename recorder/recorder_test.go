@@ -3,11 +3,13 @@ package recorder_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,4 +265,84 @@ func TestRecordSlowCall(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(rec.Dir, "perfetto.json")); err != nil || json.Unmarshal(b, &events) != nil || len(events) < handles {
 		t.Errorf("perfetto.json: %v, %d events for %d calls", err, len(events), handles)
 	}
+}
+
+// TestRecordFollowsRestart: when the recorded service exits and another
+// process of it starts (a restart), the recording goes on with the new
+// one, and a pile-up in it writes a record of it.
+func TestRecordFollowsRestart(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping a process")
+	bin := targets.Build(t, "lockserver", targets.BuildOptions{})
+	first := targets.Start(t, bin, "-workers", "4", "-pause", "20ms")
+	c, err := recorder.ParseCondition("count(sync.Mutex.Lock) > 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer := ptrace.NewTracer()
+	defer tracer.Close()
+	var next atomic.Int64 // the successor's pid, once started
+	followed := make(chan int, 4)
+	written := make(chan recorder.Record, 16)
+	observed := make(chan report.RecordSummary, 1024)
+	o := recorder.Options{PID: first.Pid, Out: t.TempDir(), Interval: 100 * time.Millisecond, Keep: 10 * time.Second, MaxSummaries: 1000,
+		MaxOverhead: 0.05, When: []*recorder.Condition{c},
+		Follow: func() (int, error) {
+			if pid := int(next.Load()); pid != 0 {
+				return pid, nil
+			}
+			return 0, errors.New("not yet")
+		},
+		Followed: func(pid int) { followed <- pid },
+		Written:  func(r recorder.Record) { written <- r },
+		Observed: func(s report.RecordSummary) { observed <- s }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type outcome struct {
+		res *recorder.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := recorder.Run(ctx, tracer, o)
+		done <- outcome{res, err}
+	}()
+	for i := 0; i < 3; i++ {
+		select {
+		case <-observed:
+		case out := <-done:
+			t.Fatalf("the recording ended: %+v %v", out.res, out.err)
+		case <-time.After(time.Minute):
+			t.Fatal("no snapshot")
+		}
+	}
+	first.Kill()
+	second := targets.Start(t, bin, "-workers", "4", "-pause", "20ms")
+	next.Store(int64(second.Pid))
+	select {
+	case pid := <-followed:
+		if pid != second.Pid {
+			t.Fatalf("followed pid %d, the new process is %d", pid, second.Pid)
+		}
+	case out := <-done:
+		t.Fatalf("the recording ended at the exit: %+v %v", out.res, out.err)
+	case <-time.After(time.Minute):
+		t.Fatal("the new process was not followed")
+	}
+	if _, err := second.Do("stall 1s", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case rec := <-written:
+		if rec.Trigger.PID != second.Pid {
+			t.Errorf("the record is of pid %d, the pile-up of %d", rec.Trigger.PID, second.Pid)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no record of the new process's pile-up")
+	}
+	cancel()
+	out := <-done
+	if out.err != nil || len(out.res.PIDs) != 2 || out.res.PIDs[0] != first.Pid || out.res.PIDs[1] != second.Pid {
+		t.Errorf("result %+v, err %v", out.res, out.err)
+	}
+	targets.CheckNotStopped(t, second.Pid)
 }

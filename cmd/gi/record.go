@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/recorder"
 	"github.com/gi-debug/gi/service"
 )
@@ -52,7 +53,8 @@ prints them, and perfetto.json); the snapshots' pauses and the probes then
 each take at most half of --max-overhead. A condition writes again only after it has
 stopped holding, and --cooldown after its last record at the earliest. It
 records until Ctrl-C, --duration, --max-records, or the process's exit
-(exit status 3).
+(exit status 3); given a process by name, it waits for its restart and
+records the new process.
 
 Conditions (--when, repeatable):
   ` + strings.ReplaceAll(recorder.Grammar, "\n", "\n  "),
@@ -107,6 +109,13 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 	}
 	if ro.PID, err = o.target.resolve(target); err != nil {
 		return err
+	}
+	if _, numeric := strconv.Atoi(target); numeric != nil && target != "" {
+		// Given by name: a restart of it is recorded on.
+		ro.Follow = func() (int, error) { return proc.Find(target) }
+		ro.Followed = func(pid int) {
+			fmt.Fprintf(stderr, "gi: %s restarted: recording pid %d\n", target, pid)
+		}
 	}
 	if err := ro.Check(); err != nil {
 		return err
