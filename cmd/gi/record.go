@@ -13,8 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/recorder"
+	"github.com/gi-debug/gi/report"
 	"github.com/gi-debug/gi/service"
 )
 
@@ -30,6 +32,7 @@ type recordOptions struct {
 	trace       []string
 	why         bool
 	maxDisk     string
+	replay      string
 	target      targetFlags
 }
 
@@ -62,9 +65,16 @@ Conditions (--when, repeatable):
   gi record myserver --out rec --when 'goroutines +20%/1m' --when 'blocked > 30s'
   gi record 4242 --out rec --when 'memory > 90%' --duration 1h
   gi record 4242 --out rec --why --when 'main.handle > 500ms' --trace 'main.*'   # a slow request, its tree and where its time went
-  kill -USR1 $(pgrep -f 'gi record')              # a record now`,
+  kill -USR1 $(pgrep -f 'gi record')              # a record now
+  gi record --replay rec/20261128T101603.546Z-count-sync.Mutex.Lock-gt-100`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.replay != "" {
+				if len(args) > 0 {
+					return fmt.Errorf("--replay reads a record, not a process: drop %s", args[0])
+				}
+				return runReplay(cmd.OutOrStdout(), o.replay)
+			}
 			return runRecord(a, cmd.ErrOrStderr(), firstArg(args), o)
 		},
 	}
@@ -78,6 +88,7 @@ Conditions (--when, repeatable):
 	f.DurationVar(&o.duration, "duration", 0, "stop after `D` (0: at Ctrl-C)")
 	f.StringVar(&o.maxOverhead, "max-overhead", defaultMaxOverhead, "keep the share of the time the process is stopped for snapshots at or below `P` (the interval grows where pauses are long)")
 	f.StringArrayVar(&o.trace, "trace", nil, "keep the calls of the functions `PATTERN` matches in the window, as gi trace traces them (repeatable)")
+	f.StringVar(&o.replay, "replay", "", "print what the record in `DIR` holds (what fired, the window's summaries, the goroutines at that moment), without the process")
 	f.StringVar(&o.maxDisk, "max-disk", "1GiB", "write at most `SIZE` of records (KiB, MiB, GiB); past it, records are counted, not written")
 	f.BoolVar(&o.why, "why", false, "split each traced call's time as gi trace --why does (probes on the scheduler)")
 	addTargetFlags(f, &o.target)
@@ -202,4 +213,118 @@ func parseSize(s string) (int64, error) {
 		return 0, errors.New("too large")
 	}
 	return int64(n), nil
+}
+
+// runReplay prints what the record in dir holds.
+func runReplay(out io.Writer, dir string) error {
+	k, err := recorder.ReadRecord(dir)
+	if err != nil {
+		return err
+	}
+	t := k.Trigger
+	fmt.Fprintf(out, "record of pid %d at %s: %s (%s): %s\n", t.PID, t.Time.UTC().Format("2006-01-02 15:04:05.000 UTC"), t.Condition, t.Value, t.Why)
+	if c := t.Call; c != nil {
+		fmt.Fprintf(out, "the call: %s on goroutine %d took %v%s\n", c.Function, c.Goid, time.Duration(c.DurationNS).Round(time.Microsecond), callSplit(c.Time))
+	}
+	fmt.Fprintf(out, "window: %d summaries over %v (%d dropped)", t.Summaries, time.Duration(t.KeptNS).Round(time.Millisecond), t.Dropped)
+	if k.Calls > 0 {
+		fmt.Fprintf(out, "; %d traced calls in calls.jsonl (%d root calls dropped)", k.Calls, t.CallsDropped)
+	}
+	if k.Perfetto != "" {
+		fmt.Fprintf(out, "; %s opens in ui.perfetto.dev", k.Perfetto)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out)
+	tbl := newListing(out)
+	tbl.Header("TIME", "GOROUTINES", "LONGEST WAIT", "STATES")
+	tbl.Shrink("STATES")
+	for _, s := range k.Summaries {
+		var states []string
+		for _, c := range s.States {
+			states = append(states, fmt.Sprintf("%s %d", c.State, c.Count))
+		}
+		longest := ""
+		if len(s.Longest) > 0 {
+			l := s.Longest[0]
+			longest = fmt.Sprintf("%v (goroutine %d)", time.Duration(l.WaitNS).Round(time.Millisecond), l.Goid)
+		}
+		tbl.Append([]string{s.Time.Local().Format("15:04:05.000"), strconv.Itoa(s.Goroutines), longest, strings.Join(states, ", ")})
+	}
+	if err := tbl.Render(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\ngoroutines at the trigger (%s):\n", k.Ps.GoVersion)
+	gl := newListing(out)
+	gl.Header("GOID", "STATE", "WAIT", "FUNCTION", "LOCATION", "WAITING ON")
+	gl.Shrink("WAITING ON", "FUNCTION")
+	for _, g := range k.Ps.Goroutines {
+		state := g.State
+		if g.WaitReason != "" {
+			state = g.WaitReason
+		}
+		wait := ""
+		if g.WaitNS > 0 {
+			wait = formatWait(time.Duration(g.WaitNS), true)
+		}
+		var on []string
+		for _, o := range g.WaitingOn {
+			on = append(on, waitObjectText(o))
+		}
+		gl.Append([]string{strconv.FormatUint(g.Goid, 10), state, wait, g.Function, fmt.Sprintf("%s:%d", inspect.ShortPath(g.File), g.Line), strings.Join(on, "; ")})
+	}
+	return gl.Render()
+}
+
+// callSplit says where a call's time went, as gi trace --why does: ",
+// sync.Mutex.Lock 1.19s (ended by goroutine 18 main.janitor), on CPU
+// 1ms"; "" without a split.
+func callSplit(t *report.TraceTime) string {
+	if t == nil {
+		return ""
+	}
+	parts := []string{fmt.Sprintf("on CPU %v", time.Duration(t.OnCPUNS).Round(time.Microsecond))}
+	if t.RunnableNS > 0 {
+		parts = append(parts, fmt.Sprintf("runnable %v", time.Duration(t.RunnableNS).Round(time.Microsecond)))
+	}
+	for _, w := range t.Blocked {
+		p := fmt.Sprintf("%s %v", w.Reason, time.Duration(w.NS).Round(time.Microsecond))
+		if w.WokenBy != 0 {
+			p += fmt.Sprintf(" (ended by goroutine %d %s)", w.WokenBy, w.WokenByFunction)
+		}
+		parts = append(parts, p)
+	}
+	return ": " + strings.Join(parts, ", ")
+}
+
+// waitObjectText names an object a goroutine waits on, from its JSON:
+// "mutex main.mu (locked, 4 waiters, held by goroutine 18)".
+func waitObjectText(o report.WaitObject) string {
+	name := o.Name
+	switch {
+	case name == "" && o.Type != "":
+		name = o.Type
+	case name == "":
+		name = o.Addr
+	}
+	var attrs []string
+	if o.Locked != nil && *o.Locked {
+		attrs = append(attrs, "locked")
+	}
+	if o.Waiters != nil {
+		attrs = append(attrs, fmt.Sprintf("%d waiters", *o.Waiters))
+	}
+	for _, h := range o.Holders {
+		attrs = append(attrs, fmt.Sprintf("held by goroutine %d at %s", h.Goid, h.Function))
+	}
+	if o.Path != "" {
+		name += " " + o.Path
+	}
+	if o.Remote != "" {
+		name += " " + o.Local + " → " + o.Remote
+	}
+	s := o.Kind + " " + name
+	if len(attrs) > 0 {
+		s += " (" + strings.Join(attrs, ", ") + ")"
+	}
+	return s
 }

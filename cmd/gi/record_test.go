@@ -41,6 +41,8 @@ func TestRecordBadInput(t *testing.T) {
 		{[]string{"--out", out, "--max-overhead", "none", pid}, "need a budget"},
 		{[]string{"--out", out, "--interval", "0s", pid}, "--interval"},
 		{[]string{pid}, "--out DIR"},
+		{[]string{"--replay", dir}, "not a record"},
+		{[]string{"--replay", dir, pid}, "--replay reads a record"},
 	} {
 		_, stderr, code := runGi(t, append([]string{"record"}, c.args...)...)
 		if code == 0 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
@@ -122,6 +124,14 @@ func TestRecordCLI(t *testing.T) {
 	ents, err := os.ReadDir(out)
 	if err != nil || len(ents) != 2 {
 		t.Errorf("%d records in %s (%v), want 2", len(ents), out, err)
+	}
+	// What the pile-up's record kept, read back without the process.
+	replay := giOK(t, "record", "--replay", dir)
+	if !strings.HasPrefix(replay, "record of pid "+strconv.Itoa(p.Pid)+" at ") || !strings.Contains(replay, "count(sync.Mutex.Lock) > 3 (4 goroutines in sync.Mutex.Lock)") {
+		t.Errorf("replay:\n%s", replay)
+	}
+	if n := strings.Count(replay, "mutex main.mu (locked"); n != 4 {
+		t.Errorf("replay lists %d goroutines waiting on main.mu, want the 4 workers:\n%s", n, replay)
 	}
 	targets.CheckNotStopped(t, p.Pid)
 	if _, err := p.Do("calls", time.Minute); err != nil {
