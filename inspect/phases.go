@@ -73,10 +73,6 @@ func (p *Phase) add(q Phase) {
 	p.PreadBytes += q.PreadBytes
 }
 
-// OnSnapshot, when set (gi's GI_PHASES=1), is called with every snapshot
-// a live target takes, once it is decoded: for reporting its Phases.
-var OnSnapshot func(*Snapshot)
-
 // phaseMeter records the phases of one snapshot; a nil meter records
 // nothing.
 type phaseMeter struct {

@@ -96,6 +96,9 @@ type Target struct {
 	owned   bool
 	// Hooks, when set, run at the edges of Snapshot's stop.
 	Hooks *StopHooks
+	// Decoded, when set, is called with every snapshot Snapshot takes,
+	// once it is decoded (gi's GI_PHASES=1 prints its Phases).
+	Decoded func(*Snapshot)
 
 	// beforeStop, set by tests, runs between the copy made before the
 	// stop (given the number of stacks it holds) and the stop.
@@ -408,8 +411,8 @@ func (t *Target) Snapshot(tr *ptrace.Tracer) (*Snapshot, error) {
 	meter.mark("decode", false)
 	snap.Phases = meter.phases
 	snap.Total = time.Since(start)
-	if OnSnapshot != nil {
-		OnSnapshot(snap)
+	if t.Decoded != nil {
+		t.Decoded(snap)
 	}
 	return snap, nil
 }

@@ -73,6 +73,9 @@ type PsRequest struct {
 	// CoreWritten, if set, is called once the core is written, before
 	// any trace.
 	CoreWritten func(w *inspect.CoreWritten, pause time.Duration)
+	// Decoded, if set, is called with each snapshot of the live process
+	// once decoded (inspect.Target.Decoded).
+	Decoded func(*inspect.Snapshot)
 }
 
 // Check says whether the request's parts go together. Its messages name
@@ -214,6 +217,7 @@ func psLive(ctx context.Context, tracer *ptrace.Tracer, r PsRequest) (*PsResult,
 	}
 	t.SkipWaits = !r.Waits
 	t.StacksInStop = !r.CopyEarly
+	t.Decoded = r.Decoded
 	var written *inspect.CoreWritten
 	take := func() (*inspect.Snapshot, error) {
 		if r.CoreFile == "" {

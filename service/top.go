@@ -21,6 +21,9 @@ type TopRequest struct {
 	// Reattach is how often, at most, the trace attaches to the
 	// functions new groups are in (0: DefaultReattach).
 	Reattach time.Duration
+	// Decoded, if set, is called with each snapshot once decoded
+	// (inspect.Target.Decoded).
+	Decoded func(*inspect.Snapshot)
 }
 
 // DefaultReattach is how often, at most, a Watch's trace grows.
@@ -70,6 +73,7 @@ func OpenWatch(tracer *ptrace.Tracer, r TopRequest) (*Watch, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.Decoded = r.Decoded
 	sites := trace.NewSites(t.Binary)
 	return &Watch{pid: r.PID, tracer: tracer, target: t, program: measure.ProgramOf(sites),
 		live: measure.NewLive(t.Process(), sites, measure.LiveOptions{Reattach: r.Reattach, Why: r.Why, MaxOverhead: r.MaxOverhead})}, nil

@@ -55,7 +55,7 @@ func (s *Session) appendProbes(fns []*Function) []probeGroup {
 		}
 		s.probes = append(s.probes, entry)
 		for _, r := range fn.Returns {
-			if s.Opts.EntryOnly {
+			if s.Opts.entryOnly {
 				break
 			}
 			if both && r == fn.EntrySite {

@@ -39,7 +39,7 @@ func BenchmarkProbeOverhead(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		base += tinyNs(b, p, calls)
 
-		s, err := trace.Open(trace.Options{PID: p.Pid, Include: pat, Empty: true})
+		s, err := trace.Open(trace.BaselineOptions(trace.Options{PID: p.Pid, Include: pat}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -106,14 +106,14 @@ func captureOverhead(b *testing.B, fn, cmd string, n int) (base, empty, plain, a
 			ns = nsPerCall(b, p, cmd, n)
 			time.Sleep(3 * trace.DrainInterval)
 		})
-		if res.Lost != 0 || res.UnreadFloats != 0 || (!opts.Empty && res.Events < uint64(2*n)) {
+		if res.Lost != 0 || res.UnreadFloats != 0 || (!trace.IsBaseline(*opts) && res.Events < uint64(2*n)) {
 			b.Errorf("%d events, %d lost, %d with floats unread", res.Events, res.Lost, res.UnreadFloats)
 		}
 		return ns
 	}
 	for i := 0; i < b.N; i++ {
 		base += measure(nil)
-		empty += measure(&trace.Options{PID: p.Pid, Include: pat, Empty: true})
+		empty += measure(ptr(trace.BaselineOptions(trace.Options{PID: p.Pid, Include: pat})))
 		plain += measure(&trace.Options{PID: p.Pid, Include: pat})
 		args += measure(&trace.Options{PID: p.Pid, Include: pat, Args: true})
 	}
@@ -191,7 +191,7 @@ func BenchmarkEventRate(b *testing.B) {
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				s, err := trace.Open(trace.Options{PID: p.Pid, Include: []trace.Pattern{mustPattern(b, mode.fn)}, EntryOnly: mode.entryOnly})
+				s, err := trace.Open(entryOnlyIf(mode.entryOnly, trace.Options{PID: p.Pid, Include: []trace.Pattern{mustPattern(b, mode.fn)}}))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -428,4 +428,14 @@ func median(v []float64) float64 {
 	} else {
 		return (v[n/2-1] + v[n/2]) / 2
 	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// entryOnlyIf is o with entry probes only, if entryOnly.
+func entryOnlyIf(entryOnly bool, o trace.Options) trace.Options {
+	if entryOnly {
+		return trace.EntryOnlyOptions(o)
+	}
+	return o
 }

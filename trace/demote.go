@@ -44,7 +44,7 @@ func (s *Session) attachGroups(groups []probeGroup) error {
 		if len(groups[i].idx) == 0 {
 			continue
 		}
-		if s.Opts.Empty {
+		if s.Opts.empty {
 			prog = s.objs.GiEmpty
 		}
 		links, err := s.linksFor(s.exe, prog, groups[i].idx, s.UprobeMulti)

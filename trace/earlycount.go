@@ -24,7 +24,7 @@ import (
 // countsWhileLoading reports whether the session counts the calls while
 // its tracing programs load: under a budget, with no capture plans.
 func (s *Session) countsWhileLoading() bool {
-	return s.Opts.MaxOverhead > 0 && !s.Opts.Empty && !s.Opts.countOnly && len(s.Opts.Where) == 0 &&
+	return s.Opts.MaxOverhead > 0 && !s.Opts.empty && !s.Opts.countOnly && len(s.Opts.Where) == 0 &&
 		(!s.Opts.Args || len(s.Selection.Functions) > maxArgFunctions)
 }
 

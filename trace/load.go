@@ -49,7 +49,7 @@ type loaded struct {
 // entryIsReturn reports whether fn's entry probe site is also one of its
 // RETs (a leaf with no frame: "return p"): one probe reports both.
 func (s *Session) entryIsReturn(fn *Function) bool {
-	return !s.Opts.EntryOnly && slices.Contains(fn.Returns, fn.EntrySite)
+	return !s.Opts.entryOnly && slices.Contains(fn.Returns, fn.EntrySite)
 }
 
 // planProbes gives each probe of the table its capture plan, function by

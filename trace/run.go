@@ -232,7 +232,7 @@ func (s *Session) Run(ctx context.Context, opts RunOptions, hs Handlers) RunResu
 	var governing <-chan time.Time
 	var lastCost, runCost Overhead
 	var w *watch
-	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty {
+	if s.Opts.MaxOverhead > 0 && !s.Opts.empty {
 		if o, err := s.Overhead(); err == nil {
 			lastCost, runCost = o, o
 			t := time.NewTicker(governor.Period)

@@ -42,18 +42,19 @@ type Options struct {
 	// address it fired at instead of its BPF attach cookie (the fallback
 	// for kernels older than 5.15, which lack attach cookies).
 	CookieByIP bool
-	// Empty attaches a program that does nothing at the same probe points:
-	// the baseline for measuring probe overhead.
-	Empty bool
+	// empty attaches a program that does nothing at the same probe
+	// points: the baseline benchmarks measure probe overhead against
+	// (export_test.go's BaselineOptions).
+	empty bool
 	// MaxProbes, if set, keeps only the first functions whose probes fit.
 	MaxProbes int
 	// countOnly loads the counting program only, counts the calls
 	// (Session.Rates) and attaches nothing after (CountCalls).
 	countOnly bool
-	// EntryOnly attaches the entry probes only: calls are seen but never
-	// complete. It exists to measure the event transport without the cost
-	// of return probes (the kernel single-steps RET).
-	EntryOnly bool
+	// entryOnly attaches the entry probes only: calls are seen but never
+	// complete. Benchmarks use it to measure the event transport without
+	// the cost of return probes (export_test.go's EntryOnlyOptions).
+	entryOnly bool
 	// GFromTLS makes the programs read the g pointer from thread-local
 	// storage (thread pointer via CO-RE, plus the binary's g offset)
 	// instead of the register Go's ABI keeps it in.
@@ -336,7 +337,7 @@ func (s *Session) open() error {
 	programs := []string{"gi_empty"}
 	if s.Opts.countOnly {
 		programs = []string{"gi_count"}
-	} else if !s.Opts.Empty {
+	} else if !s.Opts.empty {
 		programs = nil // only those with probes: each costs the verifier tens of ms
 		for _, g := range groups {
 			if len(g.idx) > 0 || s.Opts.Growable {
@@ -466,13 +467,13 @@ func (s *Session) open() error {
 		s.Rates, err = s.countCalls(s.entryProbes(0), s.pseudoProbes(false)...)
 		return err
 	}
-	if s.Opts.MaxOverhead > 0 && !s.Opts.Empty && !countEarly {
+	if s.Opts.MaxOverhead > 0 && !s.Opts.empty && !countEarly {
 		s.startMeter()
 		groups = s.planSampling(groups)
 	}
 	// The scheduler probes go first: the goroutines they report are those
 	// the entry probes mark.
-	if len(schedIdx) > 0 && !s.Opts.Empty && !s.schedWindowed {
+	if len(schedIdx) > 0 && !s.Opts.empty && !s.schedWindowed {
 		if err := s.attach(s.exe, objs.GiSched, schedIdx, multi); err != nil {
 			return err
 		}
@@ -480,7 +481,7 @@ func (s *Session) open() error {
 	if err := s.attachGroups(groups); err != nil {
 		return err
 	}
-	if s.floatRegs && !s.Opts.Empty {
+	if s.floatRegs && !s.Opts.empty {
 		off, err := s.Binary.FileOffset(s.signal.site)
 		if err != nil {
 			return fmt.Errorf("probe at %#x: %w", s.signal.site, err)

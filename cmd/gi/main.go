@@ -47,13 +47,6 @@ func main() {
 			os.Exit(code)
 		}
 	}
-	// GI_PHASES=1 prints each snapshot's steps, measured, as one line
-	// of JSON on stderr (for make bench: where a stop's time goes).
-	if os.Getenv("GI_PHASES") == "1" {
-		inspect.OnSnapshot = func(s *inspect.Snapshot) {
-			fmt.Fprintf(os.Stderr, "gi: phases %s\n", s.Phases.JSON(s.Pause))
-		}
-	}
 	code := run(os.Args[1:])
 	// GI_PEAK_RSS=1 reports gi's own peak memory (for make bench: the
 	// rusage of a child counts its parent's memory at fork time).
@@ -94,6 +87,13 @@ func run(args []string) (code int) {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	a := &app{tracer: tracer}
+	// GI_PHASES=1 prints each snapshot's steps, measured, as one line
+	// of JSON on stderr (for make bench: where a stop's time goes).
+	if os.Getenv("GI_PHASES") == "1" {
+		a.decoded = func(s *inspect.Snapshot) {
+			fmt.Fprintf(os.Stderr, "gi: phases %s\n", s.Phases.JSON(s.Pause))
+		}
+	}
 	go func() {
 		for s := range sigs {
 			// A running trace ends cleanly: statistics printed, probes
@@ -135,6 +135,9 @@ type app struct {
 	// beforeExit, if set, runs before a watchdog (watchEnd) ends gi:
 	// gi top's restores the terminal.
 	beforeExit func()
+	// decoded, set by GI_PHASES=1, is called with every snapshot gi ps
+	// and gi top take, once decoded: it prints its phases.
+	decoded func(*inspect.Snapshot)
 
 	mu          sync.Mutex
 	traceCancel context.CancelFunc

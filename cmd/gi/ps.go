@@ -208,7 +208,7 @@ func runPs(a *app, out, errOut io.Writer, target string, o psOptions) error {
 	if o.binary != "" && !fromCore {
 		return fmt.Errorf("--binary goes with a core file, and %q is not one", target)
 	}
-	req := service.PsRequest{Binary: o.binary, State: o.state, Waits: o.waits, CopyEarly: o.copyEarly,
+	req := service.PsRequest{Decoded: a.decoded, Binary: o.binary, State: o.state, Waits: o.waits, CopyEarly: o.copyEarly,
 		Leaks: o.leaks, LeakOptions: leakOptions(o, errOut), CoreFile: o.coreFile, CoreAll: o.coreAll,
 		Trace: o.trace, TraceDepth: o.traceDepth, Why: o.why, MaxOverhead: budget}
 	if fromCore {

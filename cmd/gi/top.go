@@ -98,7 +98,7 @@ func runTop(a *app, target string, tf targetFlags, lo service.TopRequest) error 
 		return err
 	}
 	// The first snapshot before touching the terminal: errors stay plain.
-	lo.PID = pid
+	lo.PID, lo.Decoded = pid, a.decoded
 	w, err := service.StartWatch(a.tracer, lo)
 	if err != nil {
 		return err
