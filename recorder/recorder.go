@@ -116,6 +116,10 @@ type Result struct {
 	// (a full disk: each said through Warned, the recording goes on).
 	Written         int64
 	Skipped, Failed int
+	// Probes is the time the probes of the trace took from the
+	// processes, ProbesCPU the processes' CPU time meanwhile (0 without a
+	// trace).
+	Probes, ProbesCPU time.Duration
 	// Exited says the process exited (the recording's end); PIDs are
 	// the processes recorded, the first first (Follow).
 	Exited bool
@@ -171,7 +175,7 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	r := &run{o: o, res: &Result{}, active: make([]bool, len(o.When)), last: make([]time.Time, len(o.When))}
+	r := &run{o: o, res: &Result{}, active: make([]bool, len(o.When)), last: make([]time.Time, len(o.When)), started: time.Now()}
 	var end <-chan time.Time
 	if o.Duration > 0 {
 		t := time.NewTimer(o.Duration)
@@ -245,6 +249,15 @@ func (r *run) record(ctx context.Context, tracer *ptrace.Tracer, end <-chan time
 			return fmt.Errorf("the recorder's trace of process %d: %w", o.PID, err)
 		}
 		defer tr.Close()
+		r.tracing = tr
+		defer func() {
+			// What the probes took, before they are out.
+			if ov, err := tr.Overhead(); err == nil {
+				r.res.Probes += ov.Probes
+				r.res.ProbesCPU += ov.TargetCPU
+			}
+			r.tracing = nil
+		}()
 		o.warnSampled(tr)
 		calls = newCallWindow(o.Keep, cmp.Or(o.MaxCalls, DefaultMaxCalls), trace.NewClock(), tr.Symbols(), o.When)
 		traceCtx, stopTrace := context.WithCancel(ctx)
@@ -410,8 +423,12 @@ type run struct {
 	// blocked are the goroutines blocked at the last snapshot, each in
 	// the wait the recorder first saw it in, and when.
 	blocked map[uint64]blockedSince
-	// calls is the window of traced calls (nil: nothing traced).
-	calls *callWindow
+	// calls is the window of traced calls (nil: nothing traced), and
+	// tracing the trace filling it.
+	calls   *callWindow
+	tracing *service.Tracing
+	// started is when the recording began.
+	started time.Time
 }
 
 // blockedSince is a goroutine's wait as the recorder first saw it: the
@@ -573,7 +590,7 @@ func (r *run) write(snap *inspect.Snapshot, cause, value, why string, call *repo
 		}
 	}
 	trig := report.RecordTrigger{Condition: cause, Value: value, Why: why, Time: snap.Taken, PID: r.o.PID,
-		Summaries: len(r.history), Dropped: r.res.Dropped, Call: call}
+		Summaries: len(r.history), Dropped: r.res.Dropped, Call: call, Cost: r.cost()}
 	var roots []keptCall
 	if r.calls != nil {
 		roots, trig.CallsDropped = r.calls.kept()
@@ -626,6 +643,25 @@ func (r *run) write(snap *inspect.Snapshot, cause, value, why string, call *repo
 		r.o.Written(rec)
 	}
 	return nil
+}
+
+// cost is what the recording has cost the process so far.
+func (r *run) cost() report.RecordCost {
+	c := report.RecordCost{Snapshots: r.res.Snapshots, PausedNS: r.res.Paused.Nanoseconds(), ProbesNS: r.res.Probes.Nanoseconds()}
+	if took := time.Since(r.started); took > 0 {
+		c.PauseShare = r.res.Paused.Seconds() / took.Seconds()
+	}
+	probes, cpu := r.res.Probes, r.res.ProbesCPU
+	if r.tracing != nil {
+		if ov, err := r.tracing.Overhead(); err == nil {
+			probes, cpu = probes+ov.Probes, cpu+ov.TargetCPU
+		}
+	}
+	c.ProbesNS = probes.Nanoseconds()
+	if cpu > 0 {
+		c.ProbesShare = min(1, probes.Seconds()/cpu.Seconds())
+	}
+	return c
 }
 
 // warn tells Warned w, if it is set.

@@ -86,6 +86,9 @@ func TestRecordPileUps(t *testing.T) {
 		if rec.Trigger.Condition != c.Text || rec.Trigger.Value != "4 goroutines in sync.Mutex.Lock" {
 			t.Errorf("pile-up %d: trigger %+v", incident, rec.Trigger)
 		}
+		if cost := rec.Trigger.Cost; cost.Snapshots < 15 || cost.PausedNS <= 0 || cost.PauseShare <= 0 || cost.PauseShare > o.MaxOverhead || cost.ProbesNS != 0 {
+			t.Errorf("pile-up %d: cost %+v", incident, cost)
+		}
 		checkBlockedWorkers(t, rec.Dir)
 		// Drained: a snapshot with the workers back at work, and none
 		// written meanwhile (the same pile-up writes once).
@@ -218,6 +221,9 @@ func TestRecordSlowCall(t *testing.T) {
 	case extra := <-written:
 		t.Errorf("a second record of the same pile-up: %+v", extra.Trigger)
 	default:
+	}
+	if cost := rec.Trigger.Cost; cost.Snapshots == 0 || cost.PausedNS <= 0 || cost.ProbesNS <= 0 || cost.ProbesShare <= 0 {
+		t.Errorf("cost %+v: pauses and probes not counted", cost)
 	}
 	call := rec.Trigger.Call
 	if call == nil || call.Function != "main.handle" {

@@ -234,6 +234,8 @@ type RecordTrigger struct {
 	Summaries int   `json:"summaries"`
 	KeptNS    int64 `json:"kept_ns"`
 	Dropped   int   `json:"dropped"`
+	// Cost is what the recording has cost the process so far.
+	Cost RecordCost `json:"cost"`
 	// Call is the call that fired a condition on calls (FUNC > D), with
 	// its time split under --why.
 	Call *TraceCall `json:"call,omitempty"`
@@ -242,6 +244,17 @@ type RecordTrigger struct {
 	// since the recording began.
 	Calls        int `json:"calls,omitempty"`
 	CallsDropped int `json:"calls_dropped,omitempty"`
+}
+
+// RecordCost is what a recording has cost the process: the time it was
+// stopped for snapshots, and what the probes of its trace took, against
+// the process's CPU time (ProbesShare, what --max-overhead bounds).
+type RecordCost struct {
+	Snapshots   int     `json:"snapshots"`
+	PausedNS    int64   `json:"paused_ns"`
+	PauseShare  float64 `json:"pause_share"`
+	ProbesNS    int64   `json:"probes_ns,omitempty"`
+	ProbesShare float64 `json:"probes_share,omitempty"`
 }
 
 // String says what fired.

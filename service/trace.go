@@ -280,6 +280,16 @@ func StartTrace(r TraceRequest) (*Tracing, error) {
 // sites, argument values.
 func (t *Tracing) Symbols() *trace.Symbols { return t.session.Symbols() }
 
+// Overhead is what the probes have cost the process so far; it may run
+// beside Run, until the probes are out.
+func (t *Tracing) Overhead() (*trace.Overhead, error) {
+	o, err := t.session.Overhead()
+	if err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
 // Sampling says what the sampling windows have done so far (nil: nothing
 // is sampled); handlers may call it while Run runs.
 func (t *Tracing) Sampling() *trace.Sampling { return t.session.Sampling() }

@@ -178,6 +178,9 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 		}
 		fmt.Fprintf(stderr, "gi: %d snapshots over %v, the process stopped %v in all (%.2f%% of the time); %d records (%s); %d summaries past the window dropped\n",
 			res.Snapshots, took.Round(time.Millisecond), res.Paused.Round(time.Microsecond), share, len(res.Records), kib(int(res.Written)), res.Dropped)
+		if res.ProbesCPU > 0 {
+			fmt.Fprintf(stderr, "gi: the probes took %v, %.2f%% of the process's CPU time\n", res.Probes.Round(time.Microsecond), 100*res.Probes.Seconds()/res.ProbesCPU.Seconds())
+		}
 		if res.Skipped > 0 || res.Failed > 0 {
 			fmt.Fprintf(stderr, "gi: warning: %d records not written past --max-disk, %d lost to write errors\n", res.Skipped, res.Failed)
 		}
