@@ -2,6 +2,7 @@ package inspect_test
 
 import (
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,9 +37,13 @@ func TestLockHolders(t *testing.T) {
 			holds := map[string]hold{}
 			reads := map[string][]hold{}
 			waits := map[uint64]string{}
+			plain := map[string]uint64{} // lock -> the goroutine that took it without defer
 			for _, line := range p.Lines() {
 				f := strings.Fields(line)
 				switch {
+				case len(f) == 4 && f[0] == "PLAIN":
+					id, _ := strconv.ParseUint(f[1], 10, 64)
+					plain[f[2]] = id
 				case len(f) == 5 && f[0] == "HOLD":
 					id, _ := strconv.ParseUint(f[1], 10, 64)
 					n, _ := strconv.Atoi(f[4])
@@ -97,6 +102,18 @@ func TestLockHolders(t *testing.T) {
 				if !held {
 					if len(got) != 0 || !strings.Contains(obj.String(), "locked, holder unknown") {
 						t.Errorf("goroutine %d waits on %s, whose holder cannot be seen: gi names %v (%s)", g.ID, lock, got, obj)
+					}
+					// Taken without defer and released later in the
+					// same function: a suspect, on amd64; taken and never
+					// released there (main.lateMu's holder): none.
+					sus := obj.Sync.Suspects
+					if id, ok := plain[lock]; ok && runtime.GOARCH == "amd64" {
+						if len(sus) != 1 || sus[0].Goid != id || sus[0].Function != "main.holdPlain" || !strings.HasSuffix(sus[0].File, "holders/main.go") || sus[0].Line == 0 ||
+							!strings.Contains(obj.String(), "suspected goroutine "+strconv.FormatUint(id, 10)+" at main.holdPlain holders/main.go:") {
+							t.Errorf("goroutine %d waits on %s, taken without defer by goroutine %d: suspects %+v (%s)", g.ID, lock, id, sus, obj)
+						}
+					} else if len(sus) != 0 {
+						t.Errorf("goroutine %d waits on %s: suspects %+v, where no goroutine's code says it holds it", g.ID, lock, sus)
 					}
 					continue
 				}

@@ -492,6 +492,7 @@ func (t *Target) newSnapshot(raw *rawSnapshot, now int64) *Snapshot {
 		snap.Warnings = append(snap.Warnings, raw.waits.problemWarnings()...)
 		t.decodeWaits(raw.waits, snap.Goroutines, raw.gs, now, raws)
 		snap.Deadlocks = t.findHolders(snap.Goroutines)
+		t.findSuspects(snap.Goroutines)
 		for a := range raw.waits.sudogs {
 			snap.Sudogs = append(snap.Sudogs, a)
 		}

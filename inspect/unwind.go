@@ -30,8 +30,11 @@ type symbolizer struct {
 	// closures release, by entry (holders.go).
 	defers      map[uint64]pclntab.OpenDefers
 	unlockKinds map[uint64]unlockKind
-	textLo      uint64
-	textHi      uint64
+	// plain are functions' direct locks and unlocks of global mutexes,
+	// by entry (suspects.go).
+	plain  map[uint64][]plainSite
+	textLo uint64
+	textHi uint64
 	// callerFrame walks a frame as the target's architecture lays it out.
 	callerFrame callerFrameFunc
 	// maps are the stack maps of frames, by pc (frameMaps).

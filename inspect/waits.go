@@ -75,6 +75,11 @@ type SyncState struct {
 	// deferred unlock pending in one of their frames (holders.go); none
 	// when it was taken without defer.
 	Holders []Holder
+	// Suspects, where no holder is known, are the goroutines whose code
+	// suggests they hold a global mutex taken without defer: a frame
+	// stopped between a Lock of it and an Unlock of it (holders.go). A
+	// guess from the code, named as one.
+	Suspects []Holder
 }
 
 // String says what the goroutine waits on in a table cell:
@@ -130,8 +135,12 @@ func (o WaitObject) Parts() (head string, details []string) {
 				details = append(details, "locked by "+holdersText(s.Holders))
 			} else if s.Locked {
 				// Locked without defer, by a goroutine gone, or in a
-				// way gi does not read: never a guess.
+				// way gi does not read: never a guess, save one named
+				// as such.
 				details = append(details, "locked", "holder unknown")
+				if len(s.Suspects) > 0 {
+					details = append(details, "suspected "+holdersText(s.Suspects)+" (a Lock before where it is, an Unlock after, no defer)")
+				}
 			} else {
 				details = append(details, "unlocked")
 			}

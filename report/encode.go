@@ -286,10 +286,16 @@ func (w *indented) waitObject(o *WaitObject) {
 	if o.Waiters != nil {
 		w.int("waiters", int64(*o.Waiters))
 	}
-	if len(o.Holders) > 0 {
-		w.key("holders")
+	for _, hs := range []struct {
+		key     string
+		holders []LockHolder
+	}{{"holders", o.Holders}, {"suspects", o.Suspects}} {
+		if len(hs.holders) == 0 {
+			continue
+		}
+		w.key(hs.key)
 		w.open('[')
-		for _, h := range o.Holders {
+		for _, h := range hs.holders {
 			w.element()
 			w.open('{')
 			w.uint("goid", h.Goid)

@@ -151,6 +151,10 @@ type WaitObject struct {
 	// Holders are the goroutines that hold a mutex or RWMutex by a
 	// deferred unlock pending in one of their frames.
 	Holders []LockHolder `json:"holders,omitempty"`
+	// Suspects, where no holder can be seen, are the goroutines stopped
+	// between a Lock and an Unlock of a global mutex in their code (no
+	// defer): a guess.
+	Suspects []LockHolder `json:"suspects,omitempty"`
 	// Descriptors: the number, and a socket's addresses or a file's path;
 	// Syscall names the system call a goroutine is blocked in on it.
 	FD      *int   `json:"fd,omitempty"`
@@ -217,6 +221,9 @@ func NewWaitObject(o inspect.WaitObject) WaitObject {
 		w.Waiters = &s.Waiters
 		for _, h := range s.Holders {
 			w.Holders = append(w.Holders, LockHolder{Goid: h.Goid, Function: h.Function, File: h.File, Line: h.Line, Read: h.Read})
+		}
+		for _, h := range s.Suspects {
+			w.Suspects = append(w.Suspects, LockHolder{Goid: h.Goid, Function: h.Function, File: h.File, Line: h.Line})
 		}
 		switch o.Kind {
 		case "mutex":

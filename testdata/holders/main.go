@@ -15,6 +15,7 @@
 //	HOLD <goid> <lock> <function> <line of the defer statement>
 //	READ <goid> <lock> <function> <line of the defer statement>
 //	WAIT <goid> <lock>
+//	PLAIN <goid> <lock> <function>   (a holder without defer)
 //
 // With -deadlock, two goroutines also take main.abA and main.abB in
 // opposite orders, each with its first lock's unlock deferred (a
@@ -246,6 +247,8 @@ func main() {
 			fmt.Printf("WAIT %d %s\n", e.goid, e.lock)
 		case "CYCLE", "SELF":
 			fmt.Printf("%s %d %s\n", e.kind, e.goid, e.lock)
+		case "PLAIN":
+			fmt.Printf("PLAIN %d %s main.holdPlain\n", e.goid, e.lock)
 		}
 	}
 	fmt.Println("READY")
