@@ -25,6 +25,7 @@ import (
 
 	"github.com/gi-debug/gi/inspect"
 	"github.com/gi-debug/gi/internal/outfile"
+	"github.com/gi-debug/gi/leak"
 	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
 	"github.com/gi-debug/gi/report"
@@ -59,6 +60,10 @@ type Options struct {
 	// MaxDisk bounds the bytes the recording writes (DefaultMaxDisk when
 	// 0): past it, records are counted, not written.
 	MaxDisk int64
+	// LeaksInterval is how often, with a condition on leaks, a snapshot
+	// judges the leak rule (gi ps --leaks: a frozen copy of the process
+	// walked) rather than listing alone (DefaultLeaksInterval when 0).
+	LeaksInterval time.Duration
 	// Demand writes a record, cause "on demand", for each value received
 	// (SIGUSR1).
 	Demand <-chan struct{}
@@ -95,6 +100,8 @@ const (
 	DefaultMaxSummaries = 3600
 	DefaultCooldown     = 10 * time.Second
 	DefaultMaxDisk      = 1 << 30
+	// DefaultLeaksInterval is how often a condition on leaks is judged.
+	DefaultLeaksInterval = 30 * time.Second
 )
 
 // Record is one record written.
@@ -269,7 +276,7 @@ func (r *run) record(ctx context.Context, tracer *ptrace.Tracer, end <-chan time
 		}()
 	}
 	r.calls = calls
-	if err := w.Refresh(); err != nil {
+	if err := r.refresh(w); err != nil {
 		if errors.Is(err, proc.ErrNoSuchProcess) {
 			r.res.Exited = true
 			return nil
@@ -350,7 +357,7 @@ func (r *run) record(ctx context.Context, tracer *ptrace.Tracer, end <-chan time
 				}
 			}
 		}
-		if err := w.Refresh(); err != nil {
+		if err := r.refresh(w); err != nil {
 			if errors.Is(err, proc.ErrNoSuchProcess) {
 				r.res.Exited = true
 				return nil
@@ -429,6 +436,10 @@ type run struct {
 	tracing *service.Tracing
 	// started is when the recording began.
 	started time.Time
+	// leaksAt is when the leak rule was last judged, verdict what it
+	// found, for the next summary.
+	leaksAt time.Time
+	verdict *service.LeakVerdict
 }
 
 // blockedSince is a goroutine's wait as the recorder first saw it: the
@@ -490,6 +501,10 @@ func (r *run) observe(snap *inspect.Snapshot) {
 	if r.calls != nil {
 		sum.Latencies = r.calls.latencies()
 	}
+	if v := r.verdict; v != nil {
+		r.verdict = nil
+		sum.LeaksJudged, sum.Leaked, sum.LeaksUndecided = true, len(v.Leaked), v.Undecided
+	}
 	r.history = append(r.history, sum)
 	if r.o.Observed != nil {
 		r.o.Observed(r.history[len(r.history)-1])
@@ -539,6 +554,21 @@ func (r *run) judge(snap *inspect.Snapshot) error {
 			return nil
 		}
 	}
+	return nil
+}
+
+// refresh takes the next snapshot: one judging the leak rule when a
+// condition needs it and LeaksInterval has passed since the last, else a
+// listing.
+func (r *run) refresh(w *service.Watch) error {
+	if !slices.ContainsFunc(r.o.When, (*Condition).OnLeaks) || time.Since(r.leaksAt) < cmp.Or(r.o.LeaksInterval, DefaultLeaksInterval) {
+		return w.Refresh()
+	}
+	v, err := w.RefreshLeaks(leak.Options{})
+	if err != nil {
+		return err
+	}
+	r.leaksAt, r.verdict = time.Now(), v
 	return nil
 }
 

@@ -352,3 +352,96 @@ func TestRecordFollowsRestart(t *testing.T) {
 	}
 	targets.CheckNotStopped(t, second.Pid)
 }
+
+// TestRecordLeaks records a program that leaks on cue, with a condition
+// on leaks judged every half second: nothing is written while it holds
+// the leaks it started with, and once it leaks 5 more, one record whose
+// snapshot marks leaked exactly the goroutines the program leaked.
+func TestRecordLeaks(t *testing.T) {
+	targets.RequirePrivilege(t, "stopping a process")
+	p := targets.Start(t, targets.Build(t, "leaky", targets.BuildOptions{}), "-n", "2")
+	gt := targets.ReadLeakyTruth(t, p)
+	c, err := recorder.ParseCondition(fmt.Sprintf("leaks > %d", len(gt.Leaked)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer := ptrace.NewTracer()
+	defer tracer.Close()
+	written := make(chan recorder.Record, 16)
+	observed := make(chan report.RecordSummary, 1024)
+	o := recorder.Options{PID: p.Pid, Out: t.TempDir(), Interval: 100 * time.Millisecond, Keep: 10 * time.Second, MaxSummaries: 1000,
+		MaxOverhead: 0.05, When: []*recorder.Condition{c}, LeaksInterval: 500 * time.Millisecond,
+		Written:  func(r recorder.Record) { written <- r },
+		Observed: func(s report.RecordSummary) { observed <- s }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := recorder.Run(ctx, tracer, o)
+		done <- err
+	}()
+	// Two judgements of the leaks it started with: nothing written.
+	for judged := 0; judged < 2; {
+		select {
+		case s := <-observed:
+			if s.LeaksJudged {
+				judged++
+				if s.LeaksUndecided != "" || s.Leaked != len(gt.Leaked) {
+					t.Fatalf("judged %d leaked (undecided %q), the program leaked %d", s.Leaked, s.LeaksUndecided, len(gt.Leaked))
+				}
+			}
+		case r := <-written:
+			t.Fatalf("a record before the program leaked more: %+v", r.Trigger)
+		case err := <-done:
+			t.Fatalf("the recording ended: %v", err)
+		case <-time.After(time.Minute):
+			t.Fatal("the leaks were not judged")
+		}
+	}
+	if _, err := p.Do("grow 5", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder.Record
+	select {
+	case rec = <-written:
+	case err := <-done:
+		t.Fatalf("the recording ended: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no record of the grown leaks")
+	}
+	want := len(gt.Leaked) + 5
+	if rec.Trigger.Value != fmt.Sprintf("%d goroutines leaked", want) {
+		t.Errorf("trigger %+v, want %d leaked", rec.Trigger, want)
+	}
+	var ps report.Ps
+	b, err := os.ReadFile(filepath.Join(rec.Dir, "ps.json"))
+	if err != nil || json.Unmarshal(b, &ps) != nil {
+		t.Fatalf("ps.json: %v", err)
+	}
+	leaked, grown := 0, 0
+	for _, g := range ps.Goroutines {
+		if !g.Leaked {
+			continue
+		}
+		leaked++
+		if _, ok := gt.Leaked[g.Goid]; ok {
+			continue
+		}
+		if g.CreatedBy == nil || g.CreatedBy.Function != "main.grow" {
+			t.Errorf("goroutine %d (%s) marked leaked: neither one the program leaked at start nor one it grew", g.Goid, g.Function)
+			continue
+		}
+		grown++
+	}
+	if leaked != want || grown != 5 {
+		t.Errorf("ps.json marks %d leaked (%d grown), want %d (5 grown)", leaked, grown, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	targets.CheckNotStopped(t, p.Pid)
+	if kids := targets.Children(p.Pid); len(kids) > 0 {
+		t.Errorf("the program has children %v", kids)
+	}
+}

@@ -1,7 +1,6 @@
 package recorder
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -20,7 +19,8 @@ count(STATE) > N        more than N goroutines in STATE, as gi ps names it (coun
 FUNC > D                a call of FUNC (traced) longer than D ('main.handle > 500ms')
 p99(FUNC) > D           the 99th percentile (p50, p90, p99, p999) of FUNC's calls that ended since the last snapshot over D
 blocked > D             a goroutine blocked longer than D (blocked > 30s): as the runtime stamped its wait, or at least since a snapshot first saw it in the same wait
-memory > P%             the process's memory cgroup past P% of its limit`
+memory > P%             the process's memory cgroup past P% of its limit
+leaks > N               more than N goroutines leaked (gi ps --leaks's rule, judged every --leaks-interval)`
 
 // Condition is one --when of gi record: a condition on the summaries of
 // the snapshots, judged after each.
@@ -48,11 +48,8 @@ const (
 	memoryOver
 	callOver
 	quantileOver
+	leaksOver
 )
-
-// ErrNotYet marks a condition this gi parses but cannot judge yet: those
-// on leaks.
-var ErrNotYet = errors.New("not supported yet")
 
 // ParseCondition reads a --when.
 func ParseCondition(text string) (*Condition, error) {
@@ -88,8 +85,7 @@ func ParseCondition(text string) (*Condition, error) {
 			return nil, bad("the percentile names no function")
 		}
 		return c, c.parseDuration(strings.TrimSpace(s[end+1:]), bad)
-	case strings.HasPrefix(s, "leaks"):
-		return nil, fmt.Errorf("--when %q: %w: conditions on leaks are not judged by the recorder", text, ErrNotYet)
+
 	default:
 		// The measure ends at the first space or operator.
 		i := strings.IndexAny(s, " <>+")
@@ -109,6 +105,9 @@ func ParseCondition(text string) (*Condition, error) {
 		if c.kind != stateCount {
 			return nil, bad("count wants a state: count(STATE) > N")
 		}
+		return c, c.parseCount(rest, bad)
+	case "leaks":
+		c.kind = leaksOver
 		return c, c.parseCount(rest, bad)
 	case "blocked":
 		c.kind = blockedOver
@@ -181,6 +180,9 @@ func (c *Condition) Function() string {
 	}
 	return ""
 }
+
+// OnLeaks says whether the condition needs the leak rule judged.
+func (c *Condition) OnLeaks() bool { return c.kind == leaksOver }
 
 // OnCall says whether the condition is judged on each call as it ends
 // (FUNC > D) rather than on the snapshots.
@@ -299,6 +301,17 @@ func (c *Condition) Eval(history []report.RecordSummary) (holds bool, value stri
 		}
 		v := l.Quantile(c.q)
 		return v > c.d || c.atLeast && v == c.d, fmt.Sprintf("%s of %s %v over %d calls", report.QuantileName(c.q), c.fn, v.Round(time.Microsecond), l.Calls)
+	case leaksOver:
+		// The latest snapshot the leak rule was judged on.
+		for i := len(history) - 1; i >= 0; i-- {
+			if h := &history[i]; h.LeaksJudged {
+				if h.LeaksUndecided != "" {
+					return false, "leaks undecided: " + h.LeaksUndecided
+				}
+				return c.over(float64(h.Leaked)), fmt.Sprintf("%d goroutines leaked", h.Leaked)
+			}
+		}
+		return false, "leaks not judged yet"
 	case memoryOver:
 		if now.MemoryLimit <= 0 {
 			return false, "no memory limit"

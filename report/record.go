@@ -34,6 +34,13 @@ type RecordSummary struct {
 	// Latencies are the traced functions' calls that ended since the
 	// snapshot before (gi record with functions traced).
 	Latencies []FunctionLatency `json:"latencies,omitempty"`
+	// LeaksJudged says the leak rule was judged on this snapshot (gi
+	// record with a condition on leaks), Leaked how many goroutines it
+	// found leaked, LeaksUndecided why it could not decide ("" when it
+	// did).
+	LeaksJudged    bool   `json:"leaks_judged,omitempty"`
+	Leaked         int    `json:"leaked,omitempty"`
+	LeaksUndecided string `json:"leaks_undecided,omitempty"`
 }
 
 // FunctionLatency is the calls of one function over an interval.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gi-debug/gi/inspect"
+	"github.com/gi-debug/gi/leak"
 	"github.com/gi-debug/gi/measure"
 	"github.com/gi-debug/gi/proc"
 	"github.com/gi-debug/gi/ptrace"
@@ -101,6 +102,22 @@ func (w *Watch) Refresh() error {
 	}
 	w.snap = s
 	return nil
+}
+
+// RefreshLeaks takes a new snapshot with the leak rule judged on it, as
+// gi ps --leaks does: the goroutines nothing that can run will ever wake
+// are marked Leaked. If it fails, the latest snapshot stays.
+func (w *Watch) RefreshLeaks(opts leak.Options) (*LeakVerdict, error) {
+	snap, im, capErr := leak.Take(w.target, func() (*inspect.Snapshot, error) { return w.target.Snapshot(w.tracer) }, opts)
+	if snap == nil {
+		if !proc.Alive(w.pid) {
+			return nil, fmt.Errorf("process %d exited: %w", w.pid, proc.ErrNoSuchProcess)
+		}
+		return nil, capErr
+	}
+	v := judge(w.target, snap, im, capErr, opts)
+	w.snap = snap
+	return v, nil
 }
 
 // Groups groups the latest snapshot's goroutines by the function they

@@ -32,6 +32,7 @@ type recordOptions struct {
 	trace       []string
 	why         bool
 	maxDisk     string
+	leaksEvery  time.Duration
 	replay      string
 	target      targetFlags
 }
@@ -89,6 +90,7 @@ Conditions (--when, repeatable):
 	f.StringVar(&o.maxOverhead, "max-overhead", defaultMaxOverhead, "keep the share of the time the process is stopped for snapshots at or below `P` (the interval grows where pauses are long)")
 	f.StringArrayVar(&o.trace, "trace", nil, "keep the calls of the functions `PATTERN` matches in the window, as gi trace traces them (repeatable)")
 	f.StringVar(&o.replay, "replay", "", "print what the record in `DIR` holds (what fired, the window's summaries, the goroutines at that moment), without the process")
+	f.DurationVar(&o.leaksEvery, "leaks-interval", recorder.DefaultLeaksInterval, "with a condition on leaks, judge the leak rule (gi ps --leaks) every `D`")
 	f.StringVar(&o.maxDisk, "max-disk", "1GiB", "write at most `SIZE` of records (KiB, MiB, GiB); past it, records are counted, not written")
 	f.BoolVar(&o.why, "why", false, "split each traced call's time as gi trace --why does (probes on the scheduler)")
 	addTargetFlags(f, &o.target)
@@ -104,7 +106,8 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 		return fmt.Errorf("--max-overhead %s: the recorder's snapshots need a budget (5%%)", o.maxOverhead)
 	}
 	ro := recorder.Options{Out: o.out, Interval: o.interval, Keep: o.keep, Cooldown: o.cooldown, MaxRecords: o.maxRecords,
-		Duration: o.duration, MaxOverhead: budget, MaxSummaries: recorder.DefaultMaxSummaries, Trace: o.trace, Why: o.why}
+		Duration: o.duration, MaxOverhead: budget, MaxSummaries: recorder.DefaultMaxSummaries, Trace: o.trace, Why: o.why,
+		LeaksInterval: o.leaksEvery}
 	if ro.MaxDisk, err = parseSize(o.maxDisk); err != nil {
 		return fmt.Errorf("--max-disk %q: %w", o.maxDisk, err)
 	}

@@ -33,7 +33,7 @@ func TestRecordBadInput(t *testing.T) {
 	}{
 		{[]string{"--out", out, "--when", "goroutines <", pid}, `--when "goroutines <"`},
 		{[]string{"--out", out, "--when", "count(no.Such) > 1", pid}, "no goroutine of go"},
-		{[]string{"--out", out, "--when", "leaks > 0", pid}, "not supported yet"},
+		{[]string{"--out", out, "--when", "leaks > many", pid}, "not a count"},
 		{[]string{"--out", out, "--when", "main.noSuch > 1s", pid}, "main.noSuch"},
 		{[]string{"--out", out, "--trace", "main.[", pid}, "--trace"},
 		{[]string{"--out", out, "--why", pid}, "--why"},
