@@ -161,6 +161,13 @@ func Open(path, exe string) (*Core, error) {
 	if c.fds != nil {
 		c.Process.EpollRegistrations, c.Process.DescribeFD = c.fds.epoll, c.fds.describe
 	}
+	c.Process.ReadMappings = func() ([]proc.Mapping, error) {
+		out := make([]proc.Mapping, len(c.Mappings))
+		for i, m := range c.Mappings {
+			out[i] = proc.Mapping{Start: m.Start, End: m.End, Offset: m.Offset, Path: m.Path}
+		}
+		return out, nil
+	}
 	return c, nil
 }
 

@@ -53,7 +53,7 @@ func (t *Target) SnapshotCore(tr *ptrace.Tracer, path string, o CoreOptions) (*S
 	if err := outfile.Probe(path); err != nil {
 		return nil, nil, fmt.Errorf("core file: %w", err)
 	}
-	maps, err := proc.Mappings(t.PID)
+	maps, err := t.process.ReadMappings()
 	if err != nil {
 		return nil, nil, err
 	}

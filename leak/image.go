@@ -408,7 +408,11 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 	var tracked *proc.Tracked
 	var precopy time.Duration
 	why := "asked to (a core of the stop holds what it copies)"
-	liveMem, live := t.Mem.(*proc.Memory)
+	var liveMem *proc.Memory
+	live := false
+	if p := t.Process(); p != nil {
+		liveMem, live = p.LiveMemory()
+	}
 	// The heap as it is now sizes gi's buffer and the room a copy of
 	// the process needs in its memory cgroups (and gi's in its own).
 	var scan int64
@@ -467,7 +471,11 @@ func Take(t *inspect.Target, snapshot func() (*inspect.Snapshot, error), opts Op
 		}
 	}
 	var modules []string
-	if maps, err := proc.Mappings(t.PID); err == nil {
+	if p := t.Process(); p != nil && p.ReadMappings != nil {
+		maps, err := p.ReadMappings()
+		if err != nil {
+			maps = nil
+		}
 		var paths []string
 		for _, m := range maps {
 			if m.Exec {

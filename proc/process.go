@@ -48,6 +48,10 @@ type Process struct {
 	// it writes; nil where nothing says it.
 	EpollRegistrations func() (map[uint64]int, error)
 	DescribeFD         func(fd int) (FD, error)
+	// ReadMappings returns its memory mappings: /proc/<pid>/maps for a
+	// live process; for a core file, its file mappings (NT_FILE: paths
+	// and ranges, permissions unknown).
+	ReadMappings func() ([]Mapping, error)
 	// ClockOffset is its CLOCK_MONOTONIC minus this process's (they
 	// differ across time namespaces): the runtime's timestamps, such as
 	// g.waitsince, are in its clock.
@@ -83,6 +87,7 @@ func Open(pid int) (*Process, error) {
 	p.Environ = func() ([]byte, error) { return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ") }
 	p.EpollRegistrations = func() (map[uint64]int, error) { return EpollRegistrations(pid) }
 	p.DescribeFD = func(fd int) (FD, error) { return DescribeFD(pid, fd) }
+	p.ReadMappings = func() ([]Mapping, error) { return Mappings(pid) }
 	if err := p.open(); err != nil {
 		exe.Close()
 		return nil, err
@@ -137,6 +142,16 @@ func (p *Process) RuntimeStrings() (*runtimelayout.RuntimeStrings, error) {
 		}
 	})
 	return p.runtimeStrings, p.stringsErr
+}
+
+// Alive reports whether the process still runs: never for a core file.
+func (p *Process) Alive() bool { return p.Live && Alive(p.PID) }
+
+// LiveMemory returns a live process's memory, whose reads a stop can
+// make exact (Track); false for a core file's.
+func (p *Process) LiveMemory() (*Memory, bool) {
+	m, ok := p.Mem.(*Memory)
+	return m, ok && p.Live
 }
 
 // Close releases the memory and the executable.

@@ -188,9 +188,9 @@ func psCore(r PsRequest) (*PsResult, error) {
 	res := &PsResult{PID: c.Process.PID, Snapshot: snap, Core: c.Path, Missing: c.Missing()}
 	if r.Leaks {
 		im, capErr := leak.Capture(c.Process.Mem, t.Binary, t.Layout, t.Bias, c.Threads, r.LeakOptions)
-		if im != nil {
+		if maps, err := c.Process.ReadMappings(); im != nil && err == nil {
 			var paths []string
-			for _, m := range c.Mappings {
+			for _, m := range maps {
 				paths = append(paths, m.Path)
 			}
 			im.GoModules = leak.GoModules("/", paths, t.Binary)

@@ -95,7 +95,7 @@ func (w *Watch) Snapshot() *inspect.Snapshot { return w.snap }
 func (w *Watch) Refresh() error {
 	s, err := w.target.Snapshot(w.tracer)
 	if err != nil {
-		if !proc.Alive(w.pid) {
+		if !w.target.Process().Alive() {
 			return fmt.Errorf("process %d exited: %w", w.pid, proc.ErrNoSuchProcess)
 		}
 		return err
@@ -110,7 +110,7 @@ func (w *Watch) Refresh() error {
 func (w *Watch) RefreshLeaks(opts leak.Options) (*LeakVerdict, error) {
 	snap, im, capErr := leak.Take(w.target, func() (*inspect.Snapshot, error) { return w.target.Snapshot(w.tracer) }, opts)
 	if snap == nil {
-		if !proc.Alive(w.pid) {
+		if !w.target.Process().Alive() {
 			return nil, fmt.Errorf("process %d exited: %w", w.pid, proc.ErrNoSuchProcess)
 		}
 		return nil, capErr
