@@ -257,20 +257,19 @@ func (r *run) record(ctx context.Context, tracer *ptrace.Tracer, end <-chan time
 		}
 		defer tr.Close()
 		r.tracing = tr
-		defer func() {
-			// What the probes took, before they are out.
-			if ov, err := tr.Overhead(); err == nil {
-				r.res.Probes += ov.Probes
-				r.res.ProbesCPU += ov.TargetCPU
-			}
-			r.tracing = nil
-		}()
 		o.warnSampled(tr)
 		calls = newCallWindow(o.Keep, cmp.Or(o.MaxCalls, DefaultMaxCalls), trace.NewClock(), tr.Symbols(), o.When)
 		traceCtx, stopTrace := context.WithCancel(ctx)
 		traced := make(chan *service.TraceResult, 1)
 		go func() { traced <- tr.Run(traceCtx, calls.handlers()) }()
 		defer func() {
+			// What the probes took, read before the run ends: it takes
+			// them out.
+			if ov, err := tr.Overhead(); err == nil {
+				r.res.Probes += ov.Probes
+				r.res.ProbesCPU += ov.TargetCPU
+			}
+			r.tracing = nil
 			stopTrace()
 			<-traced
 		}()

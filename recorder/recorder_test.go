@@ -178,13 +178,18 @@ func TestRecordSlowCall(t *testing.T) {
 	written := make(chan recorder.Record, 16)
 	started := make(chan struct{})
 	o := recorder.Options{PID: p.Pid, Out: t.TempDir(), Interval: 200 * time.Millisecond, Keep: 10 * time.Second, MaxSummaries: 1000,
-		MaxOverhead: 0.05, When: []*recorder.Condition{c}, Why: true, Cooldown: time.Minute,
+		// A budget that traces the handler whole: sampled, its windows
+		// would see no call longer than themselves (said in a warning).
+		MaxOverhead: 0.5, When: []*recorder.Condition{c}, Why: true, Cooldown: time.Minute,
+		Warned:  func(w string) { t.Logf("warning: %s", w) },
 		Started: func() { close(started) },
 		Written: func(r recorder.Record) { written <- r }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	results := make(chan *recorder.Result, 1)
 	go func() {
-		_, err := recorder.Run(ctx, tracer, o)
+		res, err := recorder.Run(ctx, tracer, o)
+		results <- res
 		done <- err
 	}()
 	select {
@@ -215,6 +220,9 @@ func TestRecordSlowCall(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if res := <-results; res.Probes <= 0 || res.ProbesCPU <= 0 {
+		t.Errorf("the recording's probes not counted at its end: %v of %v", res.Probes, res.ProbesCPU)
 	}
 	targets.CheckNotStopped(t, p.Pid)
 	select {
