@@ -60,6 +60,9 @@ type Options struct {
 	// MaxDisk bounds the bytes the recording writes (DefaultMaxDisk when
 	// 0): past it, records are counted, not written.
 	MaxDisk int64
+	// Core also writes a core file of the process into each record
+	// (core), from one more stop right after the trigger's snapshot.
+	Core bool
 	// LeaksInterval is how often, with a condition on leaks, a snapshot
 	// judges the leak rule (gi ps --leaks: a frozen copy of the process
 	// walked) rather than listing alone (DefaultLeaksInterval when 0).
@@ -274,7 +277,7 @@ func (r *run) record(ctx context.Context, tracer *ptrace.Tracer, end <-chan time
 			<-traced
 		}()
 	}
-	r.calls = calls
+	r.calls, r.watch = calls, w
 	if err := r.refresh(w); err != nil {
 		if errors.Is(err, proc.ErrNoSuchProcess) {
 			r.res.Exited = true
@@ -433,6 +436,8 @@ type run struct {
 	// tracing the trace filling it.
 	calls   *callWindow
 	tracing *service.Tracing
+	// watch is the process's (Options.Core writes its cores).
+	watch *service.Watch
 	// started is when the recording began.
 	started time.Time
 	// leaksAt is when the leak rule was last judged, verdict what it
@@ -653,8 +658,27 @@ func (r *run) write(snap *inspect.Snapshot, cause, value, why string, call *repo
 			{"perfetto.json", func(b *bufio.Writer) error { return r.calls.writePerfetto(b, roots) }},
 		}...)
 	}
+	if r.o.Core && r.watch != nil {
+		files = append(files, struct {
+			name  string
+			write func(*bufio.Writer) error
+		}{"core", nil})
+	}
 	var size int64
 	for _, f := range files {
+		if f.name == "core" {
+			// One more stop: the core holds the process as it was right
+			// after the trigger's snapshot.
+			written, err := r.watch.RefreshCore(filepath.Join(dir, "core"))
+			if err != nil {
+				r.warn(fmt.Sprintf("record %s: no core: %v", dir, err))
+				continue
+			}
+			r.res.Snapshots++
+			r.res.Paused += r.watch.Snapshot().Pause
+			size += written.Memory
+			continue
+		}
 		n, err := writeFile(filepath.Join(dir, f.name), f.write)
 		if err != nil {
 			// A full disk, say: nothing half-written is left.

@@ -104,6 +104,21 @@ func (w *Watch) Refresh() error {
 	return nil
 }
 
+// RefreshCore takes a new snapshot and, from the same stop, writes a core
+// file of the process to path (inspect.Target.SnapshotCore). If it
+// fails, the latest snapshot stays.
+func (w *Watch) RefreshCore(path string) (*inspect.CoreWritten, error) {
+	s, written, err := w.target.SnapshotCore(w.tracer, path, inspect.CoreOptions{})
+	if err != nil {
+		if !w.target.Process().Alive() {
+			return nil, fmt.Errorf("process %d exited: %w", w.pid, proc.ErrNoSuchProcess)
+		}
+		return nil, err
+	}
+	w.snap = s
+	return written, nil
+}
+
 // RefreshLeaks takes a new snapshot with the leak rule judged on it, as
 // gi ps --leaks does: the goroutines nothing that can run will ever wake
 // are marked Leaked. If it fails, the latest snapshot stays.

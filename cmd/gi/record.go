@@ -33,6 +33,7 @@ type recordOptions struct {
 	why         bool
 	maxDisk     string
 	leaksEvery  time.Duration
+	core        bool
 	replay      string
 	target      targetFlags
 }
@@ -90,6 +91,7 @@ Conditions (--when, repeatable):
 	f.StringVar(&o.maxOverhead, "max-overhead", defaultMaxOverhead, "keep the share of the time the process is stopped for snapshots at or below `P` (the interval grows where pauses are long)")
 	f.StringArrayVar(&o.trace, "trace", nil, "keep the calls of the functions `PATTERN` matches in the window, as gi trace traces them (repeatable)")
 	f.StringVar(&o.replay, "replay", "", "print what the record in `DIR` holds (what fired, the window's summaries, the goroutines at that moment), without the process")
+	f.BoolVar(&o.core, "core", false, "also write a core file of the process into each record (one more stop, right after the trigger's snapshot)")
 	f.DurationVar(&o.leaksEvery, "leaks-interval", recorder.DefaultLeaksInterval, "with a condition on leaks, judge the leak rule (gi ps --leaks) every `D`")
 	f.StringVar(&o.maxDisk, "max-disk", "1GiB", "write at most `SIZE` of records (KiB, MiB, GiB); past it, records are counted, not written")
 	f.BoolVar(&o.why, "why", false, "split each traced call's time as gi trace --why does (probes on the scheduler)")
@@ -107,7 +109,7 @@ func runRecord(a *app, stderr io.Writer, target string, o recordOptions) error {
 	}
 	ro := recorder.Options{Out: o.out, Interval: o.interval, Keep: o.keep, Cooldown: o.cooldown, MaxRecords: o.maxRecords,
 		Duration: o.duration, MaxOverhead: budget, MaxSummaries: recorder.DefaultMaxSummaries, Trace: o.trace, Why: o.why,
-		LeaksInterval: o.leaksEvery}
+		LeaksInterval: o.leaksEvery, Core: o.core}
 	if ro.MaxDisk, err = parseSize(o.maxDisk); err != nil {
 		return fmt.Errorf("--max-disk %q: %w", o.maxDisk, err)
 	}

@@ -63,7 +63,7 @@ func TestRecordCLI(t *testing.T) {
 	requirePrivilege(t)
 	p := targets.Start(t, targets.Build(t, "lockserver", targets.BuildOptions{}), "-workers", "4", "-pause", "20ms")
 	out := t.TempDir()
-	cmd := exec.Command(buildGi(t), "record", strconv.Itoa(p.Pid), "--out", out, "--interval", "100ms", "--when", "count(sync.Mutex.Lock) > 3")
+	cmd := exec.Command(buildGi(t), "record", strconv.Itoa(p.Pid), "--out", out, "--interval", "100ms", "--when", "count(sync.Mutex.Lock) > 3", "--core")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +107,17 @@ func TestRecordCLI(t *testing.T) {
 	dir := line[strings.LastIndex(line, "→ ")+len("→ "):]
 	if st, err := os.Stat(filepath.Join(dir, "ps.json")); err != nil || st.Size() == 0 || filepath.Dir(dir) != out {
 		t.Errorf("record %s: ps.json %v", dir, err)
+	}
+	// The record's core, read back: the four workers in it.
+	listing := giOK(t, "ps", filepath.Join(dir, "core"))
+	blocked := 0
+	for _, line := range strings.Split(listing, "\n") {
+		if strings.Contains(line, "sync.Mutex.Lock") && strings.Contains(line, "main.handle") && strings.Contains(line, "mutex main.mu") {
+			blocked++
+		}
+	}
+	if blocked != 4 {
+		t.Errorf("gi ps of the record's core lists %d workers blocked on main.mu, want 4:\n%s", blocked, listing)
 	}
 	cmd.Process.Signal(syscall.SIGUSR1)
 	wait("gi: record: on demand (SIGUSR1) → ")
