@@ -129,3 +129,37 @@ func TestDeadlocksThroughPendingWriter(t *testing.T) {
 		t.Fatalf("deadlocks %+v, want 4 -> 5 -> 6", ds)
 	}
 }
+
+// TestHoldsAt: a frame holds a global mutex by its code only between a
+// completed Lock and the Unlock after it: not inside the call of the Lock
+// (still taking it), not after an Unlock with no Lock since.
+func TestHoldsAt(t *testing.T) {
+	const a, b = 0x1000, 0x2000
+	sites := []plainSite{
+		{addr: a, off: 10, end: 15},               // Lock(a)
+		{addr: b, off: 16, end: 21},               // Lock(b)
+		{addr: a, off: 20, end: 25, unlock: true}, // Unlock(a)
+		{addr: a, off: 40, end: 45},               // Lock(a) again
+		{addr: a, off: 60, end: 65, unlock: true}, // Unlock(a)
+		{addr: b, off: 70, end: 75, unlock: true}, // Unlock(b)
+	}
+	cases := []struct {
+		addr, off uint64
+		holds     bool
+	}{
+		{a, 5, false},  // before any Lock
+		{a, 15, false}, // in the call of the Lock: taking it
+		{a, 18, true},  // between the Lock and its Unlock
+		{a, 30, false}, // after the Unlock, before the next Lock
+		{a, 45, false}, // in the second Lock's call
+		{a, 50, true},  // held again
+		{a, 80, false}, // no Unlock after
+		{b, 50, true},  // b held from 21 to 70
+		{b, 21, false}, // in b's Lock
+	}
+	for _, c := range cases {
+		if got := holdsAt(sites, c.addr, c.off); got != c.holds {
+			t.Errorf("holdsAt(%#x, %d) = %v, want %v", c.addr, c.off, got, c.holds)
+		}
+	}
+}

@@ -21,9 +21,9 @@ import (
 
 // plainSite is where a function's code locks or unlocks a global mutex.
 type plainSite struct {
-	addr   uint64 // the mutex's link-time address
-	off    uint64 // the instruction's offset from the function's entry
-	unlock bool
+	addr     uint64 // the mutex's link-time address
+	off, end uint64 // the instruction's offsets from the function's entry: its first byte, and past its last
+	unlock   bool
 }
 
 // maxPlainCode bounds the code of one function decoded for its sites.
@@ -92,7 +92,7 @@ func (t *Target) decodePlainSites(code []byte, entry uint64) []plainSite {
 			}
 		case locked && (inst.Op == x86asm.CMPXCHG || inst.Op == x86asm.XADD):
 			if a, ok := ripTarget(inst.Args[0]); ok {
-				sites = append(sites, plainSite{addr: a, off: uint64(off), unlock: inst.Op == x86asm.XADD})
+				sites = append(sites, plainSite{addr: a, off: uint64(off), end: uint64(off + inst.Len), unlock: inst.Op == x86asm.XADD})
 			}
 		case inst.Op == x86asm.CALL:
 			rel, ok := inst.Args[0].(x86asm.Rel)
@@ -103,9 +103,9 @@ func (t *Target) decodePlainSites(code []byte, entry uint64) []plainSite {
 			if callee := t.sym.lines.FuncForPC(target); callee != nil && callee.Entry == target {
 				switch {
 				case lockByName(callee.Name):
-					sites = append(sites, plainSite{addr: axAddr, off: uint64(off)})
+					sites = append(sites, plainSite{addr: axAddr, off: uint64(off), end: uint64(off + inst.Len)})
 				case unlockKindByName(callee.Name) == unlockWrite:
-					sites = append(sites, plainSite{addr: axAddr, off: uint64(off), unlock: true})
+					sites = append(sites, plainSite{addr: axAddr, off: uint64(off), end: uint64(off + inst.Len), unlock: true})
 				}
 			}
 		}
@@ -115,6 +115,31 @@ func (t *Target) decodePlainSites(code []byte, entry uint64) []plainSite {
 		off += inst.Len
 	}
 	return sites
+}
+
+// holdsAt says whether a frame stopped at offset off of a function with
+// sites holds the mutex at addr by its code: the nearest site of it
+// before off is a Lock, complete (a frame inside the call of a Lock or an
+// Unlock is taking or releasing it, not holding it), and an Unlock of it
+// comes after.
+func holdsAt(sites []plainSite, addr, off uint64) bool {
+	var nearest *plainSite
+	unlockAfter := false
+	for i := range sites {
+		s := &sites[i]
+		switch {
+		case s.addr != addr:
+		case s.end == off:
+			return false // in that call
+		case s.end < off:
+			if nearest == nil || s.off > nearest.off {
+				nearest = s
+			}
+		case s.unlock && s.off >= off:
+			unlockAfter = true
+		}
+	}
+	return nearest != nil && !nearest.unlock && unlockAfter
 }
 
 // findSuspects names, on each locked mutex the goroutines of gs wait on
@@ -151,18 +176,20 @@ func (t *Target) findSuspects(gs []*Goroutine) {
 				continue
 			}
 			off := fr.PC - bias - f.Entry
-			for _, site := range t.plainSites(f) {
+			sites := t.plainSites(f)
+			for _, site := range sites {
 				m := site.addr + bias
-				if site.unlock || site.off >= off || waited[m] == nil || waits[m] {
-					continue
-				}
-				// A Lock before the frame's pc: an Unlock of the same
-				// mutex after it?
-				if !slices.ContainsFunc(t.plainSites(f), func(u plainSite) bool { return u.unlock && u.addr == site.addr && u.off >= off }) {
+				if site.unlock || site.end > off || waited[m] == nil || waits[m] || !holdsAt(sites, site.addr, off) {
 					continue
 				}
 				if slices.ContainsFunc(suspects[m], func(h Holder) bool { return h.Goid == g.ID }) {
 					continue
+				}
+				// The nearest Lock before: its line.
+				for _, s := range sites {
+					if s.addr == site.addr && !s.unlock && s.end <= off && s.off > site.off {
+						site = s
+					}
 				}
 				// The Lock's line in f itself: its outermost frame (the
 				// fast path is inlined from package sync).

@@ -29,6 +29,10 @@ type callWindow struct {
 	// Options.When.
 	onCall map[int]*Condition
 
+	// symMu serialises the symbolizer's uses (it caches types as it
+	// formats arguments): the trace's handlers and the records' writes.
+	symMu sync.Mutex
+
 	mu       sync.Mutex
 	roots    []keptCall
 	dropped  int
@@ -82,8 +86,10 @@ func (w *callWindow) handlers() trace.Handlers {
 					continue
 				}
 				if over, value := cond.SlowCall(d); over {
-					sc := slowCall{cond: i, value: value, at: w.clock.Wall(c.End),
-						call: report.NewTraceCall(w.sym, w.clock, trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, c)}
+					w.symMu.Lock()
+					tc := report.NewTraceCall(w.sym, w.clock, trace.GoroutineKey{PID: h.PID, Goid: h.Goid}, c)
+					w.symMu.Unlock()
+					sc := slowCall{cond: i, value: value, at: w.clock.Wall(c.End), call: tc}
 					select {
 					case w.slow <- sc:
 					default:
@@ -141,6 +147,8 @@ func (w *callWindow) kept() ([]keptCall, int) {
 // writeJSONLines writes each call of the trees, as gi trace --json
 // prints calls: a root, then its calls depth first.
 func (w *callWindow) writeJSONLines(b *bufio.Writer, roots []keptCall) error {
+	w.symMu.Lock()
+	defer w.symMu.Unlock()
 	enc := json.NewEncoder(b)
 	var walk func(k trace.GoroutineKey, c *trace.Call) error
 	walk = func(k trace.GoroutineKey, c *trace.Call) error {

@@ -151,8 +151,8 @@ func (o *Options) Check() error {
 		return fmt.Errorf("--max-overhead %g%%: the recorder's snapshots need a budget from 0 to 100%%", 100*o.MaxOverhead)
 	case o.MaxSummaries <= 0:
 		return fmt.Errorf("at most %d summaries: want a positive bound", o.MaxSummaries)
-	case o.Cooldown < 0 || o.Duration < 0 || o.MaxRecords < 0 || o.MaxDisk < 0:
-		return errors.New("--cooldown, --duration, --max-records and --max-disk cannot be negative")
+	case o.Cooldown < 0 || o.Duration < 0 || o.MaxRecords < 0 || o.MaxDisk < 0 || o.LeaksInterval < 0:
+		return errors.New("--cooldown, --duration, --max-records, --max-disk and --leaks-interval cannot be negative")
 	case o.Out == "":
 		return errors.New("--out DIR: say where records go")
 	}
@@ -205,7 +205,9 @@ func Run(ctx context.Context, tracer *ptrace.Tracer, o Options) (*Result, error)
 		if pid == 0 {
 			return r.res, err
 		}
+		// A new process: nothing of the old one judges it.
 		r.o.PID, r.blocked, r.res.Exited = pid, nil, false
+		r.history, r.leaksAt = nil, time.Time{}
 		clear(r.active)
 		if o.Followed != nil {
 			o.Followed(pid)
@@ -264,7 +266,13 @@ func (r *run) record(ctx context.Context, tracer *ptrace.Tracer, end <-chan time
 		calls = newCallWindow(o.Keep, cmp.Or(o.MaxCalls, DefaultMaxCalls), trace.NewClock(), tr.Symbols(), o.When)
 		traceCtx, stopTrace := context.WithCancel(ctx)
 		traced := make(chan *service.TraceResult, 1)
-		go func() { traced <- tr.Run(traceCtx, calls.handlers()) }()
+		go func() {
+			res := tr.Run(traceCtx, calls.handlers())
+			if res.Err != nil {
+				r.warn(fmt.Sprintf("the recorder's trace of process %d ended: %v; conditions on calls are no longer judged", o.PID, res.Err))
+			}
+			traced <- res
+		}()
 		defer func() {
 			// What the probes took, read before the run ends: it takes
 			// them out.
@@ -535,8 +543,8 @@ func (r *run) observe(snap *inspect.Snapshot) {
 // judge writes a record for each condition that starts to hold.
 func (r *run) judge(snap *inspect.Snapshot) error {
 	for i, c := range r.o.When {
-		if c.OnCall() {
-			continue // judged on each call as it ends
+		if c.OnCall() || !c.Judged(r.history) {
+			continue // judged on each call as it ends; or no data to judge on
 		}
 		holds, value := c.Eval(r.history)
 		was := r.active[i]
@@ -568,11 +576,18 @@ func (r *run) refresh(w *service.Watch) error {
 	if !slices.ContainsFunc(r.o.When, (*Condition).OnLeaks) || time.Since(r.leaksAt) < cmp.Or(r.o.LeaksInterval, DefaultLeaksInterval) {
 		return w.Refresh()
 	}
+	r.leaksAt = time.Now()
 	v, err := w.RefreshLeaks(leak.Options{})
-	if err != nil {
+	if errors.Is(err, proc.ErrNoSuchProcess) {
 		return err
 	}
-	r.leaksAt, r.verdict = time.Now(), v
+	if err != nil {
+		// A copy that died, say: this judgement is lost, not the
+		// recording.
+		r.warn(fmt.Sprintf("the leak rule could not be judged: %v", err))
+		return w.Refresh()
+	}
+	r.verdict = v
 	return nil
 }
 
@@ -594,6 +609,9 @@ func (r *run) writeSlow(snap *inspect.Snapshot, sc slowCall) error {
 // write writes a record of snap, cause the condition that fired (call,
 // for a condition on calls, the call that fired it).
 func (r *run) write(snap *inspect.Snapshot, cause, value, why string, call *report.TraceCall) error {
+	if r.o.MaxRecords > 0 && len(r.res.Records) >= r.o.MaxRecords {
+		return nil
+	}
 	if r.res.Written >= cmp.Or(r.o.MaxDisk, DefaultMaxDisk) {
 		r.res.Skipped++
 		if r.res.Skipped == 1 {

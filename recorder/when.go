@@ -191,8 +191,10 @@ func (c *Condition) OnCall() bool { return c.kind == callOver }
 // SlowCall judges a call of the condition's function that took d: whether
 // it is over the threshold, and what it measured.
 func (c *Condition) SlowCall(d time.Duration) (bool, string) {
-	over := d > c.d || c.atLeast && d == c.d
-	return over, fmt.Sprintf("a call of %s took %v", c.fn, d.Round(time.Microsecond))
+	if d < c.d || d == c.d && !c.atLeast {
+		return false, ""
+	}
+	return true, fmt.Sprintf("a call of %s took %v", c.fn, d.Round(time.Microsecond))
 }
 
 // parseOp reads "> V" or ">= V" and returns V.
@@ -271,6 +273,26 @@ func (c *Condition) over(v float64) bool {
 	return v > c.n
 }
 
+// Judged says whether the latest of the summaries can judge the
+// condition at all: not a percentile over an interval with no call of its
+// function, nor leaks on a snapshot that did not judge them (or could not
+// decide). A condition not judged keeps its state: it neither starts nor
+// stops holding.
+func (c *Condition) Judged(history []report.RecordSummary) bool {
+	if len(history) == 0 {
+		return false
+	}
+	now := &history[len(history)-1]
+	switch c.kind {
+	case quantileOver:
+		l, ok := now.Latency(c.fn)
+		return ok && l.Calls > 0
+	case leaksOver:
+		return now.LeaksJudged && now.LeaksUndecided == ""
+	}
+	return true
+}
+
 // Eval judges the condition on the summaries, oldest first (the last is
 // the snapshot just taken): whether it holds, and what it measured.
 func (c *Condition) Eval(history []report.RecordSummary) (holds bool, value string) {
@@ -302,16 +324,13 @@ func (c *Condition) Eval(history []report.RecordSummary) (holds bool, value stri
 		v := l.Quantile(c.q)
 		return v > c.d || c.atLeast && v == c.d, fmt.Sprintf("%s of %s %v over %d calls", report.QuantileName(c.q), c.fn, v.Round(time.Microsecond), l.Calls)
 	case leaksOver:
-		// The latest snapshot the leak rule was judged on.
-		for i := len(history) - 1; i >= 0; i-- {
-			if h := &history[i]; h.LeaksJudged {
-				if h.LeaksUndecided != "" {
-					return false, "leaks undecided: " + h.LeaksUndecided
-				}
-				return c.over(float64(h.Leaked)), fmt.Sprintf("%d goroutines leaked", h.Leaked)
-			}
+		if !now.LeaksJudged {
+			return false, "leaks not judged on this snapshot"
 		}
-		return false, "leaks not judged yet"
+		if now.LeaksUndecided != "" {
+			return false, "leaks undecided: " + now.LeaksUndecided
+		}
+		return c.over(float64(now.Leaked)), fmt.Sprintf("%d goroutines leaked", now.Leaked)
 	case memoryOver:
 		if now.MemoryLimit <= 0 {
 			return false, "no memory limit"

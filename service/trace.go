@@ -154,9 +154,11 @@ type Tracing struct {
 	session *trace.Session
 	process *proc.Process   // nil: traced by path, or not readable
 	target  *inspect.Target // reads goroutines' labels; nil where it cannot
-	// detached takes the probes out once, whoever asks first (Run's end,
-	// or Close from another goroutine).
-	detached sync.Once
+	// mu guards detached: the probes are taken out once, whoever asks
+	// first (Run's end, or Close from another goroutine), and Overhead
+	// is not read as they go.
+	mu       sync.Mutex
+	detached bool
 	closeErr error
 }
 
@@ -283,6 +285,11 @@ func (t *Tracing) Symbols() *trace.Symbols { return t.session.Symbols() }
 // Overhead is what the probes have cost the process so far; it may run
 // beside Run, until the probes are out.
 func (t *Tracing) Overhead() (*trace.Overhead, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.detached {
+		return nil, errors.New("the probes are out")
+	}
 	o, err := t.session.Overhead()
 	if err != nil {
 		return nil, err
@@ -359,7 +366,12 @@ func (t *Tracing) Run(ctx context.Context, hs trace.Handlers) *TraceResult {
 
 // detach takes the probes out, once.
 func (t *Tracing) detach() {
-	t.detached.Do(func() { t.closeErr = t.session.Close() })
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.detached {
+		t.detached = true
+		t.closeErr = t.session.Close()
+	}
 }
 
 // Close takes the probes out (if Run has not) and releases the process;
