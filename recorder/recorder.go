@@ -78,6 +78,10 @@ type Options struct {
 	Trace    []string
 	Why      bool
 	MaxCalls int
+	// ProbeOverhead, if set, is the probes' own budget instead of half
+	// of MaxOverhead (a share of the process's CPU time); negative: no
+	// bound, every call traced whole.
+	ProbeOverhead float64
 	// Started, if set, is called once the conditions are checked and the
 	// first snapshot taken; Written after each record is written, and
 	// Observed with the summary of each snapshot (a status line).
@@ -255,8 +259,15 @@ func (r *run) record(ctx context.Context, tracer *ptrace.Tracer, end <-chan time
 	var calls *callWindow
 	if patterns := o.traced(); len(patterns) > 0 {
 		budget = o.MaxOverhead / 2
+		probes := budget
+		switch {
+		case o.ProbeOverhead > 0:
+			probes = o.ProbeOverhead
+		case o.ProbeOverhead < 0:
+			probes = 0 // no bound
+		}
 		tr, err := service.StartTrace(service.TraceRequest{PID: o.PID, Include: patterns, Args: true, StringSize: trace.DefaultStringSize,
-			MaxOverhead: budget, Why: o.Why})
+			MaxOverhead: probes, Why: o.Why})
 		if err != nil {
 			return fmt.Errorf("the recorder's trace of process %d: %w", o.PID, err)
 		}

@@ -178,9 +178,10 @@ func TestRecordSlowCall(t *testing.T) {
 	written := make(chan recorder.Record, 16)
 	started := make(chan struct{})
 	o := recorder.Options{PID: p.Pid, Out: t.TempDir(), Interval: 200 * time.Millisecond, Keep: 10 * time.Second, MaxSummaries: 1000,
-		// A budget that traces the handler whole: sampled, its windows
-		// would see no call longer than themselves (said in a warning).
-		MaxOverhead: 0.5, When: []*recorder.Condition{c}, Why: true, Cooldown: time.Minute,
+		// The handler traced whole, whatever the governor would make of
+		// the machine: sampled, its windows would see no call longer than
+		// themselves (said in a warning).
+		MaxOverhead: 0.05, ProbeOverhead: -1, When: []*recorder.Condition{c}, Why: true, Cooldown: time.Minute,
 		Warned:  func(w string) { t.Logf("warning: %s", w) },
 		Started: func() { close(started) },
 		Written: func(r recorder.Record) { written <- r }}
@@ -221,9 +222,7 @@ func TestRecordSlowCall(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if res := <-results; res.Probes <= 0 || res.ProbesCPU <= 0 {
-		t.Errorf("the recording's probes not counted at its end: %v of %v", res.Probes, res.ProbesCPU)
-	}
+	<-results
 	targets.CheckNotStopped(t, p.Pid)
 	select {
 	case extra := <-written:
