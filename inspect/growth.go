@@ -104,7 +104,7 @@ func Compare(before, after *Snapshot) *Growth {
 		if st.After == 1 {
 			st.Representative = g
 		}
-		if p := prev[g.ID]; p != nil && unmoved(p, g) {
+		if p := prev[g.ID]; p != nil && Unmoved(p, g) {
 			gr.Unmoved = append(gr.Unmoved, g)
 			s.Unmoved++
 			st.Unmoved++
@@ -139,12 +139,12 @@ func Compare(before, after *Snapshot) *Growth {
 	return gr
 }
 
-// unmoved reports whether goroutine g of a later snapshot is where p,
+// Unmoved reports whether goroutine g of a later snapshot is where p,
 // the same goroutine in an earlier one, was, parked all along: waiting
 // in both, the same g, pc and stack pointer, the same wait (reason and
 // start, once the runtime stamped it), and the same count of times it
 // stopped running (g.trackingSeq, modulo 256).
-func unmoved(p, g *Goroutine) bool {
+func Unmoved(p, g *Goroutine) bool {
 	if g.Status != "waiting" || p.Status != g.Status || p.Addr != g.Addr || p.SP != g.SP || p.SP == 0 {
 		return false
 	}

@@ -465,34 +465,26 @@ type run struct {
 	verdict *service.LeakVerdict
 }
 
-// blockedSince is a goroutine's wait as the recorder first saw it: the
-// same state, stack pointer, pc, wait start (once stamped) and count of
-// times it stopped running at a later snapshot, it has not run in
-// between (the rule of gi ps --since's unmoved goroutines).
+// blockedSince is a goroutine blocked as the recorder first saw it in
+// its wait, and when.
 type blockedSince struct {
-	state     string
-	sp, pc    uint64
-	waitSince int64
-	seq       uint8
-	since     time.Time
+	g     *inspect.Goroutine
+	since time.Time
 }
 
 // waited notes the goroutines of snap that are blocked and returns how
 // long each has been: what the runtime recorded (g.waitsince, stamped at
 // garbage collections), or at least since the recorder first saw it in
-// the same wait, whichever is longer.
+// the same wait (inspect.Unmoved: gi ps --since's rule), whichever is
+// longer.
 func (r *run) waited(snap *inspect.Snapshot) func(*inspect.Goroutine) time.Duration {
 	now := map[uint64]blockedSince{}
 	for _, g := range snap.Goroutines {
 		if g.System || g.WaitReason == "" {
 			continue
 		}
-		b := blockedSince{state: g.State, sp: g.SP, waitSince: g.WaitSince, seq: g.Transitions, since: snap.Taken}
-		if len(g.Frames) > 0 {
-			b.pc = g.Frames[0].PC
-		}
-		if prev, ok := r.blocked[g.ID]; ok && prev.state == b.state && prev.sp == b.sp && prev.pc == b.pc && prev.seq == b.seq &&
-			(prev.waitSince == 0 || prev.waitSince == b.waitSince) {
+		b := blockedSince{g: g, since: snap.Taken}
+		if prev, ok := r.blocked[g.ID]; ok && inspect.Unmoved(prev.g, g) {
 			b.since = prev.since
 		}
 		now[g.ID] = b
